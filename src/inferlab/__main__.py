@@ -1,0 +1,3 @@
+from inferlab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Flags shared by the measuring commands, parsed strictly (bad values exit 2 with one line)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    value = positive_int(text)
+    available = os.cpu_count() or 1
+    if value > available:
+        raise argparse.ArgumentTypeError(f"{value} threads asked for, but this machine has {available} CPUs")
+    return value
+
+
+def add_lab_arguments(p: argparse.ArgumentParser, *, default_out: str, default_threads: int | None = 1) -> None:
+    """--out/--force/--quick/--json/--threads, the same on every lab command."""
+    p.add_argument("--out", type=Path, default=Path(default_out), help=f"experiment folder (default {default_out})")
+    p.add_argument("--force", action="store_true", help="replace an existing experiment folder")
+    p.add_argument("--quick", action="store_true", help="reduced run (CI); numbers are noisier")
+    p.add_argument("--json", action="store_true", help="print results.json to stdout")
+    p.add_argument("--threads", type=thread_count, default=default_threads,
+                   help="BLAS threads, set with threadpoolctl and recorded"
+                   + (f" (default {default_threads})" if default_threads else " (default: all)"))
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
