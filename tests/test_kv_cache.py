@@ -68,8 +68,8 @@ def test_nbytes_by_hand():
         paged.append(layer, k, k)
     assert len(paged.block_table) == 2                             # 17 tokens need two blocks of 16
     assert paged.nbytes == hand_bytes(2, 2, 8, 32) == 8192
-    # MiniGPT default: 4 layers x 2 x 4 heads x 16 x 256 positions x 4 bytes = 256 KiB
-    assert ContiguousKVCache(GPTConfig()).nbytes == 262144
+    # MiniGPT default: 4 layers x 2 x 4 heads x 16 x 256 positions x 4 bytes = 512 KiB
+    assert ContiguousKVCache(GPTConfig()).nbytes == 524288
 
 
 @pytest.mark.skipif(importlib.util.find_spec("inferlab.kv.formulas") is None,
