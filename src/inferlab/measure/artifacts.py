@@ -1,0 +1,315 @@
+"""Experiment artifacts: atomic file writes, the experiment folder, the manifest, schema checks.
+
+A run's folder is published whole or not at all: files are written into a temp sibling folder,
+checked against the shipped JSON Schemas, and the folder is renamed into place. An interrupted
+run leaves the previous folder (or file) as it was.
+
+Schema validation at run time uses a small built-in checker for the subset of JSON Schema our two
+schema files use (listed in _KEYWORDS), so `jsonschema` stays a test-only dependency; the tests
+validate every written file with the real jsonschema library as well.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from inferlab.errors import InferlabError
+from inferlab.measure.machine import machine_info, versions
+
+SCHEMA_VERSION = 1
+SCHEMA_NAMES = ("results", "manifest")
+
+
+# --- atomic single-file writes ---------------------------------------------------------------
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write data to path via a temp file in the same folder and os.replace (atomic on POSIX)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Interrupted (error, Ctrl-C): drop the partial temp file; the old path is untouched.
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_json(obj) -> str:
+    # allow_nan=False: NaN/Infinity are not JSON; a lab must write null (asv's convention).
+    return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+
+
+def atomic_write_json(path, obj) -> Path:
+    return atomic_write_text(path, dumps_json(obj))
+
+
+def figure_png_bytes(fig, *, dpi: int = 120) -> bytes:
+    """Render a matplotlib figure to PNG bytes and close it (pyplot figures hold memory)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close(fig)
+    return buf.getvalue()
+
+
+def save_figure(fig, path) -> Path:
+    """Atomic PNG write; closes the figure."""
+    return atomic_write_bytes(path, figure_png_bytes(fig))
+
+
+# --- schema validation (built-in subset) -----------------------------------------------------
+
+class SchemaMismatch(ValueError):
+    """A written file does not match its schema: a bug in the lab, named by JSON pointer."""
+
+
+@cache
+def load_schema(schema_name: str) -> dict:
+    if schema_name not in SCHEMA_NAMES:
+        raise ValueError(f"schema_name must be one of {SCHEMA_NAMES}, got {schema_name!r}")
+    text = resources.files("inferlab.measure").joinpath(f"schemas/{schema_name}.schema.json").read_text()
+    return json.loads(text)
+
+
+def _is_type(value, kind: str) -> bool:
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, {"string": str, "object": dict, "array": list, "boolean": bool,
+                              "null": type(None)}[kind])
+
+
+def _check_type(v, s, p):
+    kinds = s["type"] if isinstance(s["type"], list) else [s["type"]]
+    if not any(_is_type(v, k) for k in kinds):
+        return f"{p or '/'}: expected {' or '.join(kinds)}, got {type(v).__name__}"
+
+
+def _check_required(v, s, p):
+    if isinstance(v, dict):
+        missing = [k for k in s["required"] if k not in v]
+        if missing:
+            return f"{p or '/'}: missing required key(s) {', '.join(missing)}"
+
+
+def _check_properties(v, s, p):
+    if isinstance(v, dict):
+        for k, sub in s["properties"].items():
+            if k in v and (err := _first_error(v[k], sub, f"{p}/{k}")):
+                return err
+
+
+def _check_additional(v, s, p):
+    if isinstance(v, dict) and s["additionalProperties"] is False:
+        extra = sorted(set(v) - set(s.get("properties", {})))
+        if extra:
+            return f"{p or '/'}: unexpected key(s) {', '.join(extra)}"
+
+
+def _check_items(v, s, p):
+    if isinstance(v, list):
+        for i, item in enumerate(v):
+            if err := _first_error(item, s["items"], f"{p}/{i}"):
+                return err
+
+
+def _check_minimum(v, s, p):
+    if _is_type(v, "number") and v < s["minimum"]:
+        return f"{p or '/'}: {v} is below the minimum {s['minimum']}"
+
+
+def _check_min_length(v, s, p):
+    if isinstance(v, str) and len(v) < s["minLength"]:
+        return f"{p or '/'}: string shorter than {s['minLength']}"
+
+
+def _check_pattern(v, s, p):
+    if isinstance(v, str) and not re.search(s["pattern"], v):
+        return f"{p or '/'}: {v!r} does not match {s['pattern']!r}"
+
+
+def _check_const(v, s, p):
+    if not _json_equal(v, s["const"]):
+        return f"{p or '/'}: expected {s['const']!r}"
+
+
+def _check_enum(v, s, p):
+    if not any(_json_equal(v, e) for e in s["enum"]):
+        return f"{p or '/'}: {v!r} is not one of {s['enum']!r}"
+
+
+def _check_not(v, s, p):
+    if _first_error(v, s["not"], p) is None:
+        return f"{p or '/'}: must not match {s['not']!r}"
+
+
+def _check_any_of(v, s, p):
+    errors = [_first_error(v, sub, p) for sub in s["anyOf"]]
+    if all(errors):
+        return f"{p or '/'}: matches none of anyOf ({'; '.join(errors)})"
+
+
+def _json_equal(a, b) -> bool:
+    # JSON equality: true != 1, unlike Python's.
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+_KEYWORDS = {
+    "type": _check_type, "required": _check_required, "properties": _check_properties,
+    "additionalProperties": _check_additional, "items": _check_items, "minimum": _check_minimum,
+    "minLength": _check_min_length, "pattern": _check_pattern, "const": _check_const,
+    "enum": _check_enum, "not": _check_not, "anyOf": _check_any_of,
+}
+_ANNOTATIONS = {"$schema", "$id", "title", "description"}
+
+
+def _first_error(value, schema: dict, pointer: str) -> str | None:
+    for key in schema:
+        if key not in _KEYWORDS and key not in _ANNOTATIONS:
+            # Refuse rather than silently skip a keyword the checker does not implement.
+            raise ValueError(f"schema keyword {key!r} at {pointer or '/'} is not supported by the built-in checker")
+    for key, check in _KEYWORDS.items():
+        if key in schema and (err := check(value, schema, pointer)):
+            return err
+    return None
+
+
+def validate(obj, schema_name: str) -> None:
+    """Check obj against the shipped schema ("results" | "manifest"); raise SchemaMismatch."""
+    err = _first_error(obj, load_schema(schema_name), "")
+    if err:
+        raise SchemaMismatch(f"{schema_name}.json does not match its schema at {err}")
+
+
+# --- manifest ----------------------------------------------------------------------------------
+
+def build_manifest(*, experiment: str, seed: int, config: dict, depends_on: str | list | None,
+                   results_summary: dict, threads: int | None) -> dict:
+    """manifest.json in the shape of seed 001 Block F (+ BLAS library and schema_version)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": experiment,
+        "date": _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
+        "seed": seed,
+        "versions": versions(),
+        "depends_on": depends_on,
+        "config": config,
+        "hardware": machine_info(threads),
+        "results_summary": results_summary,
+    }
+
+
+# --- the experiment folder ---------------------------------------------------------------------
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable(out: Path) -> None:
+    """Fail fast, before any measuring, when out's folder cannot be created or written.
+
+    os.access is no answer under root, so probe: make and remove a temp folder in the nearest
+    existing ancestor (the folder commit() will create things in).
+    """
+    anchor = _nearest_existing(out.parent)
+    if not anchor.is_dir():
+        raise InferlabError(f"--out {out}: {anchor} is not a folder")
+    try:
+        probe = tempfile.mkdtemp(dir=anchor, prefix=".inferlab-probe-")
+        os.rmdir(probe)
+    except OSError as exc:
+        raise InferlabError(f"--out {out}: cannot write in {anchor} ({exc.strerror or exc})") from None
+
+
+class ExperimentWriter:
+    """Collects an experiment's files in memory, then publishes the whole folder atomically."""
+
+    def __init__(self, out, *, force: bool):
+        self.out = Path(out)
+        self.force = force
+        if self.out.exists() and not force:
+            raise InferlabError(f"--out {self.out} already exists; pass --force to replace it or choose another --out")
+        if self.out.exists() and not self.out.is_dir():
+            raise InferlabError(f"--out {self.out} exists and is not a folder")
+        _check_writable(self.out)
+        self._files: dict[str, bytes] = {}
+
+    def _put(self, name: str, data: bytes) -> None:
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ValueError(f"artifact name must be a plain file name, got {name!r}")
+        self._files[name] = data
+
+    def add_bytes(self, name: str, data: bytes) -> None:
+        self._put(name, bytes(data))
+
+    def add_text(self, name: str, text: str) -> None:
+        self._put(name, text.encode("utf-8"))
+
+    def add_json(self, name: str, obj) -> None:
+        self._put(name, dumps_json(obj).encode("utf-8"))
+
+    def add_figure(self, name: str, fig) -> None:
+        self._put(name, figure_png_bytes(fig))
+
+    def _validate(self) -> None:
+        for schema_name in SCHEMA_NAMES:
+            data = self._files.get(f"{schema_name}.json")
+            if data is not None:
+                validate(json.loads(data), schema_name)
+
+    def commit(self) -> Path:
+        """Validate, write into a temp sibling folder, then rename it into place; returns out."""
+        self._validate()
+        parent = self.out.absolute().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{self.out.name}.tmp-"))
+        try:
+            for name, data in self._files.items():
+                atomic_write_bytes(tmp / name, data)
+            self._swap_in(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return self.out
+
+    def _swap_in(self, tmp: Path) -> None:
+        if not self.out.exists():
+            os.rename(tmp, self.out)
+            return
+        if not self.force:
+            raise InferlabError(f"--out {self.out} appeared during the run; pass --force to replace it")
+        # The old folder is moved aside only now that the new one is complete, and restored if
+        # the final rename fails.
+        old = Path(tempfile.mkdtemp(dir=tmp.parent, prefix=f".{self.out.name}.old-"))
+        os.rmdir(old)
+        os.rename(self.out, old)
+        try:
+            os.rename(tmp, self.out)
+        except BaseException:
+            os.rename(old, self.out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,16 @@
+"""matplotlib helpers shared by labs: figures without pyplot (Agg, never needs a display).
+
+Figures are built from matplotlib.figure.Figure directly, so importing inferlab never switches a
+notebook's pyplot backend, and a headless run never looks for a display.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (7.0, 4.5)):
+    """(fig, axes) on the Agg canvas; save with artifacts.save_figure or ExperimentWriter.add_figure."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=True)
+    return fig, axes

@@ -1,0 +1,133 @@
+"""Timing harness: warm-up discarded, >= 50 ms of work per sample, gc off while timing, medians.
+
+Every lab times through `measure()`. The discipline follows asv and pyperf: one call is too short
+for the clock and too exposed to a single interrupt, so each sample repeats the call enough times
+to take at least `min_sample_s`, and the per-call time is the sample's time divided by that count.
+The report is the median with p10/p90 (robust to the occasional descheduled sample), and the raw
+per-call samples are kept next to the statistics.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+# (p90 - p10) / median above this marks a result noisy; 10% is where the seeds' ratios
+# (e.g. "softmax < 10% of the roof") stop being decidable.
+DEFAULT_NOISE_THRESHOLD = 0.10
+
+_UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of per-call times, all in seconds per call."""
+
+    median: float
+    p10: float
+    p90: float
+    min: float
+    mean: float
+    n: int                       # number of samples
+    iters_per_sample: int        # calls aggregated in each sample
+    samples: tuple[float, ...]   # raw per-call seconds, one per sample
+    spread: float                # (p90 - p10) / median
+    noisy: bool                  # spread > the noise threshold used
+
+    def to_json(self, unit: str = "ms") -> dict:
+        if unit not in _UNIT_SCALE:
+            raise ValueError(f"unit must be one of {sorted(_UNIT_SCALE)}, got {unit!r}")
+        k = _UNIT_SCALE[unit]
+        return {
+            f"median_{unit}": self.median * k,
+            f"p10_{unit}": self.p10 * k,
+            f"p90_{unit}": self.p90 * k,
+            f"min_{unit}": self.min * k,
+            "n": self.n,
+            "iters_per_sample": self.iters_per_sample,
+            "noisy": self.noisy,
+            "spread": self.spread,
+            f"samples_{unit}": [s * k for s in self.samples],
+        }
+
+
+@contextmanager
+def gc_disabled():
+    """Disable the cyclic GC (its pauses land in random samples); restore the previous state."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def summarize(per_call_seconds: Iterable[float], *, iters_per_sample: int = 1,
+              noise_threshold: float = DEFAULT_NOISE_THRESHOLD) -> Stats:
+    """Statistics of per-call times (seconds). Percentiles interpolate linearly (numpy default)."""
+    samples = tuple(float(s) for s in per_call_seconds)
+    if not samples:
+        raise ValueError("summarize() needs at least one sample")
+    arr = np.asarray(samples)  # (n,)
+    p10, median, p90 = (float(v) for v in np.percentile(arr, [10, 50, 90]))
+    spread = (p90 - p10) / median if median > 0 else math.inf
+    return Stats(median=median, p10=p10, p90=p90, min=float(arr.min()), mean=float(arr.mean()),
+                 n=len(samples), iters_per_sample=int(iters_per_sample), samples=samples,
+                 spread=spread, noisy=spread > noise_threshold)
+
+
+def _time_calls(fn: Callable[[], object], iters: int) -> int:
+    """Nanoseconds for `iters` back-to-back calls of fn."""
+    t0 = time.perf_counter_ns()
+    for _ in range(iters):
+        fn()
+    return time.perf_counter_ns() - t0
+
+
+def _calibrate(fn: Callable[[], object], min_sample_s: float) -> int:
+    """Smallest doubling of the call count whose run takes at least min_sample_s."""
+    target_ns = min_sample_s * 1e9
+    iters = 1
+    while True:
+        elapsed = _time_calls(fn, iters)
+        if elapsed >= target_ns:
+            return iters
+        # Jump close to the target when the estimate is usable, then keep doubling as a guard.
+        per_call = max(elapsed / iters, 1.0)
+        iters = max(iters * 2, math.ceil(1.2 * target_ns / per_call))
+
+
+def measure(fn: Callable[[], object], *, samples: int = 30, min_sample_s: float = 0.05,
+            warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
+            max_samples: int | None = None) -> Stats:
+    """Time fn() and return per-call Stats.
+
+    fn is called `warmup` times (discarded: page faults, lazy init, cold caches), then the call
+    count per sample is calibrated so one sample takes >= min_sample_s, then `samples` samples
+    are taken with gc disabled (restored even if fn raises). When the result is noisy and
+    max_samples > samples, more samples are taken (in rounds of `samples`) up to max_samples:
+    this is how a caller asks for more trials on a borderline ratio.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    limit = max(samples, max_samples or samples)
+    with gc_disabled():
+        for _ in range(warmup):
+            fn()
+        iters = _calibrate(fn, min_sample_s)
+        per_call: list[float] = []
+        while True:
+            for _ in range(min(samples, limit - len(per_call))):
+                per_call.append(_time_calls(fn, iters) / iters / 1e9)
+            stats = summarize(per_call, iters_per_sample=iters, noise_threshold=noise_threshold)
+            if not stats.noisy or len(per_call) >= limit:
+                return stats

@@ -1,0 +1,80 @@
+"""Machine description: BLAS threads set and restored, sysfs parsing on a fake tree."""
+
+import os
+
+import pytest
+from threadpoolctl import threadpool_info
+
+from inferlab.measure import machine
+from inferlab.measure.machine import blas_threads, machine_info, versions
+
+
+def _blas_threads_now():
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_blas_threads_sets_and_restores():
+    before = _blas_threads_now()
+    with blas_threads(1):
+        assert all(n == 1 for n in _blas_threads_now())
+        assert machine_info(1)["threads_used"] == 1
+    assert _blas_threads_now() == before
+    with blas_threads(None):
+        assert _blas_threads_now() == before
+
+
+def _fake_sysfs(root, governor=None):
+    cache = root / "cpu0" / "cache"
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "2048K"), (3, "Unified", "36M")]):
+        d = cache / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+        (d / "shared_cpu_list").write_text("0\n")
+    if governor:
+        (root / "cpu0" / "cpufreq").mkdir(parents=True)
+        (root / "cpu0" / "cpufreq" / "scaling_governor").write_text(governor + "\n")
+        (root / "cpu0" / "cpufreq" / "cpuinfo_max_freq").write_text("3500000\n")
+
+
+def test_caches_and_governor_from_sysfs(tmp_path, monkeypatch):
+    _fake_sysfs(tmp_path, governor="performance")
+    monkeypatch.setattr(machine, "_CPU_SYSFS", tmp_path)
+    assert [c["size_bytes"] for c in machine.data_caches()] == [48 * 1024, 2048 * 1024, 36 * 1024**2]
+    assert machine.last_level_cache_bytes() == 36 * 1024**2
+    assert machine.cpu_governor() == ("performance", None)
+    assert machine.cpu_mhz()["max_mhz"] == 3500.0  # sysfs kHz -> MHz
+    info = machine_info(2)
+    assert info["cpu_governor_at_run"] == "performance" and "governor_note" not in info
+
+
+def test_unreadable_governor_is_unknown_with_note(tmp_path, monkeypatch):
+    _fake_sysfs(tmp_path)
+    monkeypatch.setattr(machine, "_CPU_SYSFS", tmp_path)
+    gov, note = machine.cpu_governor()
+    assert gov == "unknown" and "scaling_governor" in note
+    info = machine_info(None)
+    assert info["cpu_governor_at_run"] == "unknown" and info["governor_note"] == note
+
+
+def test_env_recorded_not_changed(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    info = machine_info(1)
+    assert info["env"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert os.environ["OPENBLAS_CORETYPE"] == "Haswell"
+
+
+def test_versions_name_the_blas():
+    v = versions()
+    import numpy
+    assert v["numpy"] == numpy.__version__
+    assert v["blas"], "numpy always loads a BLAS; threadpoolctl should see it"
+    assert v["blas"][0]["internal_api"] in ("openblas", "mkl", "blis", "accelerate")
+
+
+def test_blas_threads_rejects_zero():
+    with pytest.raises(ValueError):
+        with blas_threads(0):
+            pass

@@ -1,0 +1,148 @@
+"""The timing harness: warm-up discarded, gc restored, >= 50 ms per sample, statistics.
+
+A fake clock (time.perf_counter_ns patched in inferlab.measure.timing) makes the call counts
+and the statistics exact, so the expected values below are derived by hand.
+"""
+
+import gc
+import time
+
+import pytest
+
+from inferlab.measure import timing
+from inferlab.measure.timing import gc_disabled, measure, summarize
+
+
+class FakeClock:
+    """perf_counter_ns that only moves when the measured function "works" for cost_ns."""
+
+    def __init__(self, monkeypatch):
+        self.now = 0
+        self.reads = 0
+        monkeypatch.setattr(timing.time, "perf_counter_ns", self.read)
+
+    def read(self):
+        self.reads += 1
+        return self.now
+
+    def work(self, ns):
+        self.now += ns
+
+
+def test_each_sample_aggregates_at_least_min_sample_s(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    stats = measure(lambda: clock.work(1_000_000), samples=7, min_sample_s=0.05, warmup=1)
+    # 1 ms per call: calibration tries 1 call (1 ms < 50 ms), then max(2, ceil(1.2 * 50 / 1)) = 60.
+    assert stats.iters_per_sample == 60
+    assert stats.iters_per_sample * stats.min >= 0.05
+    assert stats.n == 7
+    assert stats.samples == (1e-3,) * 7
+    assert stats.median == stats.p10 == stats.p90 == stats.min == pytest.approx(1e-3)
+    assert stats.spread == 0 and not stats.noisy
+
+
+def test_warmup_calls_are_discarded(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    calls = []
+
+    def fn():
+        # The first call is 1 s (cold start: page faults, lazy init); later ones 1 ms.
+        clock.work(1_000_000_000 if not calls else 1_000_000)
+        calls.append(1)
+
+    stats = measure(fn, samples=5, min_sample_s=0.05, warmup=1)
+    assert max(stats.samples) == pytest.approx(1e-3)  # the 1 s call is in no sample
+    assert stats.iters_per_sample == 60                # nor did it fool the calibration
+    assert len(calls) == 1 + (1 + 60) + 5 * 60         # warm-up + calibration + samples
+
+    calls.clear()
+    cold = measure(fn, samples=5, min_sample_s=0.05, warmup=0)
+    # Without warm-up the slow call lands in calibration, which then settles on 1 call/sample.
+    assert cold.iters_per_sample == 1
+
+
+def test_warmup_discarded_with_real_clock():
+    state = {"n": 0}
+
+    def fn():
+        state["n"] += 1
+        if state["n"] == 1:
+            time.sleep(0.3)
+
+    stats = measure(fn, samples=3, min_sample_s=0.01, warmup=1)
+    assert max(stats.samples) < 0.05
+
+
+def test_gc_disabled_while_timing_and_restored_after_exception(monkeypatch):
+    seen = []
+
+    def fn():
+        seen.append(gc.isenabled())
+        if len(seen) == 5:
+            raise RuntimeError("boom")
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="boom"):
+        measure(fn, samples=3, min_sample_s=0.0, warmup=2)
+    assert gc.isenabled()
+    assert seen == [False] * 5
+
+
+def test_gc_disabled_keeps_a_disabled_gc_disabled():
+    gc.disable()
+    try:
+        with pytest.raises(ValueError):
+            with gc_disabled():
+                raise ValueError
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_summarize_hand_computed():
+    s = summarize([float(x) for x in range(1, 11)])
+    # Linear interpolation: p10 at rank 0.9 -> 1.9; median 5.5; p90 at rank 8.1 -> 9.1.
+    assert (s.p10, s.median, s.p90) == pytest.approx((1.9, 5.5, 9.1))
+    assert s.min == 1.0 and s.mean == pytest.approx(5.5) and s.n == 10
+    assert s.spread == pytest.approx((9.1 - 1.9) / 5.5)
+    assert s.noisy
+
+
+def test_summarize_quiet_samples_not_noisy():
+    s = summarize([1.0] * 9 + [1.05], noise_threshold=0.10)
+    # p90 at rank 8.1: 1.0 + 0.1 * 0.05 = 1.005; spread 0.005.
+    assert s.p90 == pytest.approx(1.005)
+    assert s.spread == pytest.approx(0.005)
+    assert not s.noisy
+    assert summarize([1.0] * 9 + [1.05], noise_threshold=0.001).noisy
+
+
+def test_to_json_units():
+    s = summarize([0.002, 0.004], iters_per_sample=3)
+    j = s.to_json("ms")
+    assert j["median_ms"] == pytest.approx(3.0)
+    assert j["min_ms"] == pytest.approx(2.0)
+    assert j["samples_ms"] == pytest.approx([2.0, 4.0])
+    assert j["iters_per_sample"] == 3 and j["n"] == 2
+    assert s.to_json("us")["median_us"] == pytest.approx(3000.0)
+    with pytest.raises(ValueError):
+        s.to_json("hours")
+
+
+def test_noisy_result_takes_more_samples_when_asked(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    # Two clock reads per sample; alternate the per-call cost between samples: 1 ms, 3 ms, ...
+    stats = measure(lambda: clock.work(1_000_000 if (clock.reads // 2) % 2 else 3_000_000),
+                    samples=10, min_sample_s=0.01, warmup=0, max_samples=40)
+    assert stats.noisy and stats.n == 40
+
+    quiet = FakeClock(monkeypatch)
+    stats = measure(lambda: quiet.work(1_000_000), samples=10, min_sample_s=0.01, max_samples=40)
+    assert not stats.noisy and stats.n == 10
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        measure(lambda: None, samples=0)
+    with pytest.raises(ValueError):
+        summarize([])
