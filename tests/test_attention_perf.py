@@ -1,9 +1,10 @@
 """The attention cost model against hand-derived values, and the threshold T*."""
 
+import numpy as np
 import pytest
 
 from inferlab.attention_perf import (
-    attainable_gflops, av_cost, bound_by, memory_bound_threshold, op_costs, out_proj_cost,
+    MHAWeights, SweepConfig, attainable_gflops, attention_forward_timed, profile_forward, av_cost, bound_by, memory_bound_threshold, op_costs, out_proj_cost,
     projection_intensity, qkv_proj_cost, scores_cost, scores_intensity, seed_shortcut_threshold,
     softmax_cost,
 )
@@ -73,3 +74,73 @@ def test_roofline_helpers():
     assert bound_by(0.625, 5.0) == "memory" and bound_by(7.5, 5.0) == "compute"
     with pytest.raises(ValueError):
         memory_bound_threshold(16, 0)
+
+
+# --- the timed forward: each op's output against an untimed float64 reference ----------------
+
+
+def random_mha(d, H, seed=0):
+    """Weights with non-zero biases (GPT.init's are zero, which would leave the bias add untested)."""
+    rng = np.random.default_rng(seed)
+    f32 = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+    return MHAWeights(f32(d, 3 * d), f32(3 * d), f32(d, d), f32(d), n_heads=H, n_kv_heads=H)
+
+
+def float64_reference(x, m):
+    """Causal MHA from the definition, in float64, head by head with explicit loops over heads."""
+    x, wq, bq, wo, bo = (a.astype(np.float64) for a in (x, m.w_qkv, m.b_qkv, m.w_o, m.b_o))
+    T, d = x.shape
+    H, dk = m.n_heads, d // m.n_heads
+    qkv = x @ wq + bq
+    q = np.stack([qkv[:, h * dk:(h + 1) * dk] for h in range(H)])
+    k = np.stack([qkv[:, d + h * dk:d + (h + 1) * dk] for h in range(H)])
+    v = np.stack([qkv[:, 2 * d + h * dk:2 * d + (h + 1) * dk] for h in range(H)])
+    future = np.arange(T)[None, :] > np.arange(T)[:, None]
+    s = np.stack([np.where(future, -np.inf, q[h] @ k[h].T / np.sqrt(dk)) for h in range(H)])
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    a = e / e.sum(axis=-1, keepdims=True)
+    o = np.stack([a[h] @ v[h] for h in range(H)])
+    y = np.concatenate(list(o), axis=1) @ wo + bo
+    return dict(q=q, k=k, v=v, scores=s, softmax=a, av=o, out_proj=y)
+
+
+def test_each_timed_op_matches_float64_reference():
+    m = random_mha(64, 4, seed=1)
+    x = np.random.default_rng(2).standard_normal((96, 64)).astype(np.float32)
+    out = {}
+    times = attention_forward_timed(x, m, iters=2, outputs=out)
+    ref = float64_reference(x, m)
+    for name in ("q", "k", "v", "av", "out_proj", "softmax"):
+        assert out[name].dtype == np.float32
+        np.testing.assert_allclose(out[name], ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    # scores: equal where visible, -inf exactly where the causal mask hides the future
+    visible = np.isfinite(ref["scores"])
+    assert (np.isfinite(out["scores"]) == visible).all()
+    np.testing.assert_allclose(out["scores"][visible], ref["scores"][visible], rtol=1e-4, atol=1e-5)
+    # the causal mask: A is lower-triangular, rows sum to 1, row 0 attends only to position 0
+    assert (out["softmax"][:, np.triu_indices(96, 1)[0], np.triu_indices(96, 1)[1]] == 0).all()
+    np.testing.assert_allclose(out["softmax"].sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(out["av"][:, 0], ref["v"][:, 0], rtol=1e-4, atol=1e-6)
+    # the same code as the engine's mha: bitwise the same output
+    np.testing.assert_array_equal(out["out_proj"], m.forward(x))
+    assert set(times) == {"qkv_proj", "scores", "softmax", "av", "out_proj", "total"}
+    assert all(t > 0 for t in times.values())
+    assert times["total"] >= sum(times[k] for k in ("qkv_proj", "scores", "softmax", "av", "out_proj"))
+
+
+def test_profile_forward_aggregates_min_sample_time():
+    m = MHAWeights.init(64, 4, context=64, seed=0)
+    x = np.zeros((64, 64), np.float32)
+    stats = profile_forward(x, m, samples=3, min_sample_s=0.01, warmup=1)
+    total = stats["total"]
+    assert total.n == 3 and len(total.samples) == 3
+    # every sample ran iters_per_sample forwards, calibrated to >= 10 ms per sample
+    assert total.iters_per_sample * total.median > 0.005
+    assert stats["softmax"].iters_per_sample == total.iters_per_sample
+    assert total.p10 <= total.median <= total.p90
+
+
+def test_sweep_config_defaults_are_the_seeds():
+    c = SweepConfig()
+    assert c.T_sweep == (64, 128, 256, 512) and c.d_model == 64 and c.n_heads == 4 and c.d_head == 16
+    assert c.samples >= 100 and c.min_sample_s >= 0.05

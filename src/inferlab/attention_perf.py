@@ -27,9 +27,18 @@ H heads) leaves the intensity unchanged.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
+from typing import Callable
 
-OPS = ("qkv_proj", "scores", "softmax", "av", "out_proj")   # forward order, as gpt.py composes them
+import numpy as np
+
+from inferlab.measure import Stats, blas_threads, gc_disabled, summarize
+from inferlab.model import attention as ops
+from inferlab.model.config import GPTConfig
+from inferlab.model.gpt import GPT
+
+OPS = ops.OPS                                               # forward order, as mha composes them
 T2_OPS = ("scores", "softmax", "av")                        # the T^2 ops flash attention fuses
 FLOAT32_BYTES = 4
 
@@ -144,3 +153,131 @@ def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gbs: float
 def bound_by(intensity: float, i_crit: float) -> str:
     """'memory' left of the ridge point, 'compute' at or right of it."""
     return "memory" if intensity < i_crit else "compute"
+
+
+# --- the profiler ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MHAWeights:
+    """One layer's attention weights, as the engine's `mha` takes them."""
+
+    w_qkv: np.ndarray   # (d, (H + 2 H_kv) d_head)
+    b_qkv: np.ndarray   # ((H + 2 H_kv) d_head,)
+    w_o: np.ndarray     # (H d_head, d)
+    b_o: np.ndarray     # (d,)
+    n_heads: int
+    n_kv_heads: int
+
+    @classmethod
+    def from_model(cls, model: GPT, layer: int = 0) -> MHAWeights:
+        p, h = model.params, f"h.{layer}.attn."
+        return cls(p[h + "c_attn.w"], p[h + "c_attn.b"], p[h + "c_proj.w"], p[h + "c_proj.b"],
+                   model.config.n_heads, model.config.kv_heads)
+
+    @classmethod
+    def init(cls, d_model: int, n_heads: int, *, context: int, seed: int = 0) -> MHAWeights:
+        """Layer 0 of a freshly initialised one-layer GPT (the engine's own initialisation)."""
+        config = GPTConfig(d_model=d_model, n_heads=n_heads, n_layers=1, context=context)
+        return cls.from_model(GPT.init(config, seed), 0)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """(T, d) -> (T, d): the engine's causal multi-head attention, untimed."""
+        return ops.mha(x, self.w_qkv, self.b_qkv, self.w_o, self.b_o,
+                       n_heads=self.n_heads, n_kv_heads=self.n_kv_heads)
+
+
+def attention_forward_timed(x: np.ndarray, mha: MHAWeights, *, iters: int = 1,
+                            outputs: dict | None = None) -> dict[str, float]:
+    """Seed 001 Block A: one causal MHA forward over x (T, d), each op timed; seconds per forward.
+
+    Returns {"qkv_proj", "scores", "softmax", "av", "out_proj", "total"}. The ops are the engine's
+    (inferlab.model.attention), called in `mha`'s order, so this times the code generate() runs;
+    every op returns a freshly materialised array (numpy is eager), so a timer never brackets a
+    mere view. perf_counter_ns is read around each op; `iters` forwards are run back to back and
+    the sums divided by iters (the caller picks iters so that one call is >= 50 ms of work).
+    "total" brackets the whole forward: it also holds building the causal mask and the timer
+    reads, which no op owns, so total - sum(ops) is that unattributed rest.
+    With `outputs`, the last forward's intermediates are stored there (for the correctness tests).
+    """
+    clock = time.perf_counter_ns
+    ns = dict.fromkeys((*OPS, "total"), 0)
+    for _ in range(iters):
+        t0 = clock()
+        q, k, v = ops.qkv_proj(x, mha.w_qkv, mha.b_qkv, mha.n_heads, mha.n_kv_heads)  # (H, T, d_k) x3
+        t1 = clock()
+        mask = ops.causal_mask(q.shape[1], k.shape[1])                                # (T, T)
+        t2 = clock()
+        s = ops.scores(q, k, mask)                                                    # (H, T, T)
+        t3 = clock()
+        a = ops.softmax(s)                                                            # (H, T, T)
+        t4 = clock()
+        o = ops.av(a, v)                                                              # (H, T, d_k)
+        t5 = clock()
+        y = ops.out_proj(o, mha.w_o, mha.b_o)                                         # (T, d)
+        t6 = clock()
+        ns["qkv_proj"] += t1 - t0
+        ns["scores"] += t3 - t2
+        ns["softmax"] += t4 - t3
+        ns["av"] += t5 - t4
+        ns["out_proj"] += t6 - t5
+        ns["total"] += t6 - t0
+    if outputs is not None:
+        outputs.update(q=q, k=k, v=v, mask=mask, scores=s, softmax=a, av=o, out_proj=y)
+    return {name: total / iters / 1e9 for name, total in ns.items()}
+
+
+def calibrate_iters(per_call_s: float, min_sample_s: float) -> int:
+    """Forwards per sample so that one sample is at least min_sample_s (20% margin for jitter)."""
+    return max(1, math.ceil(1.2 * min_sample_s / max(per_call_s, 1e-9)))
+
+
+def profile_forward(x: np.ndarray, mha: MHAWeights, *, samples: int, min_sample_s: float = 0.05,
+                    warmup: int = 3) -> dict[str, Stats]:
+    """Per-op Stats of `attention_forward_timed`: warm-up discarded, >= min_sample_s per sample,
+    gc disabled while timing (restored after), `samples` samples; medians with p10/p90."""
+    for _ in range(warmup):   # page faults, first-touch of the (H, T, T) buffers, BLAS thread start-up
+        attention_forward_timed(x, mha)
+    iters = calibrate_iters(attention_forward_timed(x, mha, iters=warmup)["total"], min_sample_s)
+    per_op: dict[str, list[float]] = {name: [] for name in (*OPS, "total")}
+    with gc_disabled():
+        for _ in range(samples):
+            for name, seconds in attention_forward_timed(x, mha, iters=iters).items():
+                per_op[name].append(seconds)
+    return {name: summarize(values, iters_per_sample=iters) for name, values in per_op.items()}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Seed 001 Block B: the T sweep at fixed width, and how hard to measure each point."""
+
+    T_sweep: tuple[int, ...] = (64, 128, 256, 512)
+    d_model: int = 64
+    n_heads: int = 4              # d_head = 16, as in the seed
+    samples: int = 100            # seed: 100+ runs, median (quick runs use fewer, and say so)
+    min_sample_s: float = 0.05    # >= 50 ms of work per sample
+    seed: int = 0
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def sweep_inputs(config: SweepConfig) -> tuple[MHAWeights, dict[int, np.ndarray]]:
+    """The weights and one fixed-seed (T, d) float32 input per T (unit variance, as after LayerNorm)."""
+    mha = MHAWeights.init(config.d_model, config.n_heads, context=max(config.T_sweep), seed=config.seed)
+    rng = np.random.default_rng(config.seed)
+    xs = {T: rng.standard_normal((T, config.d_model)).astype(np.float32) for T in config.T_sweep}
+    return mha, xs
+
+
+def profile_sweep(config: SweepConfig, *, threads: int | None,
+                  on_point: Callable[[int], None] | None = None) -> dict[int, dict[str, Stats]]:
+    """Block B: `profile_forward` at each T with `threads` BLAS threads (threadpoolctl)."""
+    mha, xs = sweep_inputs(config)
+    out = {}
+    with blas_threads(threads):
+        for T in config.T_sweep:
+            out[T] = profile_forward(xs[T], mha, samples=config.samples, min_sample_s=config.min_sample_s)
+            if on_point:
+                on_point(T)
+    return out
