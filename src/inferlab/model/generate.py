@@ -1,0 +1,184 @@
+"""generate(): cached decoding with Gumbel-max sampling, the TokenMask hook and optional tracing.
+
+Sampling draws exactly one Gumbel vector of size V per step from np.random.Generator(seed), even at
+temperature 0 (greedy) and whatever the mask, top-k or top-p remove. So two runs with the same
+seed consume the RNG identically, and a masked and an unmasked run agree token for token until the
+mask filters out the unmasked choice (seed 000, "distintas rutas de muestreo"). Gumbel-max:
+argmax(z + G), G ~ Gumbel(0, 1) i.i.d., is a draw from softmax(z) (Gumbel 1954; Maddison et al.
+2014), and -inf logits can never win, so masks and filters compose by setting logits to -inf.
+
+Each step: forward (the KV-cached decode), mask build (`mask.allowed_mask()`), mask apply
+(`mask.apply(logits, m)`), sample; then `mask.advance(token)`. EOS is a token like any other:
+the mask allows it only where `is_complete()` (the TokenMask contract), and sampling it stops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from inferlab.errors import InferlabError
+
+STOP_REASONS = ("eos", "max_new_tokens", "context", "no_allowed_token")
+
+
+class TokenMask(Protocol):
+    """The constrained-decoding hook (docs/architecture.md); inferlab.constrain implements it."""
+
+    vocab_size: int
+
+    def allowed_mask(self) -> object: ...
+    def apply(self, logits: np.ndarray, m) -> None: ...
+    def advance(self, token: int) -> None: ...
+    def is_complete(self) -> bool: ...
+    def reset(self) -> None: ...
+    def allowed_ids(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Generation:
+    tokens: list[int]        # the new tokens; a final EOS is not included
+    text: str                # tokenizer.decode(tokens)
+    n_tokens: int            # len(tokens)
+    stop_reason: str         # one of STOP_REASONS
+    complete: bool | None    # mask.is_complete() at the end; None without a mask
+    n_steps: int             # decode steps run (the step that sampled EOS counts)
+    prompt_tokens: int       # positions of the prompt, prefilled in step 0
+    elapsed_s: float         # wall time of the decode loop (prefill included)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """temperature 0 is greedy; top_k keeps the k largest logits; top_p the smallest set of tokens
+    whose probability reaches p (Holtzman et al. 2020). Both filters follow the temperature."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self):
+        if not self.temperature >= 0:
+            raise InferlabError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and (not isinstance(self.top_k, (int, np.integer)) or self.top_k < 1):
+            raise InferlabError(f"top_k must be a whole number >= 1, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise InferlabError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def filter_logits(logits: np.ndarray, s: SamplingConfig) -> np.ndarray:
+    """(V,) -> (V,) logits / temperature with top-k and top-p applied as -inf (temperature > 0)."""
+    z = logits / np.float32(s.temperature)                                # (V,)
+    if s.top_k is not None and s.top_k < z.size:
+        kth = np.partition(z, -s.top_k)[-s.top_k]
+        z[z < kth] = -np.inf
+    if s.top_p is not None and s.top_p < 1:
+        order = np.argsort(-z, kind="stable")                             # (V,) most likely first
+        p = np.exp(z[order] - z[order[0]])
+        p /= p.sum()
+        before = np.cumsum(p) - p                                         # mass of the better tokens
+        z[order[before >= s.top_p]] = -np.inf                             # the best token always stays
+    return z
+
+
+def sample(logits: np.ndarray, rng: np.random.Generator, s: SamplingConfig) -> int:
+    """One token from (V,) logits with exactly one RNG call of size V (Gumbel-max)."""
+    g = rng.gumbel(size=logits.size)                                      # (V,) the step's only draw
+    if s.temperature == 0:
+        return int(np.argmax(logits))
+    return int(np.argmax(filter_logits(logits, s) + g))
+
+
+def decode_loop(model, prompt_ids: Sequence[int], *, eos_id: int | None = None, mask: TokenMask | None = None,
+                max_new_tokens: int = 64, seed: int = 0, sampling: SamplingConfig = SamplingConfig(),
+                tracer=None, on_step: Callable[[int, int], None] | None = None,
+                cache_kind: str = "contiguous") -> tuple[list[int], str, int]:
+    """The token-level loop of generate(): -> (new tokens, stop_reason, steps run).
+
+    Step 0 prefills the prompt into a fresh KV cache; every later step decodes one token. The
+    sequence (prompt + new tokens) never exceeds the model's context.
+    """
+    context = model.config.context
+    prompt_ids = list(prompt_ids)
+    if not prompt_ids:
+        raise InferlabError("the prompt has no tokens")
+    if len(prompt_ids) > context:
+        raise InferlabError(f"the prompt has {len(prompt_ids)} tokens, more than the model's context of {context}")
+    if max_new_tokens < 0:
+        raise InferlabError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if mask is not None:
+        if mask.vocab_size != model.config.vocab_size:
+            raise InferlabError(
+                f"the mask covers {mask.vocab_size} tokens but the model has {model.config.vocab_size}")
+        mask.reset()
+    rng = np.random.default_rng(seed)
+    cache = model.new_cache(cache_kind)
+    tokens: list[int] = []
+    pending = prompt_ids
+    for step in range(max_new_tokens):
+        if len(prompt_ids) + step >= context:
+            return tokens, "context", step
+        t_step = tracer.now() if tracer is not None else 0
+        token = _step(model, pending, cache, mask, rng, sampling, tracer, step)
+        if tracer is not None:
+            tracer.record("step", t_step, step)
+        if token is None:
+            return tokens, "no_allowed_token", step + 1
+        if token == eos_id:
+            return tokens, "eos", step + 1
+        if mask is not None:
+            mask.advance(token)
+        tokens.append(token)
+        if on_step is not None:
+            on_step(step, token)
+        pending = [token]
+    return tokens, "max_new_tokens", max_new_tokens
+
+
+def _step(model, pending, cache, mask, rng, sampling, tracer, step) -> int | None:
+    """forward, mask build, mask apply, sample -> the token, or None when the mask allows none."""
+    t = tracer.now() if tracer is not None else 0
+    logits = model.decode(pending, cache)[-1]                             # (V,) a fresh row
+    if tracer is not None:
+        tracer.record("forward", t, step)
+    if mask is not None:
+        t = tracer.now() if tracer is not None else 0
+        m = mask.allowed_mask()
+        if tracer is not None:
+            tracer.record("mask_build", t, step)
+            t = tracer.now()
+        mask.apply(logits, m)
+        if tracer is not None:
+            tracer.record("mask_apply", t, step)
+        if logits.max() == -np.inf:
+            return None
+    t = tracer.now() if tracer is not None else 0
+    token = sample(logits, rng, sampling)
+    if tracer is not None:
+        tracer.record("sample", t, step)
+    return token
+
+
+def generate(model, tokenizer, prompt: str, mask: TokenMask | None = None, max_new_tokens: int = 64,
+             seed: int = 0, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+             tracer=None, on_step: Callable[[int, int], None] | None = None,
+             cache_kind: str = "contiguous") -> Generation:
+    """Continue `prompt` with `model` (docs/architecture.md). An empty prompt starts from EOS,
+    GPT-2's <|endoftext|> convention for unconditional samples. The mask is reset first, so one
+    mask object serves many runs. on_step(step, token) is called after each kept token."""
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise InferlabError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}")
+    prompt_ids = tokenizer.encode(prompt) or [tokenizer.eos_id]
+    t0 = time.perf_counter()
+    tokens, reason, steps = decode_loop(model, prompt_ids, eos_id=tokenizer.eos_id, mask=mask,
+                                        max_new_tokens=max_new_tokens, seed=seed, sampling=sampling,
+                                        tracer=tracer, on_step=on_step, cache_kind=cache_kind)
+    elapsed = time.perf_counter() - t0
+    return Generation(tokens=tokens, text=tokenizer.decode(tokens), n_tokens=len(tokens), stop_reason=reason,
+                      complete=mask.is_complete() if mask is not None else None, n_steps=steps,
+                      prompt_tokens=len(prompt_ids), elapsed_s=elapsed)

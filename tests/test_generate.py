@@ -1,0 +1,187 @@
+"""generate(): seeds, Gumbel-max sampling, top-k/top-p by hand, stop reasons, the mask hook."""
+
+import numpy as np
+import pytest
+
+from inferlab.errors import InferlabError
+from inferlab.model.config import GPTConfig
+from inferlab.model.generate import SamplingConfig, decode_loop, filter_logits, generate, sample
+from inferlab.model.gpt import GPT
+
+EOS = 256
+
+
+class ByteTokenizer:
+    """Test double of the Tokenizer contract: one id per byte, EOS = 256."""
+
+    vocab_size = 257
+    eos_id = EOS
+    special_ids = frozenset({EOS})
+    token_bytes = [bytes([i]) for i in range(256)] + [b""]
+
+    def encode(self, text):
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids):
+        return b"".join(self.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+
+
+class DigitsMask:
+    """A TokenMask: up to `n` ASCII digits, then EOS; complete once at least one digit was emitted.
+
+    `forbid` removes extra tokens everywhere (to test that masked runs follow the unmasked RNG path).
+    """
+
+    def __init__(self, vocab_size, n=3, allowed=None, forbid=()):
+        self.vocab_size = vocab_size
+        self.n = n
+        self.base = np.zeros(vocab_size, bool)
+        self.base[list(range(48, 58)) if allowed is None else list(allowed)] = True
+        self.base[list(forbid)] = False
+        self.calls = []
+        self.reset()
+
+    def reset(self):
+        self.count = 0
+
+    def is_complete(self):
+        return self.count >= 1
+
+    def allowed_mask(self):
+        self.calls.append("build")
+        m = self.base.copy() if self.count < self.n else np.zeros(self.vocab_size, bool)
+        m[EOS] = self.is_complete()
+        return m
+
+    def apply(self, logits, m):
+        self.calls.append("apply")
+        logits[~m] = -np.inf
+
+    def advance(self, token):
+        self.calls.append("advance")
+        if not self.allowed_mask()[token]:
+            raise InferlabError(f"token {token} is not allowed")
+        self.calls.pop()                 # allowed_mask() above was only the check
+        self.count += 1
+
+    def allowed_ids(self):
+        return np.flatnonzero(self.allowed_mask()).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return GPT.init(GPTConfig(vocab_size=257, d_model=16, n_heads=2, n_layers=1, context=32), seed=4)
+
+
+def test_same_seed_same_tokens_and_different_seeds_differ(model):
+    tok = ByteTokenizer()
+    a = generate(model, tok, "ab", max_new_tokens=20, seed=7)
+    b = generate(model, tok, "ab", max_new_tokens=20, seed=7)
+    c = generate(model, tok, "ab", max_new_tokens=20, seed=8)
+    assert a.tokens == b.tokens and a.text == b.text
+    assert a.tokens != c.tokens           # 20 draws from ~257 near-uniform tokens
+    assert a.stop_reason == "max_new_tokens" and a.n_tokens == 20 and a.complete is None
+
+
+def test_greedy_equals_argmax_of_full_recompute(model):
+    got = generate(model, ByteTokenizer(), "hi", max_new_tokens=12, temperature=0.0)
+    ids = list(b"hi")
+    for _ in range(12):                   # oracle: no cache, argmax of the last position
+        nxt = int(np.argmax(model.forward(ids)[-1]))
+        if nxt == EOS:
+            break
+        ids.append(nxt)
+    assert got.tokens == ids[2:]
+
+
+def test_one_rng_call_of_size_v_per_step():
+    logits = np.array([0.0, 1.0, 2.0], np.float32)
+    for s in (SamplingConfig(0.0), SamplingConfig(1.0), SamplingConfig(0.7, top_k=1), SamplingConfig(1.0, top_p=0.2)):
+        rng, ref = np.random.default_rng(3), np.random.default_rng(3)
+        sample(logits.copy(), rng, s)
+        ref.gumbel(size=3)
+        assert rng.bit_generator.state == ref.bit_generator.state
+
+
+def test_masked_run_follows_unmasked_rng_path_until_filtered(model):
+    tok = ByteTokenizer()
+    everything = list(range(256))
+    free = generate(model, tok, "x", max_new_tokens=10, seed=11)
+    # the same run under a mask that allows every byte except the one sampled at step 4
+    mask = DigitsMask(257, n=10, allowed=everything, forbid=[free.tokens[4]])
+    masked = generate(model, tok, "x", mask=mask, max_new_tokens=10, seed=11)
+    first = next(i for i, t in enumerate(free.tokens) if t == free.tokens[4])
+    assert masked.tokens[:first] == free.tokens[:first]
+    assert masked.tokens[first] != free.tokens[first]
+
+
+def test_gumbel_max_draws_follow_softmax():
+    logits = np.array([1.0, 0.0, 2.0, -1.0], np.float32)
+    p = np.exp(logits) / np.exp(logits).sum()        # [0.2369, 0.0871, 0.6439, 0.0321]
+    rng = np.random.default_rng(0)
+    n = 20000
+    counts = np.bincount([sample(logits.copy(), rng, SamplingConfig(1.0)) for _ in range(n)], minlength=4)
+    # 4.5 standard deviations of a binomial proportion: a false alarm about once in 10^5 runs
+    assert np.all(np.abs(counts / n - p) < 4.5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_temperature_sharpens():
+    logits = np.array([1.0, 0.0], np.float32)
+    rng = np.random.default_rng(1)
+    n = 10000
+    hits = sum(sample(logits.copy(), rng, SamplingConfig(0.5)) == 0 for _ in range(n))
+    p = 1 / (1 + np.exp(-2.0))                        # softmax([2, 0])[0] = 0.8808
+    assert abs(hits / n - p) < 4.5 * np.sqrt(p * (1 - p) / n)
+
+
+def test_top_k_and_top_p_by_hand():
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05], np.float32))
+    z = filter_logits(logits.copy(), SamplingConfig(1.0, top_k=2))
+    assert np.isfinite(z).tolist() == [True, True, False, False]
+    # top_p 0.8: 0.5 + 0.3 reaches it, so tokens 0 and 1 stay; 0.81 needs the third one too
+    assert np.isfinite(filter_logits(logits.copy(), SamplingConfig(1.0, top_p=0.8))).tolist() == [True, True, False, False]
+    assert np.isfinite(filter_logits(logits.copy(), SamplingConfig(1.0, top_p=0.81))).tolist() == [True, True, True, False]
+    assert np.isfinite(filter_logits(logits.copy(), SamplingConfig(1.0, top_p=0.1))).tolist() == [True, False, False, False]
+    # top-k sampling only ever returns the kept tokens
+    rng = np.random.default_rng(2)
+    assert {sample(logits.copy(), rng, SamplingConfig(1.0, top_k=2)) for _ in range(300)} == {0, 1}
+
+
+def test_mask_hook_order_eos_and_completeness(model):
+    mask = DigitsMask(257, n=3)
+    g = generate(model, ByteTokenizer(), "n=", mask=mask, max_new_tokens=10, seed=0)
+    assert g.text.isdigit() and 1 <= g.n_tokens <= 3
+    assert g.stop_reason == "eos" and g.complete is True
+    # per step: build, apply, then advance once the token is kept (not for the final EOS)
+    assert mask.calls == ["build", "apply", "advance"] * g.n_tokens + ["build", "apply"]
+    # cut short before the mask is complete: complete is False, and nothing was loosened
+    g = generate(model, ByteTokenizer(), "n=", mask=DigitsMask(257, n=3), max_new_tokens=0)
+    assert g.stop_reason == "max_new_tokens" and g.complete is False and g.tokens == []
+
+
+def test_no_allowed_token_stops(model):
+    g = generate(model, ByteTokenizer(), "a", mask=DigitsMask(257, allowed=[]), max_new_tokens=5)
+    assert g.stop_reason == "no_allowed_token" and g.tokens == [] and g.complete is False and g.n_steps == 1
+
+
+def test_context_stop(model):
+    tokens, reason, steps = decode_loop(model, list(range(28)), max_new_tokens=50, seed=0)
+    assert reason == "context" and len(tokens) == 4 and steps == 4    # 28 + 4 = context 32
+
+
+def test_paged_cache_generates_the_same_tokens(model):
+    a = decode_loop(model, [1, 2, 3], max_new_tokens=25, seed=5)
+    b = decode_loop(model, [1, 2, 3], max_new_tokens=25, seed=5, cache_kind="paged")
+    assert a == b
+
+
+def test_bad_arguments(model):
+    tok = ByteTokenizer()
+    for kwargs, word in [({"temperature": -1}, "temperature"), ({"top_k": 0}, "top_k"),
+                         ({"top_p": 1.5}, "top_p"), ({"max_new_tokens": -1}, "max_new_tokens")]:
+        with pytest.raises(InferlabError, match=word):
+            generate(model, tok, "a", **kwargs)
+    with pytest.raises(InferlabError, match="mask covers"):
+        generate(model, tok, "a", mask=DigitsMask(100))
+    with pytest.raises(InferlabError, match="context"):
+        generate(model, tok, "a" * 40)
