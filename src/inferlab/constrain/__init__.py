@@ -1,0 +1,1 @@
+"""Constrained decoding: schema -> regex -> byte DFA -> token index -> masks."""

@@ -1,0 +1,216 @@
+"""Byte DFA: subset construction over byte classes, trimming, Hopcroft minimisation.
+
+The DFA is dense: `trans` int32 (S, 256) with -1 = dead, `start`, `accepting` bool (S,). Every
+state of the result is live (some accepting state is reachable from it), so "not -1" means
+"this prefix can still be completed": the token index and the masks rely on that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.constrain.nfa import NFA, build_nfa
+from inferlab.constrain.regex import Node, parse
+from inferlab.errors import InferlabError
+
+DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
+
+
+@dataclass(frozen=True, eq=False)
+class DFA:
+    trans: np.ndarray      # (S, 256) int32, -1 = dead
+    start: int
+    accepting: np.ndarray  # (S,) bool
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    def walk(self, data: bytes, state: int | None = None) -> int:
+        """The state after reading `data` from `state` (default start); -1 once dead."""
+        s = self.start if state is None else state
+        trans = self.trans
+        for b in data:
+            s = int(trans[s, b])
+            if s < 0:
+                return -1
+        return s
+
+    def fullmatch(self, data: bytes | str) -> bool:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        s = self.walk(data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+def byte_classes(nfa: NFA) -> np.ndarray:
+    """(256,) class id per byte: bytes no edge tells apart share a class (cf. RE2's byte map)."""
+    cuts = np.zeros(257, dtype=bool)
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts[lo] = True
+            cuts[hi + 1] = True
+    return (np.cumsum(cuts[:256]) - 1).clip(min=0).astype(np.int32)  # (256,)
+
+
+def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[list[int]], list[bool]]:
+    """Subset construction over byte classes; DFA states are sets of NFA states with byte edges."""
+    n_classes = int(class_of[-1]) + 1
+    # Per NFA state: its byte edges as (class_lo, class_hi, target).
+    cedges = [[(int(class_of[lo]), int(class_of[hi]), t) for lo, hi, t in e] for e in nfa.edges]
+    eps, final = nfa.eps, nfa.final
+
+    def closure(seeds) -> frozenset[int]:
+        seen = set(seeds)
+        stack = list(seen)
+        while stack:
+            for t in eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        # Only states with byte edges (and the final state) tell DFA states apart.
+        return frozenset(s for s in seen if cedges[s] or s == final)
+
+    ids: dict[frozenset[int], int] = {}
+    sets: list[frozenset[int]] = []
+    rows: list[list[int]] = []
+    accepting: list[bool] = []
+
+    def state_id(key: frozenset[int]) -> int:
+        sid = ids.get(key)
+        if sid is None:
+            if len(sets) >= max_states:
+                raise InferlabError(f"the schema's automaton exceeds {max_states} states; "
+                                    "simplify the schema or raise max_states")
+            sid = ids[key] = len(sets)
+            sets.append(key)
+            accepting.append(final in key)
+        return sid
+
+    state_id(closure([nfa.start]))
+    move_cache: dict[tuple[int, ...], int] = {}
+    i = 0
+    while i < len(sets):
+        buckets: list[list[int]] = [[] for _ in range(n_classes)]
+        for s in sets[i]:
+            for clo, chi, t in cedges[s]:
+                for c in range(clo, chi + 1):
+                    buckets[c].append(t)
+        row = [-1] * n_classes
+        for c, targets in enumerate(buckets):
+            if targets:
+                key = tuple(sorted(set(targets)))
+                sid = move_cache.get(key)
+                if sid is None:
+                    sid = move_cache[key] = state_id(closure(key))
+                row[c] = sid
+        rows.append(row)
+        i += 1
+    return rows, accepting
+
+
+def _trim(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """(S,) bool: states from which an accepting state is reachable."""
+    src, _ = np.nonzero(rows >= 0)
+    dst = rows[rows >= 0]
+    preds: dict[int, list[int]] = defaultdict(list)
+    for s, t in zip(src.tolist(), dst.tolist()):
+        preds[t].append(s)
+    live = accepting.copy()
+    stack = np.flatnonzero(accepting).tolist()
+    while stack:
+        for p in preds.get(stack.pop(), ()):
+            if not live[p]:
+                live[p] = True
+                stack.append(p)
+    return live
+
+
+def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """(S,) block id per state: Hopcroft's partition refinement on a partial, trimmed DFA.
+
+    The missing transitions go to an implicit dead state. Starting with every initial block in
+    the worklist makes the algorithm correct without that state (Valmari & Lehtinen, 2008).
+    """
+    n = rows.shape[0]
+    incoming: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # target -> [(class, source)]
+    src, cls = np.nonzero(rows >= 0)
+    for s, c, t in zip(src.tolist(), cls.tolist(), rows[src, cls].tolist()):
+        incoming[t].append((c, s))
+    block_of = [0 if a else 1 for a in accepting.tolist()]
+    blocks = [set(np.flatnonzero(accepting).tolist()), set(np.flatnonzero(~accepting).tolist())]
+    if not blocks[1]:
+        blocks.pop()
+    work = set(range(len(blocks)))
+    while work:
+        splitter = list(blocks[work.pop()])
+        by_class: dict[int, set[int]] = defaultdict(set)  # class -> states moving into splitter
+        for t in splitter:
+            for c, s in incoming[t]:
+                by_class[c].add(s)
+        for xs in by_class.values():
+            touched: dict[int, list[int]] = defaultdict(list)
+            for s in xs:
+                touched[block_of[s]].append(s)
+            for y, inside in touched.items():
+                if len(inside) == len(blocks[y]):
+                    continue
+                new = len(blocks)
+                moved = set(inside)
+                blocks[y] -= moved
+                blocks.append(moved)
+                for s in inside:
+                    block_of[s] = new
+                # Both halves pending if y was; else the smaller half suffices (Hopcroft).
+                work.add(new if y in work or len(moved) <= len(blocks[y]) else y)
+    return np.asarray(block_of, dtype=np.int64)
+
+
+def _minimize(rows: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
+    block = _hopcroft(rows, accepting)
+    # Number blocks in order of first appearance from the start state for a canonical layout.
+    order = np.full(int(block.max()) + 1, -1, dtype=np.int64)
+    queue, order[block[start]], n = [start], 0, 1
+    rep = [start]
+    while queue:
+        s = queue.pop()
+        for t in rows[s][rows[s] >= 0].tolist():
+            if order[block[t]] < 0:
+                order[block[t]] = n
+                n += 1
+                rep.append(t)
+                queue.append(t)
+    reps = np.asarray(rep)
+    new_rows = rows[reps]                                           # (S', C)
+    new_rows = np.where(new_rows >= 0, order[block[new_rows.clip(min=0)]], -1).astype(np.int32)
+    return new_rows, accepting[reps], 0
+
+
+def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True) -> DFA:
+    """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA."""
+    nfa = build_nfa(node, max_states=max(20 * max_states, 1_000_000))
+    class_of = byte_classes(nfa)
+    rows_l, acc_l = _determinize(nfa, class_of, max_states)
+    rows = np.asarray(rows_l, dtype=np.int64).reshape(len(rows_l), -1)  # (S, C)
+    accepting = np.asarray(acc_l, dtype=bool)
+    live = _trim(rows, accepting)
+    start = 0
+    if not live[start]:  # the empty language: one state, no transitions, not accepting
+        return DFA(np.full((1, 256), -1, dtype=np.int32), 0, np.zeros(1, dtype=bool))
+    # Renumber live states; edges into dead states become -1.
+    new_id = np.cumsum(live) - 1
+    rows = np.where((rows >= 0) & live[rows.clip(min=0)], new_id[rows.clip(min=0)], -1)[live]
+    accepting = accepting[live]
+    start = int(new_id[start])
+    if minimize:
+        rows, accepting, start = _minimize(rows, accepting, start)
+    trans = np.ascontiguousarray(rows[:, class_of], dtype=np.int32)  # (S, 256)
+    return DFA(trans, start, accepting)
+
+
+def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True) -> DFA:
+    """Regex string (dialect of regex.py) -> minimal byte DFA matching whole strings."""
+    return compile_ast(parse(pattern), max_states=max_states, minimize=minimize)

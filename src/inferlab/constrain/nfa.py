@@ -1,0 +1,175 @@
+"""Thompson NFA over UTF-8 bytes, built from the regex AST of regex.py.
+
+Every CharSet (a set of code-point ranges) becomes a small byte automaton: its ranges are cut
+into UTF-8 byte-range sequences, the algorithm of Rust's regex-syntax `Utf8Sequences`
+(https://docs.rs/regex-syntax/latest/regex_syntax/utf8/), e.g. U+0080..U+07FF becomes
+[C2-DF][80-BF]. So the automaton runs on bytes, and a token that ends in the middle of a
+multi-byte character simply leaves the DFA in an intermediate state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from inferlab.constrain.regex import Alt, CharSet, Concat, Node, Repeat
+from inferlab.errors import InferlabError
+
+DEFAULT_MAX_NFA_STATES = 2_000_000  # ~200 MB of Python lists; beyond it a regex is a blow-up
+
+ByteSeq = tuple[tuple[int, int], ...]  # one UTF-8 byte range per position
+
+
+def _encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8")
+
+
+@lru_cache(maxsize=4096)
+def utf8_sequences(lo: int, hi: int) -> tuple[ByteSeq, ...]:
+    """Cut the code-point range [lo, hi] into byte-range sequences of equal UTF-8 length.
+
+    Each sequence matches exactly the encodings of a sub-range; together they match exactly the
+    encodings of [lo, hi] minus the surrogates. Mirrors regex-syntax's Utf8Sequences.
+    """
+    out: list[ByteSeq] = []
+    # Cut out the surrogates first: they have no UTF-8 encoding.
+    pieces = [(lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)] if lo <= 0xDFFF and hi >= 0xD800 else [(lo, hi)]
+    stack = [p for p in reversed(pieces) if p[0] <= p[1]]
+    while stack:
+        start, end = stack.pop()
+        while True:
+            split = False
+            for max_cp in (0x7F, 0x7FF, 0xFFFF):  # encoding-length boundaries
+                if start <= max_cp < end:
+                    stack.append((max_cp + 1, end))
+                    end = max_cp
+                    split = True
+                    break
+            if split:
+                continue
+            if end <= 0x7F:
+                out.append(((start, end),))
+                break
+            for i in (1, 2, 3):  # make every continuation-byte position a full range
+                m = (1 << (6 * i)) - 1
+                if (start & ~m) != (end & ~m):
+                    if start & m:
+                        stack.append(((start | m) + 1, end))
+                        end = start | m
+                        split = True
+                        break
+                    if (end & m) != m:
+                        stack.append((end & ~m, end))
+                        end = (end & ~m) - 1
+                        split = True
+                        break
+            if split:
+                continue
+            out.append(tuple(zip(_encode(start), _encode(end))))
+            break
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def charset_sequences(ranges: tuple[tuple[int, int], ...]) -> tuple[ByteSeq, ...]:
+    return tuple(seq for lo, hi in ranges for seq in utf8_sequences(lo, hi))
+
+
+@dataclass
+class NFA:
+    """Thompson NFA: eps[s] epsilon successors, edges[s] byte edges (lo, hi, target)."""
+
+    eps: list[list[int]]
+    edges: list[list[tuple[int, int, int]]]
+    start: int
+    final: int
+
+    @property
+    def n_states(self) -> int:
+        return len(self.eps)
+
+
+class _Builder:
+    def __init__(self, max_states: int):
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.max_states = max_states
+
+    def state(self) -> int:
+        if len(self.eps) >= self.max_states:
+            raise InferlabError(f"the regex's NFA exceeds {self.max_states} states; "
+                                "simplify the schema (smaller repeat counts / maxLength / enums)")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def build(self, node: Node) -> tuple[int, int]:
+        """Return the (start, end) states of a fragment matching `node`."""
+        if isinstance(node, CharSet):
+            return self.charset(node)
+        if isinstance(node, Concat):
+            start = end = self.state()
+            for item in node.items:
+                s, e = self.build(item)
+                self.eps[end].append(s)
+                end = e
+            return start, end
+        if isinstance(node, Alt):
+            start, end = self.state(), self.state()
+            for item in node.items:
+                s, e = self.build(item)
+                self.eps[start].append(s)
+                self.eps[e].append(end)
+            return start, end
+        if isinstance(node, Repeat):
+            return self.repeat(node)
+        raise TypeError(f"not a regex AST node: {node!r}")
+
+    def charset(self, node: CharSet) -> tuple[int, int]:
+        start, end = self.state(), self.state()
+        prefix_state: dict[ByteSeq, int] = {}  # a trie over the byte-range sequences
+        for seq in charset_sequences(node.ranges):
+            cur = start
+            for k, (lo, hi) in enumerate(seq):
+                if k == len(seq) - 1:
+                    self.edges[cur].append((lo, hi, end))
+                    break
+                key = seq[:k + 1]
+                nxt = prefix_state.get(key)
+                if nxt is None:
+                    nxt = prefix_state[key] = self.state()
+                    self.edges[cur].append((lo, hi, nxt))
+                cur = nxt
+        return start, end
+
+    def repeat(self, node: Repeat) -> tuple[int, int]:
+        start = end = self.state()
+        for _ in range(node.min):  # the mandatory copies
+            s, e = self.build(node.item)
+            self.eps[end].append(s)
+            end = e
+        if node.max is None:  # then a Kleene star
+            s, e = self.build(node.item)
+            self.eps[end].append(s)
+            self.eps[e].append(s)
+            out = self.state()
+            self.eps[end].append(out)
+            self.eps[e].append(out)
+            return start, out
+        # x{0,k} as nested optionals (x(x(x)?)?)?: every exit goes to one end state, which keeps
+        # epsilon closures small (a chain x?x?x? would give closures of size k).
+        out = self.state()
+        for _ in range(node.max - node.min):
+            s, e = self.build(node.item)
+            self.eps[end].append(s)
+            self.eps[end].append(out)
+            end = e
+        self.eps[end].append(out)
+        return start, out
+
+
+def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
+    """Thompson construction over bytes for a regex AST."""
+    b = _Builder(max_states)
+    start, final = b.build(node)
+    return NFA(b.eps, b.edges, start, final)
