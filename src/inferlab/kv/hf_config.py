@@ -1,0 +1,120 @@
+"""Read a Hugging Face config.json into a ModelSpec, for models the registry does not list.
+
+Fields read (GPT-2's own names in brackets, as transformers' attribute_map aliases them):
+  num_hidden_layers [n_layer]          required
+  num_attention_heads [n_head]         required
+  hidden_size [n_embd]                 required
+  max_position_embeddings [n_positions] required
+  num_key_value_heads                  absent = num_attention_heads (MHA)
+  head_dim                             absent = hidden_size / num_attention_heads
+  torch_dtype (or dtype)               absent = float32, transformers' default
+  sliding_window, use_sliding_window, layer_types, max_window_layers (Qwen2), model_type gemma2
+  kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim (MLA)
+A multimodal config with the language model under "text_config" is read from there.
+A missing or malformed field is named by its JSON pointer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inferlab.errors import InferlabError
+from inferlab.kv.registry import ModelSpec, sliding_pattern
+from inferlab.kv.units import parse_dtype
+
+_REQUIRED = {
+    "num_hidden_layers": ("n_layer",),
+    "num_attention_heads": ("n_head",),
+    "hidden_size": ("n_embd",),
+    "max_position_embeddings": ("n_positions",),
+}
+
+
+def load_config(path: str | Path) -> ModelSpec:
+    """Parse config.json at `path`; raise InferlabError naming the file and the field on bad input."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InferlabError(f"--config {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InferlabError(f"--config {path}: cannot read ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise InferlabError(f"--config {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise InferlabError(f"--config {path}: the top level must be a JSON object")
+    prefix = ""
+    if "num_hidden_layers" not in raw and "n_layer" not in raw and isinstance(raw.get("text_config"), dict):
+        raw, prefix = raw["text_config"], "/text_config"
+    return spec_from_config(raw, name=_name(raw, path), where=f"{path}{prefix}")
+
+
+def _name(raw: dict, path: Path) -> str:
+    named = raw.get("_name_or_path")
+    if isinstance(named, str) and named:
+        return named
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+
+
+def _int(raw: dict, key: str, where: str, *, aliases=()) -> int | None:
+    for k in (key, *aliases):
+        if k in raw and raw[k] is not None:
+            value = raw[k]
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InferlabError(f"{where}: /{k} must be a positive integer, got {value!r}")
+            return value
+    return None
+
+
+def spec_from_config(raw: dict, *, name: str, where: str = "config.json") -> ModelSpec:
+    """The same as load_config for an already-parsed dict."""
+    found = {}
+    for key, aliases in _REQUIRED.items():
+        value = _int(raw, key, where, aliases=aliases)
+        if value is None:
+            also = f" (or {', '.join(aliases)})" if aliases else ""
+            raise InferlabError(f"{where}: missing required field /{key}{also}")
+        found[key] = value
+    layers, heads, hidden = found["num_hidden_layers"], found["num_attention_heads"], found["hidden_size"]
+    kv_heads = _int(raw, "num_key_value_heads", where) or heads
+    head_dim = _int(raw, "head_dim", where)
+    kv_lora_rank = _int(raw, "kv_lora_rank", where)
+    rope_dim = _int(raw, "qk_rope_head_dim", where) if kv_lora_rank else None
+    if kv_lora_rank and rope_dim is None:
+        raise InferlabError(f"{where}: /kv_lora_rank is set (MLA) but /qk_rope_head_dim is missing")
+    if head_dim is None and kv_lora_rank:
+        head_dim = _int(raw, "qk_nope_head_dim", where)
+    if head_dim is None:
+        if hidden % heads:
+            raise InferlabError(f"{where}: no /head_dim and /hidden_size {hidden} is not divisible by "
+                                f"/num_attention_heads {heads}")
+        head_dim = hidden // heads
+    dtype_field = "torch_dtype" if raw.get("torch_dtype") is not None else "dtype"
+    dtype_name = raw.get(dtype_field) or "float32"
+    dtype = parse_dtype(str(dtype_name), flag=f"{where}: /{dtype_field}")
+    window, sliding = _sliding(raw, layers, where)
+    return ModelSpec(
+        name=name, layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, hidden=hidden,
+        max_position=found["max_position_embeddings"], dtype=dtype, params=None,
+        sliding_window=window, sliding_layers=sliding, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim,
+        sources={"config": where},
+    )
+
+
+def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int, ...]]:
+    """(window, sliding layer indices), following transformers' own reading of each field."""
+    window = _int(raw, "sliding_window", where)
+    if window is None or raw.get("use_sliding_window") is False:
+        return None, ()
+    types = raw.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise InferlabError(f"{where}: /layer_types must list one type per layer ({layers})")
+        return window, tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    if raw.get("model_type") == "gemma2":
+        return window, sliding_pattern("even", layers)
+    if raw.get("model_type") == "qwen2":          # Qwen2 slides only from max_window_layers on
+        first = raw.get("max_window_layers", 0) or 0
+        return window, tuple(range(first, layers))
+    return window, sliding_pattern("all", layers)
