@@ -93,3 +93,14 @@ def test_flash_peak_memory_below_naive():
     # the float64 reference holds at least one (4, 1024, 1024) float64 matrix: 32 MiB
     assert naive_peak >= 4 * 1024 * 1024 * 8
     assert flash_peak < naive_peak / 10
+
+
+def test_flash_mha_matches_the_engines_mha():
+    from inferlab.attention_perf import MHAWeights
+    from inferlab.flash import flash_mha
+
+    rng = np.random.default_rng(4)
+    f32 = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+    m = MHAWeights(f32(64, 192), f32(192), f32(64, 64), f32(64), n_heads=4, n_kv_heads=4)
+    x = rng.standard_normal((200, 64)).astype(np.float32)
+    np.testing.assert_allclose(flash_mha(x, m, block=48), m.forward(x), rtol=2e-4, atol=2e-5)

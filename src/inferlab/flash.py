@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from inferlab.attention_perf import FLOAT32_BYTES, OpCost, av_cost, scores_cost, softmax_cost
+from inferlab.model import attention as ops
 
 DEFAULT_BLOCK = 64   # a (64, 64) float32 tile is 16 KiB: S tile, K and V blocks stay in L1/L2
 
@@ -107,3 +108,16 @@ def traced_peak_bytes(fn: Callable[[], object]) -> int:
         if not was_tracing:
             tracemalloc.stop()
     return peak - before
+
+
+def flash_mha(x: np.ndarray, mha, *, block: int = DEFAULT_BLOCK) -> np.ndarray:
+    """The engine's causal MHA with scores -> softmax -> av replaced by `flash_attention`.
+
+    x (T, d) -> (T, d); mha holds w_qkv, b_qkv, w_o, b_o, n_heads, n_kv_heads (MHAWeights). The
+    projections are the engine's own ops, so only the T^2 core differs from the naive forward.
+    """
+    q, k, v = ops.qkv_proj(x, mha.w_qkv, mha.b_qkv, mha.n_heads, mha.n_kv_heads)   # (H, T, d_k), (H_kv, T, d_k) x2
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(f"flash_mha supports MHA only (H_kv == H), got H={q.shape[0]}, H_kv={k.shape[0]}")
+    o = flash_attention(q, k, v, causal=True, block=block)                            # (H, T, d_k)
+    return ops.out_proj(o, mha.w_o, mha.b_o)                                          # (T, d)
