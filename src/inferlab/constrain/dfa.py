@@ -49,11 +49,12 @@ class DFA:
 def byte_classes(nfa: NFA) -> np.ndarray:
     """(256,) class id per byte: bytes no edge tells apart share a class (cf. RE2's byte map)."""
     cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True  # class 0 starts at byte 0
     for edges in nfa.edges:
         for lo, hi, _ in edges:
             cuts[lo] = True
             cuts[hi + 1] = True
-    return (np.cumsum(cuts[:256]) - 1).clip(min=0).astype(np.int32)  # (256,)
+    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)  # (256,)
 
 
 def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[list[int]], list[bool]]:

@@ -1,0 +1,193 @@
+"""regex -> NFA -> byte DFA, checked against Python's `re` (re.ASCII) as the oracle."""
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.nfa import utf8_sequences
+from inferlab.constrain.regex import CharSet, Concat, Repeat, parse
+from inferlab.errors import InferlabError
+
+# A small alphabet with 1-, 2-, 3- and 4-byte UTF-8 characters, so strings hit the patterns often.
+ALPHABET = "ab1_ \n\"é€😀"
+
+leaf = st.sampled_from([
+    "a", "b", "1", "é", "€", "😀", r"\"", r"\n", r"\.", ".", r"\d", r"\w", r"\s", r"\D", r"\W",
+    "[ab]", "[^a]", "[a-é]", "[é-😀]", r"[^\n\"]", r"[\d_]", r"[\x00-\x7f]", r"\u20ac", r"\xe9",
+    "[]a]", "[a-]", "{", "}",
+])
+
+
+def _compose(children):
+    quant = st.sampled_from(["*", "+", "?", "{2}", "{0,2}", "{1,3}", "{2,}", "*?", "{,2}"])
+    return st.one_of(
+        st.tuples(children, children).map(lambda t: t[0] + t[1]),
+        st.tuples(children, children).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+        st.tuples(children, quant).map(lambda t: f"(?:{t[0]}){t[1]}"),
+        children.map(lambda c: f"({c})"),
+        children.map(lambda c: f"(?:{c}|)"),
+    )
+
+
+patterns = st.recursive(leaf, _compose, max_leaves=8)
+
+
+def _no_surrogates(s: str) -> bool:
+    return not any(0xD800 <= ord(c) <= 0xDFFF for c in s)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=patterns, texts=st.lists(st.text(alphabet=ALPHABET, max_size=6), max_size=25))
+def test_dfa_agrees_with_re_on_random_strings(pattern, texts):
+    dfa = compile_regex(pattern)
+    oracle = re.compile(pattern, re.ASCII)
+    for text in texts:
+        assert dfa.fullmatch(text) == (oracle.fullmatch(text) is not None), (pattern, text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), pattern=patterns)
+def test_dfa_accepts_strings_generated_from_the_pattern(data, pattern):
+    oracle = re.compile(pattern, re.ASCII)
+    text = data.draw(st.from_regex(oracle, fullmatch=True))
+    assume(_no_surrogates(text))
+    assert compile_regex(pattern).fullmatch(text), (pattern, text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pattern=patterns, texts=st.lists(st.text(alphabet=ALPHABET, max_size=8), max_size=30))
+def test_minimised_dfa_equals_unminimised(pattern, texts):
+    small, big = compile_regex(pattern), compile_regex(pattern, minimize=False)
+    assert small.n_states <= big.n_states
+    for text in texts:
+        data = text.encode()
+        # Compare every prefix too: liveness (not -1) must agree, not only acceptance.
+        for k in range(len(data) + 1):
+            a, b = small.walk(data[:k]), big.walk(data[:k])
+            assert (a < 0) == (b < 0)
+            if a >= 0:
+                assert small.accepting[a] == big.accepting[b]
+
+
+def _brute_force_equivalent_pairs(dfa) -> int:
+    """Moore refinement from scratch (the oracle for minimality): count equivalent state pairs."""
+    trans = np.where(dfa.trans >= 0, dfa.trans, dfa.n_states)  # explicit dead state S
+    trans = np.vstack([trans, np.full((1, 256), dfa.n_states)])
+    label = np.append(dfa.accepting.astype(np.int64), 2)
+    while True:
+        sig = np.column_stack([label, label[trans]])
+        _, new = np.unique(sig, axis=0, return_inverse=True)
+        new = new.ravel()
+        if len(np.unique(new)) == len(np.unique(label)):
+            break
+        label = new
+    live = label[:-1]
+    return len(live) - len(np.unique(live))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=patterns)
+def test_minimised_dfa_is_minimal(pattern):
+    assert _brute_force_equivalent_pairs(compile_regex(pattern)) == 0
+
+
+def test_every_state_is_live():
+    dfa = compile_regex(r'"(?:[^"\\]|\\.){0,4}"')
+    # From each state some accepting state is reachable (BFS over the byte graph).
+    for s in range(dfa.n_states):
+        seen, stack = {s}, [s]
+        while stack:
+            t = stack.pop()
+            for u in set(dfa.trans[t][dfa.trans[t] >= 0].tolist()) - seen:
+                seen.add(u)
+                stack.append(u)
+        assert dfa.accepting[sorted(seen)].any()
+
+
+def test_tokens_that_split_a_character():
+    dfa = compile_regex("é€😀")
+    data = "é€😀".encode()  # 2 + 3 + 4 bytes
+    s = dfa.start
+    for k in range(len(data)):  # one byte at a time, every cut point mid-character
+        s = dfa.walk(data[k:k + 1], s)
+        assert s >= 0
+    assert dfa.accepting[s]
+    assert dfa.walk("é".encode()[:1] + b"a") == -1  # a broken sequence is dead
+
+
+def test_utf8_sequences_of_the_whole_range():
+    # regex-syntax's documented split of U+0000..U+10FFFF, derived by hand from the UTF-8 table.
+    assert utf8_sequences(0, 0x10FFFF) == (
+        ((0x00, 0x7F),),
+        ((0xC2, 0xDF), (0x80, 0xBF)),
+        ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
+        ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+        ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
+        ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
+        ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+        ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+        ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(lo=st.integers(0, 0x10FFFF), width=st.integers(0, 0x3000), probes=st.lists(st.integers(-0x100, 0x3100), max_size=40))
+def test_utf8_sequences_match_exactly_the_range(lo, width, probes):
+    hi = min(lo + width, 0x10FFFF)
+    seqs = utf8_sequences(lo, hi)
+    for off in probes + [0, hi - lo]:
+        cp = lo + off
+        if not 0 <= cp <= 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+            continue
+        enc = chr(cp).encode()
+        hits = sum(len(seq) == len(enc) and all(a <= b <= z for (a, z), b in zip(seq, enc)) for seq in seqs)
+        assert hits == (1 if lo <= cp <= hi else 0), hex(cp)
+
+
+def test_parse_ast_shapes():
+    assert parse("ab") == Concat((CharSet(((97, 97),)), CharSet(((98, 98),))))
+    assert parse("a{2,5}?") == Repeat(CharSet(((97, 97),)), 2, 5)
+    assert parse(r"[\d_-]") == CharSet(((0x2D, 0x2D), (0x30, 0x39), (0x5F, 0x5F)))
+    assert parse("x{,3}") == Repeat(CharSet(((120, 120),)), 0, 3)
+    assert parse("a{") == Concat((CharSet(((97, 97),)), CharSet(((123, 123),))))  # literal brace
+    # [^a] excludes the surrogate block: the DFA works on UTF-8, which cannot encode them.
+    assert parse("[^a]") == CharSet(((0, 0x60), (0x62, 0xD7FF), (0xE000, 0x10FFFF)))
+
+
+@pytest.mark.parametrize("pattern, construct, pos", [
+    ("^ab", "anchor '^'", 0),
+    ("ab$", "anchor '$'", 2),
+    (r"a\bc", "word boundary \\b", 1),
+    (r"(a)\1", "backreference", 3),
+    ("a(?=b)", "lookahead", 1),
+    ("(?<!a)b", "negative lookbehind", 0),
+    ("(?i)a", "inline flags", 0),
+    ("*a", "nothing to repeat", 0),
+    ("a**", "multiple repeat", 2),
+    ("a{3,2}", "min repeat greater than max repeat", 1),
+    ("(ab", "missing ')'", 0),
+    ("ab)", "unbalanced ')'", 2),
+    ("[ab", "unterminated character set", 0),
+    ("[z-a]", "bad character range", 1),
+    (r"\q", "bad escape", 0),
+    (r"\x4", "hex digits", 0),
+])
+def test_rejected_constructs_name_construct_and_position(pattern, construct, pos):
+    with pytest.raises(InferlabError) as err:
+        parse(pattern)
+    msg = str(err.value)
+    assert construct in msg and f"position {pos}" in msg and "\n" not in msg
+
+
+def test_max_states_is_a_clear_error():
+    with pytest.raises(InferlabError, match="exceeds 10 states"):
+        compile_regex("[ab]{20}", max_states=10)
+
+
+def test_empty_language_has_no_accepting_state():
+    dfa = compile_regex("[^\\x00-\\U0010ffff]")  # an empty class: matches nothing
+    assert not dfa.accepting.any() and not dfa.fullmatch("")
