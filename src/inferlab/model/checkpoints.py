@@ -1,0 +1,189 @@
+"""Checkpoints: our own model folders, and Hugging Face GPT-2 folders, read without torch or pickle.
+
+Our folder: config.json ({"format": "inferlab-gpt", "config": GPTConfig fields}), model.safetensors
+(the flat parameter dict under our names) and tokenizer.json; a trainer may add manifest.json.
+
+A Hugging Face GPT-2 folder: config.json (model_type "gpt2") and model.safetensors, read with the
+safetensors library's numpy API. GPT-2's Conv1D weights are already stored (in, out), our layout,
+so the mapping is a renaming (HF_NAMES). A tokenizer.json beside them is loaded when present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import safetensors.numpy
+
+from inferlab.errors import InferlabError
+from inferlab.measure.artifacts import ExperimentWriter
+from inferlab.model.config import GPTConfig
+from inferlab.model.gpt import GPT
+
+FORMAT = "inferlab-gpt"
+FORMAT_VERSION = 1
+DEFAULT_SEED = 0    # the seeded random initialisation used while no trained MiniGPT is shipped
+
+# HF GPT-2 parameter name -> ours ({i} is the layer); the LM head is tied to wte in both.
+HF_NAMES = {
+    "wte.weight": "wte", "wpe.weight": "wpe", "ln_f.weight": "ln_f.g", "ln_f.bias": "ln_f.b",
+    "h.{i}.ln_1.weight": "h.{i}.ln_1.g", "h.{i}.ln_1.bias": "h.{i}.ln_1.b",
+    "h.{i}.attn.c_attn.weight": "h.{i}.attn.c_attn.w", "h.{i}.attn.c_attn.bias": "h.{i}.attn.c_attn.b",
+    "h.{i}.attn.c_proj.weight": "h.{i}.attn.c_proj.w", "h.{i}.attn.c_proj.bias": "h.{i}.attn.c_proj.b",
+    "h.{i}.ln_2.weight": "h.{i}.ln_2.g", "h.{i}.ln_2.bias": "h.{i}.ln_2.b",
+    "h.{i}.mlp.c_fc.weight": "h.{i}.mlp.c_fc.w", "h.{i}.mlp.c_fc.bias": "h.{i}.mlp.c_fc.b",
+    "h.{i}.mlp.c_proj.weight": "h.{i}.mlp.c_proj.w", "h.{i}.mlp.c_proj.bias": "h.{i}.mlp.c_proj.b",
+}
+# Buffers older GPT-2 checkpoints carry: the causal mask (rebuilt on the fly here), not parameters.
+_HF_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+# GPT-2's tanh-approximated GELU under its two config names; anything else is refused, not guessed.
+_HF_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    model: GPT
+    tokenizer: object | None    # inferlab.model.tokenizer.Tokenizer, or None when the folder has none
+    trained: bool               # False: seeded random weights, not a trained model
+    source: str                 # the folder read, or a description of the random initialisation
+
+
+def default_model_dir() -> Path:
+    return Path(str(resources.files("inferlab").joinpath("data/minigpt")))
+
+
+def load_default_model() -> Checkpoint:
+    """The shipped MiniGPT (src/inferlab/data/minigpt/); until it is trained and shipped, a seeded
+    random initialisation of GPTConfig() with the default 512-token vocabulary, trained=False."""
+    folder = default_model_dir()
+    if (folder / "config.json").is_file():
+        return load_model(folder)
+    from inferlab.model.tokenizer import load_vocab
+
+    return Checkpoint(GPT.init(GPTConfig(), seed=DEFAULT_SEED), load_vocab("512"), trained=False,
+                      source=f"random initialisation (seed {DEFAULT_SEED}): no trained model in {folder}")
+
+
+def load_model(folder) -> Checkpoint:
+    """Load our folder or a Hugging Face GPT-2 folder, told apart by config.json."""
+    folder = Path(folder)
+    config = _read_json(folder / "config.json")
+    if config.get("format") == FORMAT:
+        model = _load_own(folder, config)
+    elif config.get("model_type") == "gpt2":
+        model = load_hf_gpt2(folder)
+    else:
+        raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}) "
+                            f"nor a GPT-2 model (model_type 'gpt2')")
+    return Checkpoint(model, _load_tokenizer(folder), trained=True, source=str(folder))
+
+
+def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dict | None = None) -> Path:
+    """Write our folder atomically (all files or none); an existing folder needs force=True."""
+    writer = ExperimentWriter(Path(out), force=force)
+    writer.add_json("config.json", {"format": FORMAT, "format_version": FORMAT_VERSION,
+                                    "config": dataclasses.asdict(model.config)})
+    writer.add_bytes("model.safetensors", safetensors.numpy.save(model.params, metadata={"format": FORMAT}))
+    if tokenizer is not None:
+        writer.add_text("tokenizer.json", tokenizer.to_hf_json())
+    if manifest is not None:
+        writer.add_json("manifest.json", manifest)
+    return writer.commit()
+
+
+def _load_own(folder: Path, doc: dict) -> GPT:
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise InferlabError(f"{folder / 'config.json'}: /format_version {doc.get('format_version')!r} "
+                            f"is not supported (expected {FORMAT_VERSION})")
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    raw = doc.get("config")
+    if not isinstance(raw, dict) or set(raw) - fields:
+        raise InferlabError(f"{folder / 'config.json'}: /config must hold only GPTConfig fields {sorted(fields)}")
+    try:
+        config = GPTConfig(**raw)
+    except (TypeError, ValueError) as exc:
+        raise InferlabError(f"{folder / 'config.json'}: /config: {exc}") from None
+    return GPT(config, _read_safetensors(folder / "model.safetensors"))
+
+
+def hf_gpt2_config(doc: dict, where: str = "config.json") -> GPTConfig:
+    """GPTConfig from a Hugging Face GPT-2 config.json, refusing what this engine does not run."""
+    act = doc.get("activation_function", "gelu_new")
+    if act not in _HF_ACTIVATIONS:
+        raise InferlabError(f"{where}: /activation_function {act!r} is not supported "
+                            f"(only GPT-2's tanh GELU: {', '.join(_HF_ACTIVATIONS)})")
+    for key, ok in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                    ("add_cross_attention", False)):
+        if doc.get(key, ok) != ok:
+            raise InferlabError(f"{where}: /{key} = {doc[key]!r} is not supported (expected {ok!r})")
+    try:
+        return GPTConfig(vocab_size=int(doc["vocab_size"]), d_model=int(doc["n_embd"]), n_heads=int(doc["n_head"]),
+                         n_layers=int(doc["n_layer"]), context=int(doc["n_positions"]),
+                         d_ff=doc.get("n_inner"), ln_eps=float(doc.get("layer_norm_epsilon", 1e-5)))
+    except KeyError as exc:
+        raise InferlabError(f"{where}: /{exc.args[0]} is missing") from None
+    except (TypeError, ValueError) as exc:
+        raise InferlabError(f"{where}: {exc}") from None
+
+
+def load_hf_gpt2(folder) -> GPT:
+    """A GPT2LMHeadModel folder (config.json + model.safetensors) as our GPT, float32."""
+    folder = Path(folder)
+    config = hf_gpt2_config(_read_json(folder / "config.json"), str(folder / "config.json"))
+    tensors = _read_safetensors(folder / "model.safetensors")
+    tensors = {name.removeprefix("transformer."): t for name, t in tensors.items()}
+    head = tensors.pop("lm_head.weight", None)
+    if head is not None and not np.array_equal(head, tensors.get("wte.weight")):
+        raise InferlabError(f"{folder / 'model.safetensors'}: lm_head.weight differs from wte.weight; "
+                            "only GPT-2's tied LM head is supported")
+    params = {}
+    for name, t in tensors.items():
+        if _HF_BUFFERS.match(name):
+            continue
+        ours = _hf_to_ours(name)
+        if ours is None:
+            raise InferlabError(f"{folder / 'model.safetensors'}: unexpected tensor {name!r} for GPT-2")
+        params[ours] = t.astype(np.float32)
+    return GPT(config, params)
+
+
+def _hf_to_ours(name: str) -> str | None:
+    m = re.match(r"^h\.(\d+)\.(.+)$", name)
+    key, layer = (f"h.{{i}}.{m.group(2)}", m.group(1)) if m else (name, None)
+    ours = HF_NAMES.get(key)
+    return None if ours is None else ours.replace("{i}", layer or "")
+
+
+def _load_tokenizer(folder: Path):
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from inferlab.model.tokenizer import load_vocab
+
+    return load_vocab(str(path))
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InferlabError(f"{path} not found (a model folder holds config.json and model.safetensors)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InferlabError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InferlabError(f"{path}: expected a JSON object")
+    return doc
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    try:
+        return safetensors.numpy.load_file(str(path))
+    except FileNotFoundError:
+        raise InferlabError(f"{path} not found") from None
+    except Exception as exc:   # safetensors raises its own SafetensorError, and TypeError for bf16
+        raise InferlabError(f"{path}: cannot read as safetensors ({type(exc).__name__}: {exc})") from None
