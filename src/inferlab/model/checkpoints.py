@@ -90,7 +90,7 @@ def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dic
                                     "config": dataclasses.asdict(model.config)})
     writer.add_bytes("model.safetensors", safetensors.numpy.save(model.params, metadata={"format": FORMAT}))
     if tokenizer is not None:
-        writer.add_text("tokenizer.json", tokenizer.to_hf_json())
+        writer.add_json("tokenizer.json", tokenizer.to_hf_json())
     if manifest is not None:
         writer.add_json("manifest.json", manifest)
     return writer.commit()
