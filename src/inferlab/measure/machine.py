@@ -71,6 +71,14 @@ def physical_cores() -> int:
     return len(pairs) or os.cpu_count() or 1
 
 
+def cpu_identity() -> dict:
+    """vendor, family, model as /proc/cpuinfo numbers them (None when absent)."""
+    c = (_cpuinfo() or [{}])[0]
+    as_int = lambda v: int(v) if v and v.isdigit() else None  # noqa: E731
+    return {"vendor": c.get("vendor_id"), "family": as_int(c.get("cpu family")),
+            "model": as_int(c.get("model"))}
+
+
 def cpu_model() -> str:
     for c in _cpuinfo():
         for key in ("model name", "Model", "Processor"):
