@@ -211,3 +211,20 @@ def test_bytes_to_unicode_is_gpt2s_map():
     # newline 0x0a the 11th -> "Ċ"; "!" maps to itself; 0xad (soft hyphen) is the last -> U+0143.
     assert table[0x20] == "Ġ" and table[0x0A] == "Ċ" and table[ord("!")] == "!" and table[0xAD] == "Ń"
     assert len(set(table.values())) == 256
+
+
+def test_split_pre_tokenizer_and_nfc_round_trip_through_hf(trained, tmp_path):
+    """Qwen2-style tokenizer.json: Split(regex) + ByteLevel(use_regex=false) and an NFC normalizer."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from inferlab.model.tokenizer import Tokenizer
+
+    qwen_like = Tokenizer(trained.token_bytes, special_tokens=trained.special_tokens, pattern="qwen",
+                          merges=trained.merges, eos_token=ENDOFTEXT, normalization="NFC")
+    path = qwen_like.save(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    back = load_hf_tokenizer(path)
+    assert back.pattern == "qwen" and back.normalization == "NFC"
+    for text in CORPUS:
+        ids = qwen_like.encode(text, allowed_special="all")
+        assert ids == hf.encode(text).ids == back.encode(text, allowed_special="all"), text
+    assert qwen_like.encode("e\u0301") == qwen_like.encode("é")     # NFC composes e + U+0301
