@@ -1,0 +1,85 @@
+"""String `format`s as exact regexes over the JSON string's content (ASCII, so no JSON escapes).
+
+Each regex matches exactly the strings of the grammar named next to it. Where the grammar is a
+narrowing of the RFC (a subset: never looser), NARROWINGS says how, and the schema compiler records
+it in `CompiledSchema.narrowed`. The narrowings also keep every accepted string valid for Python's
+checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` has no year 0).
+
+- date       RFC 3339 full-date, with the days of each month and the Gregorian leap-year rule
+- time       RFC 3339 full-time: partial-time time-offset
+- date-time  RFC 3339 date-time: full-date "T" full-time
+- email      RFC 5322 §3.4.1 addr-spec, dot-atom local part and dot-atom domain of hostname labels
+- uuid       RFC 4122 §3 textual form (8-4-4-4-12 hex digits, either case)
+- uri        RFC 3986 §3 URI (scheme ":" hier-part [ "?" query ] [ "#" fragment ])
+- ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
+- hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens
+"""
+
+from __future__ import annotations
+
+_YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001-9999
+# leap years: divisible by 4 and not by 100, or divisible by 400 (0000 excluded)
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][48]|[13579][26]|[2468]0)00)"
+_MONTH_DAY = (
+    r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    r"|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_HOUR = r"(?:[01][0-9]|2[0-3])"
+_MINUTE = r"[0-5][0-9]"
+TIME = rf"{_HOUR}:{_MINUTE}:{_MINUTE}(?:\.[0-9]+)?(?:Z|[+-]{_HOUR}:{_MINUTE})"
+DATE_TIME = rf"{DATE}T{TIME}"
+
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_LABEL}(?:\.{_LABEL})*"
+
+_HEX = "[0-9a-fA-F]"
+UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+
+# at most 4 labels of at most 62 characters keeps the name within RFC 1123's 253 characters
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"
+HOSTNAME = rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}"
+
+# RFC 3986 §3 with its ABNF rule names
+_PCT = rf"%{_HEX}{_HEX}"
+_UNRESERVED = r"[A-Za-z0-9._~-]"
+_SUB_DELIMS = r"[!$&'()*+,;=]"
+_PCHAR = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
+_SEGMENT = rf"{_PCHAR}*"
+_SEGMENT_NZ = rf"{_PCHAR}+"
+_USERINFO = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*"
+_REG_NAME = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*"
+_AUTHORITY = rf"(?:{_USERINFO}@)?{_REG_NAME}(?::[0-9]*)?"
+_HIER_PART = (
+    rf"(?://{_AUTHORITY}(?:/{_SEGMENT})*"      # "//" authority path-abempty
+    rf"|/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"   # path-absolute
+    rf"|{_SEGMENT_NZ}(?:/{_SEGMENT})*"         # path-rootless
+    r"|)"                                      # path-empty
+)
+_QUERY = rf"(?:{_PCHAR}|[/?])*"
+URI = rf"[A-Za-z][A-Za-z0-9+.-]*:{_HIER_PART}(?:\?{_QUERY})?(?:#{_QUERY})?"
+
+FORMATS = {
+    "date": DATE,
+    "time": TIME,
+    "date-time": DATE_TIME,
+    "email": EMAIL,
+    "uuid": UUID,
+    "uri": URI,
+    "ipv4": IPV4,
+    "hostname": HOSTNAME,
+}
+
+NARROWINGS = {
+    "date": "years 0001-9999 (Python's date has no year 0)",
+    "time": "no leap second :60; 'Z' and 'T' upper case only",
+    "date-time": "years 0001-9999, no leap second :60, upper-case 'T' and 'Z' only",
+    "email": "no quoted local part, comments or domain literal",
+    "uri": "no IP-literal ([...]) host",
+    "hostname": "at most 4 labels of at most 62 characters",
+}

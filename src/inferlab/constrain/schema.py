@@ -1,0 +1,1203 @@
+"""JSON Schema -> regular expression: the first stage of constrained decoding.
+
+`compile_schema(schema)` returns a regex (the dialect of `constrain.regex`, Python-`re`
+compatible, whole-string match) that matches JSON texts. The guarantee is soundness: every text
+the regex matches parses as JSON and validates against the schema. The regex is complete on
+canonical texts (`canonical_json`) except where a documented narrowing applies; each narrowing
+that a schema triggers is listed in `CompiledSchema.narrowed`. A constraint is never loosened
+silently: what cannot be enforced exactly raises `SchemaError` naming the keyword and its JSON
+pointer ("minimum at #/properties/age: ..."), or, with `lenient=True`, is listed in
+`CompiledSchema.unenforced` (and the regex is then looser than the schema at that place).
+
+Supported keywords
+- type (a name or a list; "integer" is a subset of "number"); boolean schemas true / false;
+- enum, const: any JSON values, written canonically (compact, ensure_ascii=False); values that
+  fail the schema's other keywords are dropped;
+- object: properties (emitted in schema order; an optional property may be omitted), required
+  (a required name missing from properties gets the additionalProperties schema),
+  additionalProperties false / schema / true: extra keys come after the declared ones and never
+  repeat a declared name. Absent additionalProperties: extra keys are not generated unless
+  `allow_extra_keys=True` (a narrowing, recorded). patternProperties is applied to the declared
+  names it matches when no extra key can be generated. minProperties / maxProperties only where
+  the generated objects always satisfy them;
+- array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
+  items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
+- string: minLength, maxLength (code points of the decoded string: an escape counts as one),
+  pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
+  date-time, email, uuid, uri, ipv4, hostname). Length bounds combine with a pattern or format
+  only where they can be intersected exactly;
+- integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
+  as exact digit-range regexes (constrain.numbers); multipleOf 1;
+- number: the same bounds where they are integers, exactly, in plain decimal notation
+  (exponents are not generated for a bounded number: a narrowing, recorded); multipleOf 1;
+- boolean, null;
+- anyOf; oneOf when its branches are provably disjoint (different types, disjoint enum/const
+  values, or a required property with disjoint values), since then oneOf == anyOf;
+  allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
+  each side's additionalProperties, anyOf/oneOf distributed);
+- $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
+  `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
+  be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
+  siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged);
+- annotations and unknown keywords (title, description, default, examples, $schema, $id,
+  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
+
+Everything else that constrains instances (not, if/then/else, multipleOf other than 1, contains,
+uniqueItems, propertyNames, dependencies, dependentRequired, dependentSchemas,
+unevaluated*, $dynamicRef, formats not listed, ...) is an error unless lenient.
+Unsatisfiable schemas (minLength > maxLength, minimum > maximum, an enum with no value of the
+type, false at the root, ...) are errors.
+
+Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
+jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
+quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
+`(?<name>...)`. `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
+Python's Unicode meanings) and `\\D \\W \\S` the complements of the Unicode classes, so a match
+is a match under both ECMA-262 and Python. `.` excludes all four ECMA line terminators.
+
+Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
+characters of JSON whitespace (space, tab, newline, carriage return) around every structural
+token (`{ } [ ] : ,`).
+
+Unconstrained values (a true schema, an array without items, an extra key's value when allowed)
+are generated up to `any_depth` levels of nested arrays/objects (JSON nesting is not regular; a
+narrowing, recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+from inferlab.constrain import formats, numbers
+from inferlab.constrain import regex as rx
+from inferlab.errors import InferlabError
+
+FLEXIBLE_WS_MAX = 12
+# Bigger regexes mean an unrolled blow-up (a $ref used in many places, a deep recursion); the
+# DFA stage has its own state limit, this stops the string from eating the memory first.
+MAX_REGEX_CHARS = 4_000_000
+
+_TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
+_FAMILY_KEYWORDS = {
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+              "contains", "minContains", "maxContains", "unevaluatedItems"),
+    "object": ("properties", "required", "additionalProperties", "patternProperties",
+               "minProperties", "maxProperties", "propertyNames", "dependencies",
+               "dependentRequired", "dependentSchemas", "unevaluatedProperties"),
+}
+# keywords that constrain instances but are not translated (for any type)
+_UNSUPPORTED = {
+    "not": "negation is not expressible in a regex built by this compiler",
+    "if": "conditional schemas (if/then/else) are not supported",
+    "contains": "contains is not supported",
+    "minContains": "minContains is not supported",
+    "maxContains": "maxContains is not supported",
+    "propertyNames": "propertyNames is not supported",
+    "dependencies": "dependencies is not supported",
+    "dependentRequired": "dependentRequired is not supported",
+    "dependentSchemas": "dependentSchemas is not supported",
+    "unevaluatedProperties": "unevaluatedProperties is not supported",
+    "unevaluatedItems": "unevaluatedItems is not supported",
+    "$dynamicRef": "$dynamicRef is not supported",
+    "$recursiveRef": "$recursiveRef is not supported",
+}
+_OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+# one character of a JSON string: unescaped, a short escape, or a \u escape outside the
+# surrogates (a surrogate pair would be two escapes for one code point and break length counts)
+_CHAR = (r'(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]'
+         r"|\\u(?:[0-9a-ce-fA-CE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))")
+_STRING = f'"{_CHAR}*"'
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class SchemaError(InferlabError):
+    """A schema the compiler cannot translate exactly; the message names keyword and pointer."""
+
+
+@dataclass(frozen=True)
+class CompiledSchema:
+    regex: str
+    unenforced: tuple[str, ...]  # "keyword at #/pointer: reason", only with lenient=True
+    ref_depth: int               # deepest nesting of one $ref target that was unrolled (0: no $ref)
+    narrowed: tuple[str, ...]    # documented narrowings this schema triggered
+    whitespace: str
+
+
+class _Unsat(Exception):
+    """A subschema no instance satisfies; dropped exactly where the schema allows absence."""
+
+    def __init__(self, reason: str, *, cut: bool = False):
+        super().__init__(reason)
+        self.cut = cut  # True: recursion cut at max_ref_depth (a narrowing), not a real emptiness
+
+
+def _group(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _quant(lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, None):
+        return "*"
+    if (lo, hi) == (1, None):
+        return "+"
+    if (lo, hi) == (0, 1):
+        return "?"
+    if hi is None:
+        return f"{{{lo},}}"
+    return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+
+
+def _repeat(atom: str, lo: int, hi: int | None) -> str:
+    if hi == 0:
+        return ""
+    if (lo, hi) == (1, 1):
+        return atom
+    return f"(?:{atom}){_quant(lo, hi)}"
+
+
+_META = set("\\.^$*+?()[]{}|")
+
+
+def _lit(text: str) -> str:
+    """Regex matching exactly `text` (text is already JSON, so no control characters)."""
+    return "".join("\\" + c if c in _META else c for c in text)
+
+
+def dumps(value) -> str:
+    """The canonical JSON text of a value: compact separators, ensure_ascii=False."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _json_key(value) -> str:
+    """Equality key under JSON-Schema equality: 1 == 1.0, true != 1, key order irrelevant."""
+    def norm(v):
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+    return json.dumps(norm(value), sort_keys=True)
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _escape_pointer(token: str) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _child(ptr: str, *tokens) -> str:
+    return ptr + "".join("/" + _escape_pointer(t) for t in tokens)
+
+
+# --- patterns: ECMA-262 text -> AST of constrain.regex -> regex over JSON string content ------
+
+
+@lru_cache(maxsize=None)
+def _unicode_class(name: str) -> tuple[tuple[int, int], ...]:
+    """Code points of Python's Unicode \\d, \\w or \\s (the sets jsonschema's re.search uses)."""
+    test = {"d": lambda c: unicodedata.category(c) == "Nd",
+            "w": lambda c: c.isalnum() or c == "_",
+            "s": lambda c: re.fullmatch(r"\s", c) is not None}[name]
+    ranges, start = [], None
+    for cp in range(sys.maxunicode + 1):
+        if test(chr(cp)):
+            if start is None:
+                start = cp
+        elif start is not None:
+            ranges.append((start, cp - 1))
+            start = None
+    if start is not None:
+        ranges.append((start, sys.maxunicode))
+    return rx.normalize_ranges(ranges)
+
+
+def _class_text(ranges) -> str:
+    return "".join(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+
+
+_ASCII_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
+# ECMA `.`: anything but the line terminators \n \r U+2028 U+2029
+_ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+_ANY_CHAR = "[\\U00000000-\\U0010ffff]"
+
+
+def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
+    """Split an ECMA pattern into top-level alternatives in the dialect, with their anchors.
+
+    Returns [(text, anchored_start, anchored_end)]. Rewrites `.`, the class escapes and named
+    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring).
+    """
+    alts, out = [], []
+    depth, i, in_class, negated, class_start = 0, 0, False, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            e = pattern[i + 1]
+            if e in "dws":
+                text = _ASCII_CLASSES[e]
+                if in_class and negated:  # [^\d]: complement of the *larger* (Unicode) set
+                    text = _class_text(_unicode_class(e))
+                out.append(text if in_class else f"[{text}]")
+            elif e in "DWS":
+                text = _class_text(rx.negate(_unicode_class(e.lower())))
+                if in_class and negated:
+                    raise SchemaError(f"negated class containing \\{e} is not supported")
+                out.append(text if in_class else f"[{text}]")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]" and i > class_start:
+                in_class = False
+            out.append(c)
+        elif c == "[":
+            in_class, negated = True, pattern.startswith("^", i + 1)
+            class_start = i + (2 if negated else 1)
+            if pattern.startswith("]", class_start):
+                raise SchemaError("a class starting with ']' means different things in ECMA-262 and Python")
+            out.append(c)
+        elif c == "(":
+            depth += 1
+            if pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+                close = pattern.find(">", i)
+                out.append("(?:")
+                i = close + 1 if close > 0 else i + 1
+                continue
+            out.append(c)
+        elif c == ")":
+            depth -= 1
+            out.append(c)
+        elif c == "." :
+            out.append(_ECMA_DOT)
+        elif c == "|" and depth == 0:
+            alts.append("".join(out))
+            out = []
+        else:
+            out.append(c)
+        i += 1
+    alts.append("".join(out))
+    result = []
+    for alt in alts:
+        start = alt.startswith("^")
+        if start:
+            alt = alt[1:]
+        end = alt.endswith("$") and not _escaped_at(alt, len(alt) - 1)
+        if end:
+            alt = alt[:-1]
+        result.append((alt, start, end))
+    return result
+
+
+def _escaped_at(text: str, pos: int) -> bool:
+    n = 0
+    while pos - 1 - n >= 0 and text[pos - 1 - n] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+def _json_char_ranges(ranges) -> str:
+    """Regex for the JSON-string encodings (canonical, as json.dumps writes) of one code point
+    from `ranges`: unescaped where JSON allows it, else its escape."""
+    plain = []
+    escaped = []
+    for lo, hi in ranges:
+        for special in list(range(lo, min(hi, 0x1F) + 1)) + [cp for cp in (0x22, 0x5C) if lo <= cp <= hi]:
+            ch = chr(special)
+            escaped.append(_lit(_SHORT_ESCAPES.get(ch, f"\\u{special:04x}")))
+        pieces = [(max(lo, 0x20), hi)]
+        for cp in (0x22, 0x5C):
+            pieces = [p for a, b in pieces for p in (((a, cp - 1), (cp + 1, b)) if a <= cp <= b else ((a, b),))]
+        plain.extend((a, b) for a, b in pieces if a <= b)
+    parts = []
+    if plain:
+        body = "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in plain)
+        parts.append(f"[{body}]")
+    parts.extend(escaped)
+    if not parts:
+        raise SchemaError("empty character class")
+    return _group(parts)
+
+
+def _class_char(cp: int) -> str:
+    c = chr(cp)
+    if c.isascii() and c.isalnum():
+        return c
+    return f"\\U{cp:08x}" if cp > 0xFFFF else f"\\u{cp:04x}"
+
+
+def _emit_json(node) -> str:
+    """AST over decoded characters -> regex over the JSON-string encoding of those characters."""
+    if isinstance(node, rx.CharSet):
+        return _json_char_ranges(node.ranges)
+    if isinstance(node, rx.Concat):
+        return "".join(_emit_json(item) for item in node.items)
+    if isinstance(node, rx.Alt):
+        return "(?:" + "|".join(_emit_json(item) for item in node.items) + ")"
+    return _repeat(_emit_json(node.item), node.min, node.max)
+
+
+def _length_range(node) -> tuple[int, int | None]:
+    """(min, max) number of characters in the AST's language (max None = unbounded)."""
+    if isinstance(node, rx.CharSet):
+        return 1, 1
+    if isinstance(node, rx.Concat):
+        lo, hi = 0, 0
+        for item in node.items:
+            a, b = _length_range(item)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(node, rx.Alt):
+        rs = [_length_range(item) for item in node.items]
+        return min(a for a, _ in rs), (None if any(b is None for _, b in rs) else max(b for _, b in rs))
+    if node.max == 0:
+        return 0, 0
+    a, b = _length_range(node.item)
+    return a * node.min, (None if node.max is None or b is None else b * node.max)
+
+
+def _with_length(node, lo: int, hi: int | None):
+    """Intersect the AST's language with lengths in [lo, hi], exactly, or return None if this
+    shape is not handled (only one variable-length part, a repeated single character, is)."""
+    items = list(node.items) if isinstance(node, rx.Concat) else [node]
+    fixed = 0
+    var = []
+    for k, item in enumerate(items):
+        a, b = _length_range(item)
+        if a == b:
+            fixed += a
+        else:
+            var.append(k)
+    if not var:
+        return node if lo <= fixed and (hi is None or fixed <= hi) else rx.Alt(())
+    if len(var) != 1:
+        return None
+    rep = items[var[0]]
+    if not (isinstance(rep, rx.Repeat) and isinstance(rep.item, rx.CharSet)):
+        return None
+    new_lo = max(rep.min, lo - fixed)
+    new_hi = rep.max if hi is None else (hi - fixed if rep.max is None else min(rep.max, hi - fixed))
+    if new_hi is not None and new_hi < new_lo:
+        return rx.Alt(())
+    items[var[0]] = rx.Repeat(rep.item, new_lo, new_hi)
+    return rx.Concat(tuple(items))
+
+
+def _pattern_ast(pattern: str):
+    """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches."""
+    alts = []
+    anywhere = rx.Repeat(rx.parse(_ANY_CHAR), 0, None)
+    for text, start, end in _ecma_to_dialect(pattern):
+        core = rx.parse(text)
+        items = ([] if start else [anywhere]) + [core] + ([] if end else [anywhere])
+        alts.append(rx.Concat(tuple(items)) if len(items) > 1 else core)
+    return alts[0] if len(alts) == 1 else rx.Alt(tuple(alts))
+
+
+# --- the compiler --------------------------------------------------------------------------
+
+
+class _Compiler:
+    def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth):
+        if whitespace not in ("compact", "flexible"):
+            raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
+        if max_ref_depth < 1:
+            raise SchemaError(f"max_ref_depth must be >= 1, got {max_ref_depth}")
+        self.root = root
+        self.ws = "" if whitespace == "compact" else f"[ \\t\\n\\r]{{0,{FLEXIBLE_WS_MAX}}}"
+        self.lenient = lenient
+        self.max_ref_depth = max_ref_depth
+        self.allow_extra_keys = allow_extra_keys
+        self.any_depth = any_depth
+        self.unenforced: list[str] = []
+        self.narrowed: list[str] = []
+        self.ref_depth = 0
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
+
+    # -- reporting
+
+    def refuse(self, keyword: str, ptr: str, reason: str) -> None:
+        """Not enforceable exactly: an error, or (lenient) a listed unenforced constraint."""
+        message = f"{keyword} at #{ptr}: {reason}"
+        if not self.lenient:
+            raise SchemaError(message)
+        if message not in self.unenforced:
+            self.unenforced.append(message)
+
+    def narrow(self, message: str) -> None:
+        if message not in self.narrowed:
+            self.narrowed.append(message)
+
+    @staticmethod
+    def error(keyword: str, ptr: str, reason: str) -> SchemaError:
+        return SchemaError(f"{keyword} at #{ptr}: {reason}")
+
+    # -- structure
+
+    def tok(self, text: str) -> str:
+        """A structural token with optional whitespace around it."""
+        return f"{self.ws}{_lit(text)}{self.ws}" if self.ws else _lit(text)
+
+    def resolve(self, ref, ptr: str):
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            raise self.error("$ref", ptr, f"only local references '#/...' are supported, got {ref!r}")
+        node = self.root
+        target = ref[1:]
+        for raw in target.split("/")[1:]:
+            token = raw.replace("~1", "/").replace("~0", "~")
+            token = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), token)
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise self.error("$ref", ptr, f"{ref!r} does not resolve")
+        return node, target
+
+    def flatten(self, node, ptr: str, stack: tuple):
+        """Resolve $ref and merge allOf: -> (schema without $ref/allOf at top, ptr, stack)."""
+        for _ in range(10_000):
+            if isinstance(node, bool) or not isinstance(node, dict):
+                if not isinstance(node, bool):
+                    raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
+                return node, ptr, stack
+            if "$ref" in node:
+                target, tptr = self.resolve(node["$ref"], ptr)
+                depth = stack.count(tptr) + 1
+                if depth > self.max_ref_depth:
+                    raise _Unsat(f"recursion through #{tptr} deeper than max_ref_depth={self.max_ref_depth}", cut=True)
+                self.ref_depth = max(self.ref_depth, depth)
+                stack = stack + (tptr,)
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                if self.old_draft or not _constraining(rest):
+                    node, ptr = target, tptr
+                else:
+                    node = self.merge(self.flatten(target, tptr, stack)[0], rest, ptr, stack)
+                continue
+            if "allOf" in node:
+                branches = node["allOf"]
+                if not isinstance(branches, list) or not branches:
+                    raise self.error("allOf", ptr, "must be a non-empty array")
+                merged = {k: v for k, v in node.items() if k != "allOf"}
+                for k, branch in enumerate(branches):
+                    flat, _, _ = self.flatten(branch, _child(ptr, "allOf", k), stack)
+                    merged = self.merge(merged, flat, _child(ptr, "allOf", k), stack)
+                node = merged
+                continue
+            return node, ptr, stack
+        raise self.error("$ref", ptr, "reference cycle without any schema in between")
+
+    def merge(self, a, b, ptr: str, stack: tuple):
+        """The schema whose instances are those of both a and b (exact), or SchemaError."""
+        if a is False or b is False:
+            raise _Unsat(f"false schema in allOf at #{ptr}")
+        if a is True:
+            return b if isinstance(b, dict) else {}
+        if b is True:
+            return a
+        out = dict(a)
+        for key, bv in b.items():
+            if key not in out:
+                out[key] = bv
+                continue
+            av = out[key]
+            if _json_key(av) == _json_key(bv):
+                continue
+            out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
+        if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
+            self.merge_objects(out, a, b)
+        return out
+
+    def merge_objects(self, out, a, b) -> None:
+        """properties under allOf: a name declared on one side only meets the other side's
+        additionalProperties (absent = true), so merging never admits a key a side forbids."""
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
+        props = {}
+        for name in list(pa) + [n for n in pb if n not in pa]:
+            sa = pa.get(name, xa)
+            sb = pb.get(name, xb)
+            props[name] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+        out["properties"] = props
+        if "additionalProperties" in a or "additionalProperties" in b:
+            out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
+        if "patternProperties" in a and "patternProperties" in b:
+            out["patternProperties"] = {**a["patternProperties"], **b["patternProperties"]}
+            if set(a["patternProperties"]) & set(b["patternProperties"]):
+                self.refuse("allOf", "", "patternProperties with the same pattern on both sides")
+
+    def merge_keyword(self, key, av, bv, a, b, ptr):
+        if key == "type":
+            ta, tb = _type_set(av), _type_set(bv)
+            both = _intersect_types(ta, tb)
+            if not both:
+                raise _Unsat(f"allOf at #{ptr}: types {sorted(ta)} and {sorted(tb)} do not intersect")
+            return sorted(both)
+        if key in ("minLength", "minItems", "minProperties", "minimum", "minContains"):
+            return max(av, bv)
+        if key in ("maxLength", "maxItems", "maxProperties", "maximum", "maxContains"):
+            return min(av, bv)
+        if key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(av, bool) and not isinstance(bv, bool):
+            return max(av, bv) if key == "exclusiveMinimum" else min(av, bv)
+        if key == "required":
+            return list(dict.fromkeys(list(av) + list(bv)))
+        if key in ("properties", "additionalProperties", "patternProperties"):
+            return av  # merge_objects rewrites these
+        if key in ("items", "additionalItems") and isinstance(av, (dict, bool)) and isinstance(bv, (dict, bool)):
+            return {"allOf": [av, bv]}
+        if key == "enum":
+            keys = {_json_key(v) for v in bv}
+            return [v for v in av if _json_key(v) in keys]
+        if key == "const":
+            raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key in ("anyOf", "oneOf"):
+            # A and (x1 | x2 ...) == (A and x1) | (A and x2) ...: a's branches each carry b's list
+            return [{"allOf": [x, {key: bv}]} for x in av]
+        if key in ("title", "description", "default", "examples", "$comment", "$id", "$schema",
+                   "$defs", "definitions", "deprecated", "readOnly", "writeOnly"):
+            return av
+        if key not in _known_keywords():
+            return av  # unknown keywords are annotations
+        self.refuse("allOf", ptr, f"cannot merge two different {key!r} values")
+        return av
+
+    # -- compile
+
+    def compile(self, node, ptr: str, stack: tuple = ()) -> str:
+        node, ptr, stack = self.flatten(node, ptr, stack)
+        if node is True:
+            return self.any_value(ptr)
+        if node is False:
+            raise _Unsat(f"false schema at #{ptr}")
+        for key, reason in _UNSUPPORTED.items():
+            if key in node:
+                self.refuse(key, _child(ptr, key), reason)
+        if "anyOf" in node or "oneOf" in node:
+            return self.compile_alternatives(node, ptr, stack)
+        if "const" in node or "enum" in node:
+            return self.compile_enum(node, ptr, stack)
+        parts = []
+        for t in self.types_of(node, ptr):
+            try:
+                parts.append(getattr(self, "compile_" + t)(node, ptr, stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"no value satisfies the schema at #{ptr}")
+        return _group(parts)
+
+    def types_of(self, node, ptr) -> list[str]:
+        if "type" in node:
+            types = _type_set(node["type"])
+            for t in types:
+                if t not in _TYPES and t != "integer":
+                    raise self.error("type", _child(ptr, "type"), f"unknown type {t!r}")
+            if not types:
+                raise self.error("type", _child(ptr, "type"), "an empty list of types allows nothing")
+            if "number" in types:
+                types.discard("integer")
+            return [t for t in ("null", "boolean", "object", "array", "integer", "number", "string") if t in types]
+        families = [f for f, keys in _FAMILY_KEYWORDS.items() if any(k in node for k in keys)]
+        if not families:
+            return ["any"]
+        self.narrow(f"no type at #{ptr}: generating {'/'.join(families)} only (the types its keywords constrain)")
+        return families
+
+    def compile_any(self, node, ptr, stack) -> str:
+        return self.any_value(ptr)
+
+    def any_value(self, ptr: str) -> str:
+        self.narrow(f"unconstrained value at #{ptr}: nesting limited to {self.any_depth} levels")
+        return self._any(self.any_depth)
+
+    def _any(self, depth: int) -> str:
+        scalar = f"(?:{_STRING}|{_NUMBER}|true|false|null)"
+        if depth == 0:
+            return scalar
+        inner = self._any(depth - 1)
+        comma = self.tok(",")
+        array = f"{self.tok('[')}(?:{inner}(?:{comma}{inner})*)?{self.tok(']')}"
+        member = f"{_STRING}{self.tok(':')}{inner}"
+        obj = f"{self.tok('{')}(?:{member}(?:{comma}{member})*)?{self.tok('}')}"
+        return f"(?:{scalar}|{array}|{obj})"
+
+    def compile_alternatives(self, node, ptr, stack) -> str:
+        key = "anyOf" if "anyOf" in node else "oneOf"
+        branches_raw = node[key]
+        if not isinstance(branches_raw, list) or not branches_raw:
+            raise self.error(key, _child(ptr, key), "must be a non-empty array")
+        rest = {k: v for k, v in node.items() if k != key}
+        branches = []
+        for k, branch in enumerate(branches_raw):
+            bptr = _child(ptr, key, k)
+            try:
+                flat, _, bstack = self.flatten(branch, bptr, stack)
+                branches.append((self.merge(rest, flat, bptr, bstack) if rest else flat, bptr, bstack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if key == "oneOf":
+            self.check_disjoint(branches, _child(ptr, key))
+        parts = []
+        for merged, bptr, bstack in branches:
+            try:
+                parts.append(self.compile(merged, bptr, bstack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
+        return _group(parts)
+
+    def note_cut(self, exc: _Unsat) -> None:
+        if exc.cut:
+            self.narrow(str(exc) + ": the branch is cut")
+
+    def check_disjoint(self, branches, ptr) -> None:
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if not self.disjoint(branches[i][0], branches[j][0], branches[i][2], branches[j][2]):
+                    self.refuse("oneOf", ptr, f"branches {branches[i][1]} and {branches[j][1]} are not provably "
+                                "disjoint (oneOf then differs from anyOf)")
+                    return
+
+    def disjoint(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance satisfies both a and b (a sufficient test)."""
+        if depth > 8:
+            return False
+        try:
+            a, _, sa = self.flatten(a, "", sa)
+            b, _, sb = self.flatten(b, "", sb)
+        except _Unsat:
+            return True
+        if a is False or b is False:
+            return True
+        if a is True or b is True:
+            return False
+        if not _intersect_types(_value_types(a), _value_types(b)):
+            return True
+        ta, tb = _value_types(a), _value_types(b)
+        va, vb = _values(a), _values(b)
+        if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
+            return True
+        if ta <= {"object"} or tb <= {"object"}:
+            # objects both must have, with a property whose values cannot agree
+            pa, pb = a.get("properties", {}), b.get("properties", {})
+            for name in set(a.get("required", [])) & set(b.get("required", [])):
+                if name in pa and name in pb and self.disjoint(pa[name], pb[name], sa, sb, depth + 1):
+                    return True
+            # a name one side requires and the other (objects only) forbids
+            for x, y in ((a, b), (b, a)):
+                if _value_types(y) <= {"object"} and y.get("additionalProperties") is False and \
+                        any(n not in y.get("properties", {}) for n in x.get("required", [])):
+                    return True
+        return False
+
+    def compile_enum(self, node, ptr, stack) -> str:
+        values = [node["const"]] if "const" in node else node["enum"]
+        where = _child(ptr, "const" if "const" in node else "enum")
+        if not isinstance(values, list):
+            raise self.error("enum", where, "must be an array")
+        rest = {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
+                and k not in _ANNOTATIONS}
+        if "enum" in node and "const" in node:
+            keys = {_json_key(node["const"])}
+            values = [v for v in node["enum"] if _json_key(v) in keys]
+        kept, seen = [], set()
+        check = None
+        if rest:
+            try:
+                check = re.compile(self.compile(rest, ptr, stack))
+            except _Unsat:
+                check = None
+                values = []
+        for v in values:
+            text = dumps(v)
+            if _json_key(v) in seen or (check is not None and check.fullmatch(text) is None):
+                continue
+            seen.add(_json_key(v))
+            kept.append(_lit(text) if not self.ws else self.spaced_literal(v))
+        if not kept:
+            raise self.error("enum" if "enum" in node else "const", where,
+                             "no listed value satisfies the rest of the schema")
+        return _group(kept)
+
+    def spaced_literal(self, value) -> str:
+        """A JSON value as a regex that allows the flexible whitespace between tokens."""
+        if isinstance(value, list):
+            inner = self.tok(",").join(self.spaced_literal(v) for v in value)
+            return self.tok("[") + inner + self.tok("]")
+        if isinstance(value, dict):
+            inner = self.tok(",").join(_lit(dumps(k)) + self.tok(":") + self.spaced_literal(v) for k, v in value.items())
+            return self.tok("{") + inner + self.tok("}")
+        return _lit(dumps(value))
+
+    # -- scalars
+
+    def compile_null(self, node, ptr, stack) -> str:
+        return "null"
+
+    def compile_boolean(self, node, ptr, stack) -> str:
+        return "(?:true|false)"
+
+    def bounds(self, node, ptr):
+        """(minimum, min_inclusive, maximum, max_inclusive) with draft-4 boolean exclusives read."""
+        lo, lo_incl, hi, hi_incl = None, True, None, True
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = node.get(key)
+            if v is not None and not isinstance(v, (bool, int, float)):
+                raise self.error(key, _child(ptr, key), f"must be a number, got {v!r}")
+        if node.get("minimum") is not None:
+            lo, lo_incl = node["minimum"], node.get("exclusiveMinimum") is not True
+        if node.get("maximum") is not None:
+            hi, hi_incl = node["maximum"], node.get("exclusiveMaximum") is not True
+        x = node.get("exclusiveMinimum")
+        if x is not None and not isinstance(x, bool) and (lo is None or x >= lo):
+            lo, lo_incl = x, False
+        x = node.get("exclusiveMaximum")
+        if x is not None and not isinstance(x, bool) and (hi is None or x <= hi):
+            hi, hi_incl = x, False
+        return lo, lo_incl, hi, hi_incl
+
+    def compile_integer(self, node, ptr, stack) -> str:
+        self.check_multiple_of(node, ptr, integer=True)
+        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        if lo is None and hi is None:
+            return _INTEGER
+        ilo, ihi = numbers.integer_bounds(
+            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
+            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
+        out = numbers.integer_range(ilo, ihi)
+        if out is None:
+            key = "minimum" if "minimum" in node else "exclusiveMinimum"
+            raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
+        return out
+
+    def check_multiple_of(self, node, ptr, *, integer: bool) -> bool:
+        """multipleOf: 1 is exact (an integer); True when it asks for integers on a number."""
+        m = node.get("multipleOf")
+        if m is None:
+            return False
+        if m == 1 or (integer and isinstance(m, (int, float)) and m > 0 and 1 % m == 0):
+            return True
+        self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {m} is not supported")
+        return False
+
+    def compile_number(self, node, ptr, stack) -> str:
+        if self.check_multiple_of(node, ptr, integer=False):
+            # an integer-valued number: integer texts, or an integer with a zero fraction
+            return f"{self.compile_integer({k: v for k, v in node.items() if k != 'multipleOf'}, ptr, stack)}(?:\\.0+)?"
+        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        if lo is None and hi is None:
+            return _NUMBER
+        for name, bound in (("minimum", lo), ("maximum", hi)):
+            if bound is not None and not float(bound).is_integer():
+                key = name if name in node else "exclusive" + name[0].upper() + name[1:]
+                self.refuse(key, _child(ptr, key), f"a non-integer bound {bound} on a number is not supported")
+                return _NUMBER
+        out = numbers.number_range(None if lo is None else int(lo), lo_incl, None if hi is None else int(hi), hi_incl)
+        if out is None:
+            raise self.error("minimum", _child(ptr, "minimum"), f"no number in the range (lower {lo}, upper {hi})")
+        self.narrow(f"bounded number at #{ptr}: plain decimal notation only (no exponent)")
+        return out
+
+    def compile_string(self, node, ptr, stack) -> str:
+        lo = node.get("minLength", 0)
+        hi = node.get("maxLength")
+        for key, v in (("minLength", lo), ("maxLength", hi)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or not float(v).is_integer()):
+                raise self.error(key, _child(ptr, key), f"must be a non-negative integer, got {v!r}")
+        lo, hi = int(lo), (None if hi is None else int(hi))
+        if hi is not None and hi < lo:
+            raise self.error("maxLength", _child(ptr, "maxLength"), f"maxLength {hi} < minLength {lo}")
+        ast = None
+        if "pattern" in node:
+            ast = self.pattern_ast(node["pattern"], _child(ptr, "pattern"))
+        if "format" in node:
+            fast = self.format_ast(node["format"], _child(ptr, "format"))
+            if fast is not None and ast is not None:
+                self.refuse("format", _child(ptr, "format"), "format together with pattern is not supported")
+            elif fast is not None:
+                ast = fast
+        if ast is None:
+            return f'"{_repeat(_CHAR, lo, hi)}"'
+        if lo > 0 or hi is not None:
+            limited = _with_length(ast, lo, hi)
+            if limited is None:
+                a, b = _length_range(ast)
+                if a >= lo and (hi is None or (b is not None and b <= hi)):
+                    limited = ast
+                else:
+                    key = "maxLength" if hi is not None else "minLength"
+                    self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format cannot be intersected")
+                    limited = ast
+            ast = limited
+        if isinstance(ast, rx.Alt) and not ast.items:
+            raise self.error("pattern" if "pattern" in node else "format", ptr,
+                             "no string of the allowed lengths matches")
+        return f'"{_emit_json(ast)}"'
+
+    def pattern_ast(self, pattern, ptr):
+        if not isinstance(pattern, str):
+            raise self.error("pattern", ptr, "must be a string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise self.error("pattern", ptr, f"not a valid regex ({exc})") from None
+        try:
+            return _pattern_ast(pattern)
+        except InferlabError as exc:
+            self.refuse("pattern", ptr, str(exc))
+            return None
+
+    def format_ast(self, name, ptr):
+        if name not in formats.FORMATS:
+            self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
+            return None
+        if name in formats.NARROWINGS:
+            self.narrow(f"format {name} at #{ptr}: {formats.NARROWINGS[name]}")
+        return _format_ast(name)
+
+    # -- arrays
+
+    def compile_array(self, node, ptr, stack) -> str:
+        lo = node.get("minItems", 0)
+        hi = node.get("maxItems")
+        if hi is not None and hi < lo:
+            raise self.error("maxItems", _child(ptr, "maxItems"), f"maxItems {hi} < minItems {lo}")
+        if node.get("uniqueItems") is True and not (hi is not None and hi <= 1):
+            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), "uniqueItems is not supported (only with maxItems <= 1)")
+        if isinstance(node.get("items"), list):  # drafts 4-2019: tuple form
+            prefix, prefix_key = node["items"], "items"
+            rest, rest_key = node.get("additionalItems", True), "additionalItems"
+        else:
+            prefix, prefix_key = node.get("prefixItems", []), "prefixItems"
+            rest, rest_key = node.get("items", True), "items"
+        prefix_rx = []
+        for k, sub in enumerate(prefix):
+            if hi is not None and k >= hi:
+                break
+            try:
+                prefix_rx.append(self.compile(sub, _child(ptr, prefix_key, k), stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+                break  # this position cannot be filled: the array stops before it
+        rest_rx = None
+        if len(prefix_rx) == len(prefix):
+            try:
+                rest_rx = self.compile(rest, _child(ptr, rest_key), stack) if rest is not True else self.any_value(_child(ptr, rest_key))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        max_len = len(prefix_rx) if rest_rx is None else None
+        if max_len is not None and lo > max_len:
+            raise _Unsat(f"minItems at #{ptr}: at most {max_len} items are possible")
+        body = self.array_body(prefix_rx, rest_rx, lo, hi)
+        return f"{self.tok('[')}{body}{self.tok(']')}"
+
+    def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
+        comma = self.tok(",")
+
+        def tail(i: int) -> str:  # items i.. after item i-1 was written
+            if hi is not None and i >= hi:
+                return ""
+            if i < len(prefix):
+                inner = comma + prefix[i] + tail(i + 1)
+                return inner if i < lo else f"(?:{inner})?"
+            if rest is None:
+                return ""
+            return _repeat(comma + rest, max(lo - i, 0), None if hi is None else hi - i)
+
+        if hi == 0:
+            return ""
+        if prefix:
+            first = prefix[0] + tail(1)
+        elif rest is not None:
+            first = rest + tail(1)
+        else:
+            return ""
+        return first if lo > 0 else f"(?:{first})?"
+
+    # -- objects
+
+    def compile_object(self, node, ptr, stack) -> str:
+        props = node.get("properties", {})
+        if not isinstance(props, dict):
+            raise self.error("properties", _child(ptr, "properties"), "must be an object")
+        required = list(dict.fromkeys(node.get("required", [])))
+        extra = node.get("additionalProperties")
+        extra_ptr = _child(ptr, "additionalProperties")
+        if extra is None and self.allow_extra_keys:
+            extra = True
+        gen_extra = extra is not None and extra is not False
+        schemas = dict(props)
+        for name in required:
+            if name not in schemas:
+                if extra is False:
+                    raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
+                schemas[name] = True if extra is None else extra
+        pattern_props = node.get("patternProperties") or {}
+        if pattern_props:
+            if gen_extra:
+                self.refuse("patternProperties", _child(ptr, "patternProperties"),
+                            "patternProperties with extra keys allowed is not supported")
+            for pat, sub in pattern_props.items():
+                try:
+                    compiled = re.compile(pat)
+                except re.error as exc:
+                    raise self.error("patternProperties", _child(ptr, "patternProperties", pat), f"bad regex ({exc})") from None
+                for name in schemas:
+                    if compiled.search(name):
+                        schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
+        members = []  # (regex or None when the key must be absent, required)
+        for name, sub in schemas.items():
+            sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
+            key_rx = _lit(dumps(name)) + self.tok(":")
+            try:
+                members.append((key_rx + self.compile(sub, sub_ptr, stack), name in required))
+            except _Unsat as exc:
+                if name in required:
+                    raise
+                self.note_cut(exc)
+        extra_rx = None
+        if gen_extra:
+            value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
+            extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
+        elif extra is None:
+            self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
+        self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
+        return f"{self.tok('{')}{self.object_body(members, extra_rx)}{self.tok('}')}"
+
+    def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> None:
+        lo, hi = node.get("minProperties"), node.get("maxProperties")
+        if lo is not None and lo > n_required:
+            self.refuse("minProperties", _child(ptr, "minProperties"),
+                        f"minProperties {lo} > the {n_required} required properties")
+        if hi is not None and (open_ or hi < n_members):
+            if hi < n_required:
+                raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n_required} required")
+            self.refuse("maxProperties", _child(ptr, "maxProperties"),
+                        f"maxProperties {hi} < the {n_members} possible properties")
+
+    def object_body(self, members, extra_rx) -> str:
+        """Members in schema order, each required or optional, then extra members; a comma only
+        between two written members.
+
+        Built left to right so each member appears at most twice: written[j] matches members
+        0..j when at least one of them was written (then member j needs a leading comma).
+        """
+        comma = self.tok(",")
+        written = None
+        seen_required = False
+        for rx_j, req in members:
+            if written is None:
+                written = rx_j
+            elif req:
+                written = f"{written}{comma}{rx_j}" if seen_required else f"(?:{written}{comma}{rx_j}|{rx_j})"
+            else:
+                written = f"{written}(?:{comma}{rx_j})?" if seen_required else f"(?:{written}(?:{comma}{rx_j})?|{rx_j})"
+            seen_required = seen_required or req
+        if extra_rx is not None:
+            extras = f"(?:{comma}{extra_rx})*"
+            if written is None:
+                written = extra_rx + extras
+            elif seen_required:
+                written = written + extras
+            else:
+                written = f"(?:{written}{extras}|{extra_rx}{extras})"
+        if written is None:
+            return ""
+        return written if seen_required else f"(?:{written})?"
+
+    # -- canonical form
+
+    def canonical(self, instance, node, ptr: str, stack: tuple = ()) -> str:
+        try:
+            node, ptr, stack = self.flatten(node, ptr, stack)
+        except _Unsat:
+            return dumps(instance)
+        if not isinstance(node, dict):
+            return dumps(instance)
+        if "anyOf" in node or "oneOf" in node:
+            key = "anyOf" if "anyOf" in node else "oneOf"
+            rest = {k: v for k, v in node.items() if k != key}
+            fallback = None
+            for k, branch in enumerate(node[key]):
+                bptr = _child(ptr, key, k)
+                try:
+                    flat, _, bstack = self.flatten(branch, bptr, stack)
+                    merged = self.merge(rest, flat, bptr, bstack) if rest else flat
+                    text = self.canonical(instance, merged, bptr, bstack)
+                    if re.fullmatch(self.compile(merged, bptr, bstack), text):
+                        return text
+                except (_Unsat, SchemaError):
+                    continue
+                fallback = fallback or text
+            return fallback or dumps(instance)
+        for v in _values(node) or []:
+            if _json_key(v) == _json_key(instance):
+                return dumps(v)
+        if isinstance(instance, dict):
+            props = node.get("properties", {})
+            extra = node.get("additionalProperties", True)
+            order = [n for n in list(props) + list(node.get("required", [])) if n in instance]
+            order = list(dict.fromkeys(order)) + [n for n in instance if n not in props and n not in node.get("required", [])]
+            parts = []
+            for name in order:
+                sub = props.get(name, extra)
+                sub_ptr = _child(ptr, "properties", name) if name in props else _child(ptr, "additionalProperties")
+                parts.append(dumps(name) + ":" + self.canonical(instance[name], sub, sub_ptr, stack))
+            return "{" + ",".join(parts) + "}"
+        if isinstance(instance, list):
+            if isinstance(node.get("items"), list):
+                prefix, rest = node["items"], node.get("additionalItems", True)
+            else:
+                prefix, rest = node.get("prefixItems", []), node.get("items", True)
+            parts = [self.canonical(v, prefix[k] if k < len(prefix) else rest, ptr, stack) for k, v in enumerate(instance)]
+            return "[" + ",".join(parts) + "]"
+        if isinstance(instance, float) and instance.is_integer() and "type" in node and \
+                "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
+            return dumps(int(instance))
+        return dumps(instance)
+
+
+@lru_cache(maxsize=None)
+def _format_ast(name: str):
+    return rx.parse(formats.FORMATS[name])
+
+
+def _key_not_in(names: list[str]) -> str:
+    """A JSON object key (canonical text) whose decoded value is none of `names`.
+
+    Walks the trie of the names: at each node the key may end (if the node is not a name), go on
+    with a character no name continues with, or follow a trie edge.
+    """
+    if not names:
+        return f'"{_CHAR}*"'
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    def walk(node) -> str:
+        parts = []
+        if None not in node:
+            parts.append('"')
+        children = [ch for ch in node if ch is not None]
+        others = rx.negate(tuple((ord(c), ord(c)) for c in children))
+        parts.append(_json_char_ranges(others) + any_rest + '"')
+        for ch in children:
+            parts.append(_json_char_ranges(((ord(ch), ord(ch)),)) + walk(node[ch]))
+        return _group(parts)
+
+    # non-canonical escapes (e.g. \u0061 for "a") could spell a declared name, so keys are canonical
+    canonical_char = _json_char_ranges(rx.negate(()))
+    any_rest = f"{canonical_char}*"
+    return '"' + walk(trie)
+
+
+_ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "id", "$comment",
+                "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "$anchor",
+                "contentEncoding", "contentMediaType", "contentSchema", "$vocabulary"}
+
+
+@lru_cache(maxsize=1)
+def _known_keywords() -> frozenset:
+    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "else", "then", "additionalItems"}
+    keys |= set(_UNSUPPORTED)
+    for family in _FAMILY_KEYWORDS.values():
+        keys |= set(family)
+    return frozenset(keys)
+
+
+def _constraining(node: dict) -> bool:
+    return any(k in _known_keywords() for k in node)
+
+
+def _type_set(t) -> set[str]:
+    return set(t) if isinstance(t, list) else {t}
+
+
+def _intersect_types(a: set, b: set) -> set:
+    out = a & b
+    if "integer" in a and "number" in b or "integer" in b and "number" in a:
+        out.add("integer")
+    return out
+
+
+def _values(node):
+    if "const" in node:
+        return [node["const"]]
+    return node.get("enum")
+
+
+def _value_types(node) -> set:
+    values = _values(node)
+    if values is not None:
+        return {_json_type(v) for v in values} | ({"number"} if any(_json_type(v) == "integer" for v in values) else set())
+    if "type" in node:
+        t = _type_set(node["type"])
+        return t | ({"integer"} if "number" in t else set())
+    return set(_TYPES) | {"integer"}
+
+
+def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
+                   allow_extra_keys: bool = False, any_depth: int = 2) -> CompiledSchema:
+    """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
+
+    allow_extra_keys: where additionalProperties is absent, generate extra keys (the JSON-Schema
+    default) instead of forbidding them (the default here, as xgrammar's strict mode does).
+    any_depth: nesting depth generated for unconstrained values.
+    """
+    c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=max_ref_depth,
+                  allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+    try:
+        regex = c.compile(schema, "")
+    except _Unsat as exc:
+        raise SchemaError(f"unsatisfiable schema: {exc}") from None
+    except RecursionError:
+        raise SchemaError("schema nested too deeply to compile") from None
+    if len(regex) > MAX_REGEX_CHARS:
+        raise SchemaError(f"the regex has {len(regex):,} characters (limit {MAX_REGEX_CHARS:,}): "
+                          "lower max_ref_depth or simplify the schema")
+    return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
+                          narrowed=tuple(c.narrowed), whitespace=whitespace)
+
+
+def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False) -> str:
+    """Re-serialise an instance the way compile_schema generates it: schema property order
+    (declared properties first, then extra keys in instance order), compact separators,
+    ensure_ascii=False, numbers as Python's json writes them (an integral float where the schema
+    allows only integers is written as an integer)."""
+    c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
+                  allow_extra_keys=allow_extra_keys, any_depth=2)
+    return c.canonical(instance, schema, "")
