@@ -21,8 +21,10 @@ _GELU_C = np.float32(np.sqrt(2.0 / np.pi))
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation (GPT-2's "gelu_new"; Hendrycks & Gimpel 2016, eq. 2)."""
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(_GELU_C * (x + np.float32(0.044715) * x ** 3)))
+    """GELU, tanh approximation (GPT-2's "gelu_new"; Hendrycks & Gimpel 2016, eq. 2).
+
+    x * x * x, not x ** 3: numpy's float32 power is a slow powf loop (measured 20x slower here)."""
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(_GELU_C * (x + np.float32(0.044715) * (x * x * x))))
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
