@@ -20,7 +20,7 @@ from inferlab.model import tokenizer as tokmod
 from inferlab.model.tokenizer import ENDOFTEXT, load_tiktoken, load_vocab
 
 tiktoken = pytest.importorskip("tiktoken")
-EXTRA = ["  ".join(CORPUS), "x" * 300, "1" * 50, " " * 40 + "a", "\n" * 30, "ñ" * 17 + "😀" * 5]
+EXTRA = ["  ".join(CORPUS), "x" * 300, "abcdefghij" * 500, "1" * 50, " " * 40 + "a", "\n" * 30, "ñ" * 17 + "😀" * 5]
 
 
 @pytest.fixture(scope="module")

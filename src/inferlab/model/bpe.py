@@ -20,19 +20,42 @@ PairLookup = Callable[["tuple[int, int]"], "tuple[int, int] | None"]
 
 
 def merge(ids: list[int], lookup: PairLookup) -> list[int]:
-    """Merge `ids` (one pre-token, initially one id per byte) until no adjacent pair merges."""
-    parts = list(ids)
-    while len(parts) > 1:
-        best_rank, best_k, best_id = None, -1, -1
-        for k in range(len(parts) - 1):
-            hit = lookup((parts[k], parts[k + 1]))
-            if hit is not None and (best_rank is None or hit[0] < best_rank):
-                best_rank, best_id = hit
-                best_k = k
-        if best_rank is None:
-            break
-        parts[best_k : best_k + 2] = [best_id]
-    return parts
+    """Merge `ids` (one pre-token, initially one id per byte) until no adjacent pair merges.
+
+    The parts form a linked list and candidate merges sit in a heap keyed (rank, position), so
+    a long piece costs O(n log n) rather than a rescan per merge; a popped candidate is stale
+    when its parts changed since (a part's id only ever changes by growing into a merge).
+    """
+    n = len(ids)
+    if n < 2:
+        return list(ids)
+    part = list(ids)                            # part[i]: id at node i; -1 once merged away
+    nxt = [*range(1, n), -1]
+    prv = [*range(-1, n - 1)]
+    heap = []
+    for i in range(n - 1):
+        hit = lookup((part[i], part[i + 1]))
+        if hit is not None:
+            heap.append((hit[0], i, part[i], part[i + 1], hit[1]))
+    heapq.heapify(heap)
+    while heap:
+        _, i, a, b, merged = heapq.heappop(heap)
+        j = nxt[i]
+        if part[i] != a or j < 0 or part[j] != b:
+            continue
+        part[i], part[j] = merged, -1
+        nxt[i] = k = nxt[j]
+        if k >= 0:
+            prv[k] = i
+            hit = lookup((merged, part[k]))
+            if hit is not None:
+                heapq.heappush(heap, (hit[0], i, merged, part[k], hit[1]))
+        h = prv[i]
+        if h >= 0:
+            hit = lookup((part[h], merged))
+            if hit is not None:
+                heapq.heappush(heap, (hit[0], h, part[h], merged, hit[1]))
+    return [t for t in part if t >= 0]
 
 
 def train_merges(
