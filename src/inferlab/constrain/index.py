@@ -1,0 +1,158 @@
+"""The token index: for every DFA state reachable through tokens, the allowed tokens and where
+each one leads. A decode step is then a lookup.
+
+Built by walking all (origin state, trie node) pairs one byte depth at a time with numpy,
+keeping only the pairs whose DFA state is still live, so the cost is ~ the number of live
+(state, prefix) pairs. Special tokens are never allowed, except EOS in accepting states.
+Layout per row (one row per reachable state): the sorted allowed ids (int32) with their next
+states (CSR), and an int32 bitmask row of ceil(V/32) words, bit t%32 of word t//32 set iff token
+t is allowed: the layout of outlines-core and xgrammar.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.constrain.dfa import DFA
+from inferlab.constrain.vocab import Vocabulary
+
+
+def _expand(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For pairs with `count` children starting at `start`: (pair index, child index) per child."""
+    total = int(count.sum())
+    rep = np.repeat(np.arange(len(count)), count)                          # (total,)
+    first = np.cumsum(count) - count
+    idx = np.arange(total) - np.repeat(first - start, count)               # (total,)
+    return rep, idx
+
+
+@dataclass(frozen=True, eq=False)
+class TokenIndex:
+    dfa: DFA
+    vocab_size: int
+    eos_id: int
+    states: np.ndarray      # (R,) int32: the DFA state of each row, ascending
+    row_of: np.ndarray      # (S,) int32: the row of each DFA state, -1 = unreachable through tokens
+    offsets: np.ndarray     # (R+1,) int64: row r's entries are allowed[offsets[r]:offsets[r+1]]
+    allowed: np.ndarray     # (N,) int32 token ids, ascending within a row; EOS in accepting rows
+    next_state: np.ndarray  # (N,) int32 DFA state after the token (EOS: the state itself)
+    bitmask: np.ndarray     # (R, ceil(V/32)) int32
+    build_seconds: float    # the index build alone; the trie (vocabulary preprocessing) is apart
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.states)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.states, self.row_of, self.offsets, self.allowed,
+                                      self.next_state, self.bitmask))
+
+    @property
+    def start_row(self) -> int:
+        return int(self.row_of[self.dfa.start])
+
+    def row_allowed(self, row: int) -> np.ndarray:
+        return self.allowed[self.offsets[row]:self.offsets[row + 1]]
+
+    def next_row(self, row: int, token: int) -> int:
+        """The row after `token` from `row`, or -1 if the token is not allowed there."""
+        lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
+        k = lo + int(np.searchsorted(self.allowed[lo:hi], token))
+        if k == hi or self.allowed[k] != token:
+            return -1
+        return int(self.row_of[self.next_state[k]])
+
+    @classmethod
+    def build(cls, dfa: DFA, vocab: Vocabulary) -> "TokenIndex":
+        trie = vocab.trie()  # cached per vocabulary; its time is reported by the trie itself
+        t0 = time.perf_counter()
+        q, tok, nxt, states = _walk(dfa, trie)
+        if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
+            dup, primary = trie.duplicates[:, 0], trie.duplicates[:, 1]
+            hit = np.flatnonzero(np.isin(tok, primary))
+            which = np.searchsorted(primary, tok[hit], sorter=np.argsort(primary))
+            src = np.argsort(primary)[which]
+            q, tok, nxt = (np.concatenate([q, q[hit]]), np.concatenate([tok, dup[src]]),
+                           np.concatenate([nxt, nxt[hit]]))
+        row_of = np.full(dfa.n_states, -1, dtype=np.int32)
+        row_of[states] = np.arange(len(states), dtype=np.int32)
+        acc = states[dfa.accepting[states]]
+        if vocab.eos_id >= 0:  # EOS only where the output is complete; it keeps the state
+            q = np.concatenate([q, acc])
+            tok = np.concatenate([tok, np.full(len(acc), vocab.eos_id, dtype=np.int32)])
+            nxt = np.concatenate([nxt, acc])
+        allowed, next_state, offsets, bitmask = _layout(row_of[q].astype(np.int64), tok, nxt,
+                                                        len(states), vocab.vocab_size)
+        return cls(dfa, vocab.vocab_size, vocab.eos_id, states.astype(np.int32), row_of, offsets,
+                   allowed, next_state, bitmask, time.perf_counter() - t0)
+
+
+def _layout(row: np.ndarray, tok: np.ndarray, nxt: np.ndarray, n_rows: int, V: int):
+    """Place (row, token, next) triples in row-major, token-ascending order without sorting.
+
+    The bitmask is built first; a triple's position is then its rank: the row's offset plus the
+    popcount of the row's bits below the token, O(N) in all.
+    """
+    words = (V + 31) // 32
+    word_key = row * words + (tok >> 5)                                     # (N,)
+    bit = np.left_shift(np.uint64(1), (tok & 31).astype(np.uint64))         # (N,)
+    # Each (row, token) occurs once, so the bits summed into a word are distinct: sum == OR.
+    # float64 holds sums below 2**32 exactly.
+    flat = np.bincount(word_key, weights=bit.astype(np.float64), minlength=n_rows * words)
+    flat = flat.astype(np.uint64).astype(np.uint32)                         # (R*W,)
+    pop = np.bitwise_count(flat).astype(np.int64)                           # (R*W,)
+    incl = np.cumsum(pop)
+    before = incl - pop                                                     # bits before each word
+    offsets = np.concatenate([[0], incl[words - 1::words]]) if n_rows else np.zeros(1, np.int64)
+    below = np.bitwise_count(flat[word_key] & (bit - np.uint64(1)).astype(np.uint32))
+    rank = before[word_key] + below                                         # (N,)
+    allowed = np.empty(len(tok), dtype=np.int32)
+    next_state = np.empty(len(tok), dtype=np.int32)
+    allowed[rank] = tok
+    next_state[rank] = nxt
+    return allowed, next_state, offsets.astype(np.int64), flat.view(np.int32).reshape(n_rows, words)
+
+
+def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Breadth-first over DFA states reached through tokens; each round walks the whole trie.
+
+    Returns (origin state, token id, next state) per allowed token, and the reached states.
+    """
+    flat = dfa.trans.reshape(-1).astype(np.int64)  # (S*256,) so a step is one take() on s*256 + byte
+    levels = trie.levels
+    q_parts, tok_parts, next_parts = [], [], []
+    seen = np.zeros(dfa.n_states, dtype=bool)
+    seen[dfa.start] = True
+    frontier = np.array([dfa.start], dtype=np.int64)
+    n0 = len(levels[0].byte) if levels else 0
+    while len(frontier) and n0:
+        reached = np.zeros(dfa.n_states, dtype=bool)
+        q = np.repeat(frontier, n0)                                       # (P,) origin state
+        node = np.tile(np.arange(n0), len(frontier))                      # (P,) trie node at depth 0
+        s = np.take(flat, q * 256 + levels[0].byte[node])                 # (P,) DFA state after it
+        for d, lv in enumerate(levels):
+            live = s >= 0
+            q, node, s = q[live], node[live], s[live]
+            if not len(q):
+                break
+            end = lv.end_token[node]                                      # tokens ending here
+            has = end >= 0
+            q_parts.append(q[has])
+            tok_parts.append(end[has])
+            s_end = s[has]
+            next_parts.append(s_end)
+            reached[s_end] = True
+            if d + 1 == len(levels):
+                break
+            rep, child = _expand(lv.child_start[node], lv.child_count[node])
+            q, node = q[rep], child
+            s = np.take(flat, s[rep] * 256 + levels[d + 1].byte[child])
+        frontier = np.flatnonzero(reached & ~seen)
+        seen |= reached
+    empty = np.zeros(0, np.int64)
+    return (np.concatenate(q_parts or [empty]), np.concatenate(tok_parts or [empty]).astype(np.int32),
+            np.concatenate(next_parts or [empty]), np.flatnonzero(seen))
