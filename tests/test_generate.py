@@ -185,3 +185,94 @@ def test_bad_arguments(model):
         generate(model, tok, "a", mask=DigitsMask(100))
     with pytest.raises(InferlabError, match="context"):
         generate(model, tok, "a" * 40)
+
+
+# --- the CLI and the default model ------------------------------------------------------------
+
+TEXT = "yo hablo, tú hablas, él habla, nosotros hablamos, vosotros habláis, ellos hablan. " * 20
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from inferlab.model.checkpoints import save_model
+    from inferlab.model.tokenizer import train_bpe
+
+    tok = train_bpe(TEXT, 280)
+    m = GPT.init(GPTConfig(vocab_size=280, d_model=16, n_heads=2, n_layers=1, context=64), seed=2)
+    return save_model(m, tok, tmp_path_factory.mktemp("models") / "tiny")
+
+
+def run_cli(capsys, *argv):
+    from inferlab.cli import main
+
+    try:
+        rc = main(["generate", *map(str, argv)])
+    except SystemExit as exc:          # argparse's own errors exit from inside parse_args
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_json_matches_the_library(model_dir, capsys):
+    import json
+
+    from inferlab.model.checkpoints import load_model
+
+    rc, out, err = run_cli(capsys, "yo ha", "--model", model_dir, "--json", "--max-new-tokens", 9, "--seed", 4,
+                           "--top-k", 50)
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token"} <= set(doc)
+    ckpt = load_model(model_dir)
+    g = generate(ckpt.model, ckpt.tokenizer, "yo ha", max_new_tokens=9, seed=4, top_k=50)
+    assert doc["tokens"] == g.tokens and doc["text"] == ckpt.tokenizer.decode(g.tokens)
+    assert doc["n_tokens"] == len(doc["tokens"]) and doc["stop_reason"] == g.stop_reason
+    assert doc["ms_per_token"] > 0 and doc["trained"] is True
+
+
+def test_cli_trace_is_written_and_never_overwritten(model_dir, tmp_path, capsys):
+    import json
+
+    trace = tmp_path / "t.json"
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--trace", trace, "--max-new-tokens", 4)
+    assert rc == 0, err
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["name"] for e in events} == {"step", "forward", "sample"}     # no mask: no mask spans
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--trace", trace)
+    assert rc == 2 and "--force" in err and len(err.strip().splitlines()) == 1
+    assert run_cli(capsys, "yo", "--model", model_dir, "--trace", trace, "--force")[0] == 0
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["--temperature", "-0.5"], "--temperature"), (["--top-p", "0"], "--top-p"), (["--top-k", "0"], "--top-k"),
+    (["--mask", "naive"], "--schema"), (["--schema", "/nonexistent.json"], "--schema"),
+])
+def test_cli_bad_flags_exit_2_with_one_line(model_dir, capsys, argv, word):
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, *argv)
+    assert rc == 2 and word in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_default_model_falls_back_to_a_seeded_random_init(model_dir, tmp_path, monkeypatch):
+    from inferlab.model import checkpoints
+
+    folder = tmp_path / "minigpt"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes((model_dir / "tokenizer.json").read_bytes())
+    monkeypatch.setattr(checkpoints, "default_model_dir", lambda: folder)
+    a, b = checkpoints.load_default_model(), checkpoints.load_default_model()
+    assert a.trained is False and "random" in a.source and a.tokenizer.vocab_size == 280
+    np.testing.assert_array_equal(a.model.params["wte"], b.model.params["wte"])   # seeded
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(InferlabError, match="tokenizer.json"):
+        checkpoints.load_default_model()
+
+
+def test_saved_tokenizer_round_trips(model_dir):
+    from inferlab.model.checkpoints import load_model
+    from inferlab.model.tokenizer import train_bpe
+
+    tok = train_bpe(TEXT, 280)
+    back = load_model(model_dir).tokenizer
+    for text in ("nosotros hablamos", "¿tú hablas?", ""):
+        assert back.encode(text) == tok.encode(text) and back.decode(back.encode(text)) == text
+    assert back.eos_id == tok.eos_id

@@ -63,9 +63,11 @@ def load_default_model() -> Checkpoint:
     folder = default_model_dir()
     if (folder / "config.json").is_file():
         return load_model(folder)
-    from inferlab.model.tokenizer import load_vocab
-
-    return Checkpoint(GPT.init(GPTConfig(), seed=DEFAULT_SEED), load_vocab("512"), trained=False,
+    tokenizer = _load_tokenizer(folder)     # the shipped vocabulary is trained before the model
+    if tokenizer is None:
+        raise InferlabError(f"no default vocabulary: {folder / 'tokenizer.json'} is not built yet")
+    return Checkpoint(GPT.init(GPTConfig(vocab_size=tokenizer.vocab_size), seed=DEFAULT_SEED), tokenizer,
+                      trained=False,
                       source=f"random initialisation (seed {DEFAULT_SEED}): no trained model in {folder}")
 
 
