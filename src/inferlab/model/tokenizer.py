@@ -67,6 +67,8 @@ class Tokenizer:
         self.normalization = normalization
         self.special_tokens = dict(special_tokens)
         self.special_ids = frozenset(special_tokens.values())
+        if max(self.special_ids) >= len(token_bytes):
+            raise InferlabError(f"special token id {max(self.special_ids)} is outside the vocabulary of {len(token_bytes)}")
         self.eos_id = special_tokens[eos_token]
         self.token_bytes = [b"" if i in self.special_ids else t for i, t in enumerate(token_bytes)]
         self.vocab_size = len(self.token_bytes)
@@ -88,8 +90,7 @@ class Tokenizer:
                 pair_rank.setdefault((a, b), (rank, merged))
             self._lookup = pair_rank.get
             self._whole_piece = ignore_merges   # HF's ignore_merges (Llama 3) does the same
-        # Longest first, so that of two specials starting at one position the longer one wins.
-        self._special_split = _alternation(self.special_tokens)
+        self._special_bytes = {i: t.encode("utf-8") for t, i in self.special_tokens.items()}
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def __repr__(self) -> str:
@@ -174,13 +175,12 @@ class Tokenizer:
     # --- decode -----------------------------------------------------------------------------
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The raw bytes of `ids`; a special token contributes its text."""
-        special_text = {i: t.encode("utf-8") for t, i in self.special_tokens.items()}
         out = []
         for i in ids:
             i = int(i)
             if not 0 <= i < self.vocab_size:
                 raise InferlabError(f"token id {i} is outside the vocabulary of {self.vocab_size}")
-            data = self.token_bytes[i] or special_text.get(i)
+            data = self.token_bytes[i] or self._special_bytes.get(i)
             if data is None:
                 raise InferlabError(f"token id {i} is unused in vocabulary {self.name!r}")
             out.append(data)
@@ -242,6 +242,7 @@ class Tokenizer:
 
 
 def _alternation(tokens: Iterable[str]) -> re.Pattern:
+    # Longest first, so that of two specials starting at one position the longer one wins.
     return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=lambda t: (-len(t), t))))
 
 
@@ -297,7 +298,9 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
     Supported: model BPE with merges; pre-tokenizer ByteLevel (GPT-2 regex) or a Split with the
     cl100k / Qwen regex followed by ByteLevel without regex; normalizer none or NFC. Anything else
     is rejected with its JSON pointer. EOS: `eos_token`, else "<|endoftext|>" if it is an added
-    token, else tokenizer_config.json's eos_token beside the file.
+    token, else tokenizer_config.json's eos_token beside the file. The post_processor (a BOS/EOS
+    template) is not applied: encode returns the text's own tokens, like HF's
+    encode(text, add_special_tokens=False).
     """
     path = Path(path)
     if path.is_dir():
