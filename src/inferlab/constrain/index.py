@@ -40,6 +40,10 @@ class TokenIndex:
     allowed: np.ndarray     # (N,) int32 token ids, ascending within a row; EOS in accepting rows
     next_state: np.ndarray  # (N,) int32 DFA state after the token (EOS: the state itself)
     bitmask: np.ndarray     # (R, ceil(V/32)) int32
+    apply_keep: np.ndarray  # (R,) bool: row r applies by keeping its allowed ids, else by
+                            # writing -inf at its disallowed ids (whichever list is shorter)
+    apply_offsets: np.ndarray  # (R+1,) int64 into apply_ids
+    apply_ids: np.ndarray   # (M,) intp: numpy converts any other index dtype on every call
     build_seconds: float    # the index build alone; the trie (vocabulary preprocessing) is apart
 
     @property
@@ -49,7 +53,8 @@ class TokenIndex:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.states, self.row_of, self.offsets, self.allowed,
-                                      self.next_state, self.bitmask))
+                                      self.next_state, self.bitmask, self.apply_keep,
+                                      self.apply_offsets, self.apply_ids))
 
     @property
     def start_row(self) -> int:
@@ -57,6 +62,10 @@ class TokenIndex:
 
     def row_allowed(self, row: int) -> np.ndarray:
         return self.allowed[self.offsets[row]:self.offsets[row + 1]]
+
+    def apply_plan(self, row: int) -> tuple[bool, np.ndarray]:
+        """(keep, ids): keep -> ids are the allowed tokens, else the disallowed ones."""
+        return bool(self.apply_keep[row]), self.apply_ids[self.apply_offsets[row]:self.apply_offsets[row + 1]]
 
     def next_row(self, row: int, token: int) -> int:
         """The row after `token` from `row`, or -1 if the token is not allowed there."""
@@ -87,8 +96,30 @@ class TokenIndex:
             nxt = np.concatenate([nxt, acc])
         allowed, next_state, offsets, bitmask = _layout(row_of[q].astype(np.int64), tok, nxt,
                                                         len(states), vocab.vocab_size)
+        keep, apply_offsets, apply_ids = _apply_lists(allowed, offsets, bitmask, vocab.vocab_size)
         return cls(dfa, vocab.vocab_size, vocab.eos_id, states.astype(np.int32), row_of, offsets,
-                   allowed, next_state, bitmask, time.perf_counter() - t0)
+                   allowed, next_state, bitmask, keep, apply_offsets, apply_ids, time.perf_counter() - t0)
+
+
+def _apply_lists(allowed, offsets, bitmask, V: int, chunk: int = 64):
+    """Per row the shorter of its allowed and its disallowed ids, as one intp CSR."""
+    n_allowed = np.diff(offsets)                                            # (R,)
+    keep = n_allowed <= V // 2
+    parts: list[np.ndarray] = []
+    lengths = np.where(keep, n_allowed, V - n_allowed)
+    big = np.flatnonzero(~keep)
+    complements = {}
+    for i in range(0, len(big), chunk):  # unpack a few rows at a time: (chunk, V) bytes
+        rows = big[i:i + chunk]
+        bits = np.unpackbits(bitmask[rows].view(np.uint8), axis=1, count=V, bitorder="little")
+        r, col = np.nonzero(bits == 0)
+        split = np.searchsorted(r, np.arange(1, len(rows)))
+        complements.update(zip(rows.tolist(), np.split(col, split)))
+    for row in range(len(keep)):
+        parts.append(allowed[offsets[row]:offsets[row + 1]] if keep[row] else complements[row])
+    apply_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    ids = np.concatenate(parts).astype(np.intp) if parts else np.zeros(0, np.intp)
+    return keep, apply_offsets, ids
 
 
 def _layout(row: np.ndarray, tok: np.ndarray, nxt: np.ndarray, n_rows: int, V: int):
