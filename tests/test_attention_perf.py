@@ -1,5 +1,7 @@
 """The attention cost model against hand-derived values, and the threshold T*."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,130 @@ def test_sweep_config_defaults_are_the_seeds():
     c = SweepConfig()
     assert c.T_sweep == (64, 128, 256, 512) and c.d_model == 64 and c.n_heads == 4 and c.d_head == 16
     assert c.samples >= 100 and c.min_sample_s >= 0.05
+
+
+# --- the lab: files, manifest keys, thresholds from the roofline it depends on, CLI errors --------
+
+import json
+
+import jsonschema
+
+from inferlab.cli import main
+from inferlab.errors import InferlabError
+from inferlab.labs.attention import AttentionLabConfig, run_attention
+
+SEED_SUMMARY_KEYS = {"softmax_GFLOPS_at_T_512", "softmax_pct_of_total_at_T_512", "scores_GFLOPS_at_T_512",
+                     "phase_27_motivation_pct_memory"}
+
+
+def fake_roofline(folder, peak=40.0, bw=8.0):
+    """An `inferlab roofline` folder with round ceilings: I_crit = 40 / 8 = 5 FLOP/byte."""
+    folder.mkdir()
+    results = {"schema_version": 1, "experiment": "01-roofline",
+               "ridge": {"peak_GFLOPS": peak, "bandwidth_GBps": bw, "threads": 1},
+               "ridge_point_flop_per_byte": peak / bw,
+               "cache_roofs_GBps": {"L1": 80.0, "L2": 60.0, "L3": 40.0, "DRAM": bw},
+               "peak_GFLOPS": {"float32": {"1": {"best": peak}}, "float64": {"1": {"best": peak / 2}}},
+               "bandwidth_GBps": {"triad": {"1": {"best": bw}}}}
+    (folder / "results.json").write_text(json.dumps(results))
+    (folder / "manifest.json").write_text("{}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("att")
+    roof = fake_roofline(root / "01-roofline")
+    config = AttentionLabConfig(sweep=SweepConfig(T_sweep=(64, 512), samples=3, min_sample_s=0.005),
+                                threads=1, all_threads=1, roofline_dir=roof, flash_T=(128,), flash_samples=2)
+    out = root / "15-attention-perf"
+    results = run_attention(config, out, force=False)
+    return out, roof, config, results
+
+
+def test_lab_writes_the_seeds_six_files(lab_run):
+    out, _, config, _ = lab_run
+    for name in ("perf.py", "results.json", "perf.png", "roofline.png", "manifest.json", "README.md", "flash.png"):
+        assert (out / name).is_file(), name
+    compile((out / "perf.py").read_text(), "perf.py", "exec")
+    assert "run_attention" in (out / "perf.py").read_text()
+    with pytest.raises(InferlabError, match="--force"):
+        run_attention(config, out, force=False)
+
+
+def test_manifest_has_the_seeds_keys(lab_run):
+    out, roof, _, _ = lab_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    # seed 001 Block F, key by key
+    assert {"experiment", "date", "seed", "versions", "depends_on", "config", "hardware",
+            "results_summary"} <= set(manifest)
+    assert manifest["experiment"] == "15-attention-perf" and manifest["seed"] == 0
+    assert {"python", "numpy"} <= set(manifest["versions"])
+    assert manifest["depends_on"] == str(roof / "manifest.json")
+    assert manifest["config"]["d_model"] == 64 and manifest["config"]["n_heads"] == 4
+    assert manifest["config"]["T_sweep"] == [64, 512]
+    assert {"cpu_model", "cpu_governor_at_run"} <= set(manifest["hardware"])
+    assert set(manifest["results_summary"]) == SEED_SUMMARY_KEYS
+    assert all(isinstance(v, float) for v in manifest["results_summary"].values())
+    schema = json.loads((Path(__file__).parents[1] / "src/inferlab/measure/schemas/manifest.schema.json").read_text())
+    jsonschema.validate(manifest, schema)
+
+
+def test_results_use_the_roofline_it_depends_on(lab_run):
+    _, _, _, r = lab_run
+    assert r["roofline"]["i_crit"] == 5.0
+    # exact T* = 4*16*5 / (16 - 10) = 53.33; the shortcut gives none because 5 >= 16/4
+    assert r["threshold"]["T_star_exact"] == pytest.approx(160 / 3)
+    assert r["threshold"]["T_star_seed_shortcut"] is None
+    p64, p512 = r["passes"][0]["points"]
+    assert p64["ops"]["scores"]["bound"] == "compute"      # I = 16/3 = 5.33 > 5
+    assert p64["ops"]["softmax"]["bound"] == "memory"      # 0.625 < 5
+    assert p512["ops"]["scores"]["flops"] == 4 * 8388608   # 4 heads * 2 * 512^2 * 16
+    for op in p512["ops"].values():
+        assert op["gflops"] == pytest.approx(op["flops"] / (op["median_ms"] * 1e-3) / 1e9)
+        assert op["n"] == 3 and op["p10_ms"] <= op["median_ms"] <= op["p90_ms"]
+    # softmax's roof at I = 0.625 is 8 GB/s * 0.625 = 5 GFLOP/s
+    sm = p512["ops"]["softmax"]
+    assert sm["attainable_gflops"] == 5.0 and sm["pct_of_attainable"] == pytest.approx(20 * sm["gflops"])
+    # scores and av are right of the ridge at T=512, so only softmax counts as flash's memory-bound time
+    s = r["summary"]
+    assert s["phase_27_motivation_ops"] == ["softmax"]
+    assert s["phase_27_motivation_pct_memory"] == sm["pct_of_total"]
+    flash = {p["T"]: p for p in r["flash"]["points"]}
+    assert sorted(flash) == [64, 128, 512]
+    assert flash[512]["flash_peak_bytes"] < flash[512]["naive_peak_bytes"]
+    assert flash[512]["max_abs_diff"] <= 1e-4 * max(1.0, flash[512]["max_abs_output"])
+
+
+def test_readme_answers_block_e_with_the_runs_numbers(lab_run):
+    out, _, _, r = lab_run
+    text = (out / "README.md").read_text()
+    assert "T* = 53.3" in text
+    assert "### 1." in text and "### 2." in text and "### 3." in text
+    assert f"{r['summary']['softmax_pct_of_memory_roof_at_T_512']:.1f}% of the memory roof" in text
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--d-model", "65"], "--d-model 65 is not divisible by --heads 4"),
+    (["--T", "64", "64"], "--T lists a length twice"),
+    (["--roofline", "/nonexistent/roof"], "--roofline /nonexistent/roof"),
+    (["--T", "0"], "argument --T"),
+])
+def test_cli_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
+    with pytest.raises(SystemExit) if needle.startswith("argument") else _no_exit() as ctx:
+        code = main(["attention", "--out", str(tmp_path / "o"), *argv])
+    if needle.startswith("argument"):
+        assert ctx.value.code == 2
+    else:
+        assert code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+class _no_exit:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,50 @@
+"""`inferlab attention`: the attention performance profile on the roofline (seed 001)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.errors import InferlabError
+from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attention
+
+NAME = "attention"
+HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--T", type=positive_int, nargs="+", default=[64, 128, 256, 512], metavar="T",
+                   help="sequence lengths (default 64 128 256 512)")
+    p.add_argument("--d-model", type=positive_int, default=64, help="model width (default 64)")
+    p.add_argument("--heads", type=positive_int, default=4, help="attention heads (default 4; d_head = d_model/heads)")
+    p.add_argument("--roofline", type=Path, default=None, metavar="DIR",
+                   help="an `inferlab roofline` folder (default experiments/01-roofline when present, "
+                        "else the ceilings are measured now)")
+    add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
+
+
+def config_from_args(args) -> AttentionLabConfig:
+    if args.d_model % args.heads:
+        raise InferlabError(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
+    if len(set(args.T)) != len(args.T):
+        raise InferlabError(f"--T lists a length twice: {' '.join(map(str, args.T))}")
+    roofline_dir = args.roofline
+    if roofline_dir is None:
+        default = args.out.parent / "01-roofline"
+        roofline_dir = default if (default / "manifest.json").is_file() else None
+    elif not (roofline_dir / "manifest.json").is_file():
+        raise InferlabError(f"--roofline {roofline_dir}: no manifest.json there (run `inferlab roofline` first)")
+    return AttentionLabConfig.build(quick=args.quick, T_sweep=tuple(args.T), d_model=args.d_model,
+                                    n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir)
+
+
+def run(args) -> int:
+    config = config_from_args(args)
+    results = run_attention(config, args.out, force=args.force)
+    if args.json:
+        print_json(results)
+    else:
+        s = results["summary"]
+        print(f"wrote {args.out}/  (softmax at T=512: {s['softmax_GFLOPS_at_T_512'] or float('nan'):.3g} GFLOP/s, "
+              f"{s['softmax_pct_of_total_at_T_512'] or float('nan'):.0f}% of the forward)")
+    return 0
