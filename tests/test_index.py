@@ -1,0 +1,123 @@
+"""TokenIndex and the vocabulary trie against brute-force per-token DFA walks."""
+
+import random
+
+import numpy as np
+import pytest
+
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.index import TokenIndex
+from inferlab.constrain.vocab import Vocabulary
+
+PATTERNS = [
+    r'\{"a":"[^"\\]{0,4}","b":(?:true|false|null)\}',
+    r'\[(?:-?\d{1,3}(?:,-?\d{1,3}){0,3})?\]',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+    r'(?:é|€|😀|ab)+',
+    r'x{3}',
+]
+
+
+def random_vocab(seed: int, n: int = 250, *, all_bytes: bool = True) -> Vocabulary:
+    """Random tokens over JSON-ish characters, cut at random byte offsets, so many tokens split a
+    multi-byte character; plus EOS and one other special token, and one duplicate byte string."""
+    rng = random.Random(seed)
+    text = '{}[]":,ab-19 \\é€😀truefalsenullx'
+    pieces = []
+    for _ in range(n):
+        s = "".join(rng.choice(text) for _ in range(rng.randint(1, 4))).encode()
+        i = rng.randint(0, len(s) - 1)
+        pieces.append(s[i:i + rng.randint(1, 6)])
+    base = [bytes([b]) for b in range(256)] if all_bytes else []
+    toks = list(dict.fromkeys(base + pieces))
+    toks.insert(7, toks[300 % len(toks)])  # the duplicate
+    specials = [len(toks), len(toks) + 1]
+    return Vocabulary(tuple(toks) + (b"", b""), eos_id=specials[0], special_ids=frozenset(specials))
+
+
+def brute_force(dfa, vocab):
+    """{state: {token: next state}} over the states reachable from start through tokens."""
+    rows, todo = {}, [dfa.start]
+    while todo:
+        s = todo.pop()
+        if s in rows:
+            continue
+        row = {}
+        for t, data in enumerate(vocab.token_bytes):
+            if data and t not in vocab.special_ids:
+                nxt = dfa.walk(data, s)
+                if nxt >= 0:
+                    row[t] = nxt
+        if dfa.accepting[s]:
+            row[vocab.eos_id] = s
+        rows[s] = row
+        todo.extend(set(row.values()))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_index_equals_brute_force_walk(pattern, seed):
+    dfa = compile_regex(pattern)
+    vocab = random_vocab(seed, all_bytes=seed == 0)
+    index = TokenIndex.build(dfa, vocab)
+    expect = brute_force(dfa, vocab)
+    assert sorted(expect) == index.states.tolist()
+    V = vocab.vocab_size
+    for r, s in enumerate(index.states.tolist()):
+        row = expect[s]
+        allowed = index.row_allowed(r)
+        assert allowed.tolist() == sorted(row)
+        nxt = index.next_state[index.offsets[r]:index.offsets[r + 1]]
+        assert nxt.tolist() == [row[t] for t in sorted(row)]
+        # Bit t%32 of word t//32, decoded with Python ints, not numpy's unpackbits.
+        words = [w & 0xFFFFFFFF for w in index.bitmask[r].tolist()]
+        bits = [t for t in range(V) if words[t // 32] >> (t % 32) & 1]
+        assert bits == sorted(row)
+        keep, ids = index.apply_plan(r)
+        assert keep == (len(row) <= V // 2)
+        assert ids.tolist() == (sorted(row) if keep else sorted(set(range(V)) - set(row)))
+        for t in range(V):
+            assert index.next_row(r, t) == (int(index.row_of[row[t]]) if t in row else -1)
+
+
+def test_special_tokens_only_eos_and_only_when_accepting():
+    vocab = random_vocab(3)
+    index = TokenIndex.build(compile_regex("ab|a"), vocab)
+    other_special = max(vocab.special_ids - {vocab.eos_id})
+    assert other_special not in index.allowed
+    for r, s in enumerate(index.states.tolist()):
+        assert (vocab.eos_id in index.row_allowed(r)) == bool(index.dfa.accepting[s])
+
+
+def test_trie_spells_every_token_once():
+    vocab = random_vocab(5)
+    trie = vocab.trie()
+    spelled = {}
+
+    def visit(d, node, prefix):
+        lv = trie.levels[d]
+        data = prefix + bytes([int(lv.byte[node])])
+        if lv.end_token[node] >= 0:
+            spelled[int(lv.end_token[node])] = data
+        for c in range(lv.child_start[node], lv.child_start[node] + lv.child_count[node]):
+            visit(d + 1, c, data)
+
+    for root in range(len(trie.levels[0].byte)):
+        visit(0, root, b"")
+    for dup, primary in trie.duplicates.tolist():
+        spelled[dup] = spelled[primary]
+    expect = {t: b for t, b in enumerate(vocab.token_bytes) if b and t not in vocab.special_ids}
+    assert spelled == expect
+    # Children come in ascending byte order, so the nodes of a level are lexicographic.
+    assert all(np.all(np.diff(lv.byte[lv.child_start[i]:lv.child_start[i] + lv.child_count[i]].astype(int)) > 0)
+               for lv in trie.levels for i in range(len(lv.byte)))
+
+
+def test_empty_language_index_has_only_the_start_row():
+    vocab = random_vocab(0)
+    index = TokenIndex.build(compile_regex("[^\\x00-\\U0010ffff]"), vocab)
+    assert index.n_rows == 1 and len(index.row_allowed(0)) == 0
+    assert index.nbytes == sum(a.nbytes for a in (index.states, index.row_of, index.offsets, index.allowed,
+                                                  index.next_state, index.bitmask, index.apply_keep,
+                                                  index.apply_offsets, index.apply_ids))
