@@ -46,19 +46,15 @@ QWEN_PATTERN = (
 )
 REFERENCE_PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "qwen": QWEN_PATTERN}
 
-# The same patterns for `re`: {L}, {N}, {W} are class bodies (ranges without brackets).
+# The same patterns for `re`, over the classes built by _classes(): {L} letter, {N} number,
+# {O} "other" ([^\s\p{L}\p{N}]), {X} [^\r\n\p{L}\p{N}], {W} white space, {NW} not white space.
 _RE_TEMPLATES = {
-    "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{W}{L}{N}]+|[{W}]+(?![^{W}])|[{W}]+",
-    "cl100k": (
-        r"'(?i:[sdmt]|ll|ve|re)|[^\r\n{L}{N}]?+[{L}]++|[{N}]{{1,3}}+| ?[^{W}{L}{N}]++[\r\n]*+"
-        r"|[{W}]++\Z|[{W}]*[\r\n]|[{W}]+(?![^{W}])|[{W}]"
-    ),
-    "qwen": (
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n{L}{N}]?[{L}]+|[{N}]| ?[^{W}{L}{N}]+[\r\n]*"
-        r"|[{W}]*[\r\n]+|[{W}]+(?![^{W}])|[{W}]+"
-    ),
+    "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?{L}+| ?{N}+| ?{O}+|{W}+(?!{NW})|{W}+",
+    "cl100k": r"'(?i:[sdmt]|ll|ve|re)|{X}?+{L}++|{N}{{1,3}}+| ?{O}++[\r\n]*+|{W}++\Z|{W}*[\r\n]|{W}+(?!{NW})|{W}",
+    "qwen": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|{X}?{L}+|{N}| ?{O}+[\r\n]*|{W}*[\r\n]+|{W}+(?!{NW})|{W}+",
 }
 PATTERN_NAMES = tuple(_RE_TEMPLATES)
+_ASTRAL = "\\U00010000-\\U0010ffff"
 
 
 def _escape(cp: int) -> str:
@@ -78,17 +74,32 @@ def _ranges(codepoints: list[int]) -> str:
 
 
 @lru_cache(maxsize=1)
-def _class_bodies() -> dict[str, str]:
-    """Enumerate \\p{L} and \\p{N} over all code points once per process (~0.3 s)."""
-    letters, numbers = [], []
+def _classes() -> dict[str, str]:
+    """Enumerate \\p{L} and \\p{N} over all code points once per process (~0.3 s).
+
+    `re` stores a class's BMP part as a bitmap but tests astral ranges one by one, so a BMP
+    character that fails a class with hundreds of astral ranges is slow. Each class is therefore
+    a BMP class (plus, when negated, all astral code points) or, behind a one-range astral
+    guard, the astral class: 3-4x faster on ordinary text, same language.
+    """
+    bmp = {"L": [], "N": []}
+    astral = {"L": [], "N": []}
     category = unicodedata.category
     for cp in range(sys.maxunicode + 1):
         major = category(chr(cp))[0]
-        if major == "L":
-            letters.append(cp)
-        elif major == "N":
-            numbers.append(cp)
-    return {"L": _ranges(letters), "N": _ranges(numbers), "W": _ranges([ord(c) for c in WHITE_SPACE])}
+        if major in bmp:
+            (bmp if cp < 0x10000 else astral)[major].append(cp)
+    lb, nb, la, na = _ranges(bmp["L"]), _ranges(bmp["N"]), _ranges(astral["L"]), _ranges(astral["N"])
+    w = _ranges([ord(c) for c in WHITE_SPACE])
+    guard = f"(?=[{_ASTRAL}])"
+    return {
+        "L": f"(?:[{lb}]|{guard}[{la}])",
+        "N": f"(?:[{nb}]|{guard}[{na}])",
+        "O": f"(?:[^{w}{lb}{nb}{_ASTRAL}]|{guard}[^{la}{na}])",
+        "X": f"(?:[^\\r\\n{lb}{nb}{_ASTRAL}]|{guard}[^{la}{na}])",
+        "W": f"[{w}]",
+        "NW": f"[^{w}]",
+    }
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +107,7 @@ def compiled(name: str) -> re.Pattern:
     """The `re` pattern for pre-tokenizer `name` ("gpt2" | "cl100k" | "qwen")."""
     if name not in _RE_TEMPLATES:
         raise InferlabError(f"unknown pre-tokenization pattern {name!r}; known: {', '.join(PATTERN_NAMES)}")
-    return re.compile(_RE_TEMPLATES[name].format(**_class_bodies()))
+    return re.compile(_RE_TEMPLATES[name].format(**_classes()))
 
 
 def pretokenize(text: str, name: str) -> list[str]:
