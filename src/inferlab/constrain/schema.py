@@ -325,15 +325,18 @@ def _escaped_at(text: str, pos: int) -> bool:
     return n % 2 == 1
 
 
+_U_ESCAPED = [cp for cp in range(0x20) if chr(cp) not in _SHORT_ESCAPES]  # written \u00XX
+_ALL_U_ESCAPES = r"\\u00(?:0[0-7bef]|1[0-9a-f])"
+
+
 def _json_char_ranges(ranges) -> str:
     """Regex for the JSON-string encodings (canonical, as json.dumps writes) of one code point
     from `ranges`: unescaped where JSON allows it, else its escape."""
+    inside = [cp for cp in list(range(0x20)) + [0x22, 0x5C] if any(lo <= cp <= hi for lo, hi in ranges)]
+    short = "".join(_SHORT_ESCAPES[chr(cp)][1] for cp in inside if chr(cp) in _SHORT_ESCAPES)
+    u_escaped = [cp for cp in inside if cp in _U_ESCAPED]
     plain = []
-    escaped = []
     for lo, hi in ranges:
-        for special in list(range(lo, min(hi, 0x1F) + 1)) + [cp for cp in (0x22, 0x5C) if lo <= cp <= hi]:
-            ch = chr(special)
-            escaped.append(_lit(_SHORT_ESCAPES.get(ch, f"\\u{special:04x}")))
         pieces = [(max(lo, 0x20), hi)]
         for cp in (0x22, 0x5C):
             pieces = [p for a, b in pieces for p in (((a, cp - 1), (cp + 1, b)) if a <= cp <= b else ((a, b),))]
@@ -342,7 +345,13 @@ def _json_char_ranges(ranges) -> str:
     if plain:
         body = "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in plain)
         parts.append(f"[{body}]")
-    parts.extend(escaped)
+    if short:
+        letters = "".join(c if c.isalnum() else "\\" + c for c in short)  # b f n r t " \\
+        parts.append("\\\\" + (f"[{letters}]" if len(short) > 1 else letters))
+    if len(u_escaped) == len(_U_ESCAPED):
+        parts.append(_ALL_U_ESCAPES)
+    else:
+        parts.extend(_lit(f"\\u{cp:04x}") for cp in u_escaped)
     if not parts:
         raise SchemaError("empty character class")
     return _group(parts)
@@ -734,11 +743,13 @@ class _Compiler:
             values = [v for v in node["enum"] if _json_key(v) in keys]
         kept, seen = [], set()
         check = None
-        if rest:
+        if set(rest) == {"type"}:  # the common case, checked on the value itself
+            types = _type_set(rest["type"])
+            values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
+        elif rest:  # the other keywords, through their (sound) regex
             try:
                 check = re.compile(self.compile(rest, ptr, stack))
             except _Unsat:
-                check = None
                 values = []
         for v in values:
             text = dumps(v)

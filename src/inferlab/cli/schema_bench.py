@@ -1,0 +1,86 @@
+"""`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--json]`.
+
+Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
+coverage, completeness and soundness per category, with the top refusal reasons.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from inferlab.cli.common import positive_int, print_json
+from inferlab.constrain.bench import BENCH_MAX_STATES, DEFAULT_DIR, BenchConfig, list_cases, run_bench
+from inferlab.measure.progress import progress_bar
+
+NAME = "schema-bench"
+HELP = "compile real JSON schemas (JSONSchemaBench): coverage, completeness, soundness, mask time"
+
+
+def add_arguments(p):
+    p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR,
+                   help=f"folder of JSONSchemaBench files (default {DEFAULT_DIR})")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="a stratified sample of N schemas (round-robin over categories, fixed seed)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stratified sample (default 0)")
+    p.add_argument("--vocab", default="512",
+                   help="vocabulary for the mask timing: 512, cl100k, qwen, a tokenizer.json path, "
+                        "or none to skip it (default 512)")
+    p.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
+    p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
+                   help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
+    p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _print_summary(results: dict, console: Console) -> None:
+    table = Table(title="schema-bench by category")
+    for col in ("category", "schemas", "coverage", "completeness", "soundness",
+                "compile ms (median)", "mask µs/token (median)"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for cat, s in results["summary"].items():
+        mask = s["mask_us_per_token_median"]
+        table.add_row(cat, str(s["schemas"]), f"{_pct(s['coverage'])} ({s['compiled']})",
+                      f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
+                      f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
+                      "-" if s["compile_ms_median"] is None else f"{s['compile_ms_median']:.1f}",
+                      "-" if mask is None else f"{mask:.1f}")
+    console.print(table)
+    refusals = results["summary"]["all"]["refusals"]
+    if refusals:
+        console.print("[bold]top refusal reasons[/bold]")
+        for reason, n in list(refusals.items())[:15]:
+            console.print(f"  {n:5d}  {reason}")
+    unsound = [r for r in results["schemas"] if r["unsound"]]
+    for r in unsound:
+        console.print(f"[red]UNSOUND[/red] {r['name']}: accepted invalid {r['unsound'][0]}")
+
+
+def _load_vocab(name: str):
+    if name == "none":
+        return None
+    from inferlab.constrain.vocab import Vocabulary
+    from inferlab.model.tokenizer import load_vocab
+
+    tok = load_vocab(name)
+    return Vocabulary.from_tokenizer(tok), tok
+
+
+def run(args) -> int:
+    config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
+                         whitespace=args.whitespace, max_states=args.max_states)
+    total = len(list_cases(config.directory, config.limit, config.seed))
+    vocab = _load_vocab(args.vocab)
+    with progress_bar(total, "schema-bench") as step:
+        results = run_bench(config, vocab=vocab, step=step)
+    results["config"]["vocab"] = args.vocab
+    if args.json:
+        print_json(results)
+    else:
+        _print_summary(results, Console())
+    return 0
