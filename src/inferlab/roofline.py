@@ -54,6 +54,8 @@ SWEEP_MIN_WS_BYTES = 4 * 1024
 @dataclass(frozen=True)
 class RooflineConfig:
     threads: int                      # the "all threads" count; 1 thread is always measured too
+    quick: bool = False               # the reduced run (CI): same rules, fewer points
+    seed: int = 0                     # GEMM operands
     trials: int = 10                  # STREAM trials kept; one more is run first and discarded
     llc_multiple: int = 4             # each STREAM array >= this x the last-level cache
     sweep_points_per_octave: int = 4
@@ -64,15 +66,15 @@ class RooflineConfig:
     min_sample_s: float = 0.05        # the harness rule: >= 50 ms of work per sample
 
     @classmethod
-    def for_run(cls, *, quick: bool, threads: int | None) -> "RooflineConfig":
+    def for_run(cls, *, quick: bool, threads: int | None, seed: int = 0) -> "RooflineConfig":
         threads = threads or os.cpu_count() or 1
         if threads < 1:
             raise InferlabError(f"--threads must be >= 1, got {threads}")
         if quick:
             # Still >= 10 STREAM trials and a DRAM-sized sweep end: only the resolution drops.
-            return cls(threads=threads, sweep_points_per_octave=1, sweep_max_llc_multiple=4,
+            return cls(threads=threads, quick=True, seed=seed, sweep_points_per_octave=1, sweep_max_llc_multiple=4,
                        sweep_samples=3, gemm_sizes=(1024,), gemm_samples=5)
-        return cls(threads=threads)
+        return cls(threads=threads, seed=seed)
 
     @property
     def thread_counts(self) -> tuple[int, ...]:
@@ -208,8 +210,8 @@ def plateau_roofs(points: list[dict], levels: list[dict]) -> dict[str, float | N
 
 # --- compute peak ----------------------------------------------------------------------------
 
-def gemm_gflops(dtype: str, n: int, threads: int, config: RooflineConfig, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
+def gemm_gflops(dtype: str, n: int, threads: int, config: RooflineConfig) -> dict:
+    rng = np.random.default_rng(config.seed)
     a = rng.standard_normal((n, n)).astype(dtype)  # (n, n)
     b = rng.standard_normal((n, n)).astype(dtype)  # (n, n)
     c = np.empty((n, n), dtype=dtype)              # (n, n)

@@ -6,11 +6,12 @@ notebook's pyplot backend, and a headless run never looks for a display.
 
 from __future__ import annotations
 
-from matplotlib.figure import Figure
-
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (7.0, 4.5)):
     """(fig, axes) on the Agg canvas; save with artifacts.save_figure or ExperimentWriter.add_figure."""
+    # Imported here: matplotlib costs ~1 s to import, and most CLI paths never draw.
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=True)
     return fig, axes

@@ -1,0 +1,27 @@
+"""`inferlab roofline`: this machine's bandwidth and compute ceilings, and the ridge point."""
+
+from __future__ import annotations
+
+from inferlab.cli.common import add_lab_arguments, print_json
+from inferlab.labs.roofline import write_roofline
+from inferlab.roofline import EXPERIMENT, RooflineConfig
+
+NAME = "roofline"
+HELP = "measure STREAM bandwidth, cache roofs, GEMM peak and the ridge point of this machine"
+
+
+def add_arguments(p) -> None:
+    add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=None)
+
+
+def run(args) -> int:
+    config = RooflineConfig.for_run(quick=args.quick, threads=args.threads)
+    results = write_roofline(config, args.out, force=args.force)
+    if args.json:
+        print_json(results)
+    else:
+        ridge = results["ridge"]
+        print(f"wrote {args.out}/  ridge {results['ridge_point_flop_per_byte']:.2f} FLOP/B = "
+              f"{ridge['peak_GFLOPS']:.1f} GFLOP/s (float32 GEMM) / {ridge['bandwidth_GBps']:.1f} GB/s "
+              f"(triad), {ridge['threads']} thread(s)")
+    return 0

@@ -1,0 +1,202 @@
+"""Roofline: STREAM kernels and byte counts, plateaus, theoretical peak, the ridge, the lab folder.
+
+The measuring functions run here on tiny sizes (the LLC is patched to 256 KiB) so the file stays
+fast; the numbers are not the point, their arithmetic is: every GB/s and GFLOP/s is recomputed
+from the recorded times with STREAM's byte counts and 2n^3.
+"""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import numpy as np
+import pytest
+
+from inferlab import roofline
+from inferlab.errors import InferlabError
+from inferlab.labs.roofline import LAB, write_roofline
+from inferlab.measure.artifacts import load_schema
+from inferlab.roofline import (Roofline, RooflineConfig, load_roofline, plateau_roofs,
+                               theoretical_peak)
+
+TINY_LLC = 256 * 1024
+TINY_CACHES = [{"level": 1, "type": "Data", "size_bytes": 32 * 1024, "shared_cpu_list": "0"},
+               {"level": 2, "type": "Unified", "size_bytes": TINY_LLC, "shared_cpu_list": "0"}]
+
+
+@pytest.fixture
+def tiny_machine(monkeypatch):
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: TINY_LLC)
+    monkeypatch.setattr(roofline, "data_caches", lambda: TINY_CACHES)
+
+
+def tiny_config(threads=2):
+    return RooflineConfig(threads=threads, quick=True, trials=10, sweep_points_per_octave=1,
+                          sweep_max_llc_multiple=4, sweep_samples=3, gemm_sizes=(64, 96),
+                          gemm_samples=3, min_sample_s=0.002)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_stream_kernels_compute_stream(threads):
+    n = 1001
+    a, b, c = np.full(n, 1.0), np.full(n, 2.0), np.zeros(n)
+    parts = roofline._chunks(n, threads)
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    try:
+        def run(kernel):
+            roofline._parallel([roofline._stream_call(kernel, a[p], b[p], c[p]) for p in parts], pool)()
+        run("copy")   # c = a
+        assert np.all(c == 1.0)
+        run("scale")  # b = 3c
+        assert np.all(b == 3.0)
+        run("add")    # c = a + b
+        assert np.all(c == 4.0)
+        run("triad")  # a = b + 3c
+        assert np.all(a == 15.0)
+    finally:
+        if pool:
+            pool.shutdown()
+
+
+def test_chunks_cover_the_array_once():
+    parts = roofline._chunks(10, 3)
+    idx = np.concatenate([np.arange(10)[p] for p in parts])
+    assert idx.tolist() == list(range(10))
+    assert [p.stop - p.start for p in parts] == [3, 3, 4]
+
+
+def test_stream_byte_counts_are_streams():
+    # float64: copy/scale 16 B/elem, add/triad 24 (McCalpin's table)
+    assert {k: 8 * v for k, v in roofline.STREAM_ARRAYS_TOUCHED.items()} == {
+        "copy": 16, "scale": 16, "add": 24, "triad": 24}
+
+
+def test_sweep_point_counts_bytes(tiny_machine):
+    p = roofline.sweep_point(8 * 1024, tiny_config())
+    n = 8 * 1024 // 16
+    assert p["working_set_bytes"] == 16 * n
+    assert p["reps"] == roofline.SWEEP_STREAM_ELEMS // n
+    assert p["GBps_best"] >= p["GBps_median"] > 0
+
+
+def test_cache_levels_bands(tiny_machine):
+    levels = roofline.cache_levels(4)
+    assert [lv["name"] for lv in levels] == ["L1", "L2", "DRAM"]
+    assert levels[0]["band_bytes"] == [0, 16 * 1024]
+    assert levels[1]["band_bytes"] == [64 * 1024, 128 * 1024]
+    assert levels[2]["band_bytes"] == [4 * TINY_LLC, None]
+
+
+def test_plateau_roofs_take_the_best_point_inside_each_band():
+    levels = [{"name": "L1", "band_bytes": [0, 100]}, {"name": "L2", "band_bytes": [400, 1000]},
+              {"name": "DRAM", "band_bytes": [4000, None]}]
+    points = [{"working_set_bytes": ws, "GBps_best": g} for ws, g in
+              [(50, 90.0), (100, 95.0), (200, 70.0), (500, 60.0), (1000, 55.0), (2000, 40.0),
+               (4000, 10.0), (8000, 11.0)]]
+    assert plateau_roofs(points, levels) == {"L1": 95.0, "L2": 60.0, "DRAM": 11.0}
+    assert plateau_roofs(points[:2], levels)["DRAM"] is None
+
+
+@pytest.mark.parametrize("flags,ident,mhz,threads,expect64", [
+    # Intel AVX-512 + FMA, 2 pipes: 2 pipes x 8 lanes x 2 = 32 FLOP/cycle; x 4 cores x 2.0 GHz
+    ({"avx512f", "avx2", "fma"}, {"vendor": "GenuineIntel", "family": 6}, {"max_mhz": 2000.0}, 4, 256.0),
+    # Zen 4: 512-bit ops on 256-bit datapaths: 2 x 4 x 2 = 16; x 2 cores x 2.5 GHz
+    ({"avx512f", "avx2", "fma"}, {"vendor": "AuthenticAMD", "family": 25}, {"current_mhz": 2500.0}, 2, 80.0),
+    # AVX without FMA: an add pipe and a mul pipe, 4 lanes: 8 FLOP/cycle; x 1 core x 3 GHz
+    ({"avx"}, {"vendor": "GenuineIntel", "family": 6}, {"max_mhz": 3000.0}, 1, 24.0),
+])
+def test_theoretical_peak_from_flags(monkeypatch, flags, ident, mhz, threads, expect64):
+    monkeypatch.setattr(roofline, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(roofline, "cpu_identity", lambda: ident)
+    monkeypatch.setattr(roofline, "cpu_mhz", lambda: mhz)
+    monkeypatch.setattr(roofline, "physical_cores", lambda: 8)
+    peak = theoretical_peak(threads)
+    assert peak["float64"]["GFLOPS"] == pytest.approx(expect64)
+    assert peak["float32"]["GFLOPS"] == pytest.approx(2 * expect64)
+
+
+def test_theoretical_peak_unknown_without_clock(monkeypatch):
+    monkeypatch.setattr(roofline, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(roofline, "cpu_mhz", lambda: {})
+    assert theoretical_peak(1)["float32"] == "unknown"
+
+
+def test_run_roofline_numbers_follow_from_the_times(tiny_machine):
+    r = roofline.run_roofline(tiny_config(threads=2))
+    n = r["stream"]["array_elems"]
+    assert n * 8 >= 4 * TINY_LLC
+    assert r["thread_counts"] == [1, 2]
+    for kernel, per_t in r["bandwidth_GBps"].items():
+        for t, e in per_t.items():
+            nbytes = e["bytes_per_elem"] * n
+            assert e["best"] == pytest.approx(nbytes / (e["time"]["min_ms"] / 1e3) / 1e9)
+            assert e["median"] == pytest.approx(nbytes / (e["time"]["median_ms"] / 1e3) / 1e9)
+            assert e["trials"] >= 10 and e["best"] >= e["median"] > 0
+    for dtype, per_t in r["peak_GFLOPS"].items():
+        for t, e in per_t.items():
+            assert e["best"] == pytest.approx(2 * e["n"] ** 3 / (e["time"]["min_ms"] / 1e3) / 1e9)
+            assert e["best"] == max(e["by_n"].values())
+    ridge = r["ridge"]
+    assert ridge["threads"] == 2
+    assert ridge["peak_GFLOPS"] == r["peak_GFLOPS"]["float32"]["2"]["best"]
+    assert ridge["bandwidth_GBps"] == r["bandwidth_GBps"]["triad"]["2"]["best"]
+    assert r["ridge_point_flop_per_byte"] == pytest.approx(ridge["peak_GFLOPS"] / ridge["bandwidth_GBps"])
+    ws = [p["working_set_bytes"] for p in r["sweep"]["points"]]
+    assert ws[0] <= 32 * 1024 and ws[-1] >= 4 * TINY_LLC  # L1-sized to DRAM-sized
+    assert set(r["cache_roofs_GBps"]) == {"L1", "L2", "DRAM"}
+    json.dumps(r, allow_nan=False)
+
+    roof = Roofline.from_results(r)
+    assert roof.attainable_GFLOPS(1e-3) == pytest.approx(roof.bandwidth_GBps * 1e-3)
+    assert roof.attainable_GFLOPS(1e6) == roof.peak_GFLOPS
+    # at the ridge both roofs meet
+    assert roof.bandwidth_GBps * roof.ridge_point_flop_per_byte == pytest.approx(roof.peak_GFLOPS)
+
+
+def test_lab_writes_a_valid_folder_and_load_roofline_reads_it(tiny_machine, tmp_path):
+    out = tmp_path / "01-roofline"
+    results = write_roofline(tiny_config(threads=1), out, force=False)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["README.md", "bench.py", "manifest.json", "results.json", "roofline.png", "sweep.png"]
+    for name in ("results", "manifest"):
+        jsonschema.validate(json.loads((out / f"{name}.json").read_text()), load_schema(name),
+                            cls=jsonschema.Draft202012Validator)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["hardware"]["threads_used"] == 1
+    assert manifest["results_summary"]["ridge_point_flop_per_byte"] == results["ridge_point_flop_per_byte"]
+    readme = (out / "README.md").read_text()
+    assert f"{results['ridge_point_flop_per_byte']:.2f} FLOP/byte" in readme
+    compile((out / "bench.py").read_text(), "bench.py", "exec")
+    roof = load_roofline(out)
+    assert roof.ridge_point_flop_per_byte == results["ridge_point_flop_per_byte"]
+    assert roof.threads == 1
+    with pytest.raises(InferlabError, match="--force"):
+        write_roofline(tiny_config(threads=1), out, force=False)
+
+
+def test_load_roofline_errors(tmp_path):
+    with pytest.raises(InferlabError, match="not found"):
+        load_roofline(tmp_path)
+    (tmp_path / "results.json").write_text(json.dumps({"experiment": "15-attention-perf"}))
+    with pytest.raises(InferlabError, match="/experiment"):
+        load_roofline(tmp_path)
+    (tmp_path / "results.json").write_text("{")
+    with pytest.raises(InferlabError, match="not valid JSON"):
+        load_roofline(tmp_path)
+
+
+def test_lab_is_registered_first():
+    assert LAB.order == 1 and LAB.name == "01-roofline"
+
+
+@pytest.mark.slow
+def test_cli_quick_json(tmp_path, capsys):
+    from inferlab.cli import main
+
+    assert main(["roofline", "--quick", "--json", "--out", str(tmp_path / "r")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    for key in ("bandwidth_GBps", "peak_GFLOPS", "ridge_point_flop_per_byte", "sweep"):
+        assert key in r
+    assert r["ridge_point_flop_per_byte"] == pytest.approx(
+        r["ridge"]["peak_GFLOPS"] / r["ridge"]["bandwidth_GBps"])
+    assert all(e["best"] > 0 for per_t in r["bandwidth_GBps"].values() for e in per_t.values())
