@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from inferlab.kv import calculator
 from inferlab.kv.formulas import KVFormat, cache_bytes, default_format, formula_text, kv_cache_bytes, per_token_bytes
-from inferlab.kv.registry import get_gpu, get_model
+from inferlab.kv.registry import get_gpu, get_model, model_names
 from inferlab.kv.units import dtype_bytes, fmt_binary, fmt_decimal, fmt_number, parse_bytes
 
 EXPERIMENT = "22-cache-sizing"
@@ -126,8 +126,6 @@ def mistakes(a100: dict) -> list[dict]:
 
 def model_sizes() -> list[dict]:
     """Every registry model's 2-byte (fp16/bf16) cache at 4k and 32k, windows applied, for the plot."""
-    from inferlab.kv.registry import model_names
-
     rows = []
     for name in model_names():
         spec = get_model(name)

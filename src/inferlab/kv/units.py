@@ -9,7 +9,7 @@ the error the lab warns about. So a memory size must carry its unit: "40GB" or "
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 
 from inferlab.errors import InferlabError
@@ -48,10 +48,7 @@ def parse_bytes(text: str, *, flag: str) -> int:
                             f"or {head}iB (2^n bytes); lower-case b would be bits")
     if unit not in UNITS:
         raise InferlabError(f"{flag} {text!r}: unknown unit {unit!r}; use one of {', '.join(UNITS)}")
-    try:
-        value = Decimal(m["num"]) * UNITS[unit]
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimal literals
-        raise InferlabError(f"{flag} {text!r}: not a number") from None
+    value = Decimal(m["num"]) * UNITS[unit]          # the regex admits only decimal literals
     if value <= 0:
         raise InferlabError(f"{flag} {text!r}: a memory size must be positive")
     if value != value.to_integral_value():
@@ -108,10 +105,3 @@ def fmt_decimal(n: int) -> str:
     """4294967296 -> '4.295 GB' (vendor units)."""
     return _scaled(n, 1000, ("bytes", "kB", "MB", "GB", "TB"))
 
-
-def gib(n: int) -> float:
-    return n / 2**30
-
-
-def gb(n: int) -> float:
-    return n / 10**9

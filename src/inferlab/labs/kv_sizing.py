@@ -3,6 +3,8 @@ kv_sizes.png, manifest.json, README.md and derive.py. Pure arithmetic: nothing i
 
 from __future__ import annotations
 
+from matplotlib.patches import Patch
+
 from inferlab.kv import derivations
 from inferlab.kv.units import fmt_binary
 from inferlab.labs import Lab, LabOptions
@@ -36,7 +38,6 @@ def sizes_figure(models: list[dict]):
     for y, m in zip(ys, models):
         ax.annotate(fmt_binary(m["totals"]["32768"]), (m["totals"]["32768"], y + 0.2), xytext=(3, 0),
                     textcoords="offset points", va="center", fontsize=7)
-    from matplotlib.patches import Patch
     handles = [Patch(color=_COLORS[k], label=k) for k in ("MHA", "GQA", "MLA")]
     handles += [Patch(facecolor="grey", label="ctx 4k"), Patch(facecolor="grey", hatch="//", label="ctx 32k")]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
