@@ -48,7 +48,8 @@ def sizes_figure(models: list[dict]):
 def _readme(r: dict) -> str:
     fwd = {row["model"]: row for row in r["forward"]}
     a100 = r["inverse"]["a100_llama_2_7b"]
-    h100 = {row["dtype"]: row["gpus_needed"] for row in r["inverse"]["h100_gpt_3"]["from_params"]}
+    h = r["inverse"]["h100_gpt_3"]
+    h100 = {row["dtype"]: row["gpus_needed"] for row in h["from_params"]}
     gqa = r["gqa_check"]["4096"]
     w = r["pitfalls"]["waste"]
     return "\n".join([
@@ -58,8 +59,8 @@ def _readme(r: dict) -> str:
         "Regenerate with `python derive.py` or `inferlab kv derivations --force`.", "",
         f"- Llama-2-7B fp16: {fwd['llama-2-7b']['formula']}; "
         f"{fmt_binary(fwd['llama-2-7b']['totals']['4096'])} at 4k, {fmt_binary(fwd['llama-2-7b']['totals']['32768'])} at 32k.",
-        f"- A100 40 GB with 14 GiB of weights: S_max {a100['s_max']['1']} at batch 1, {a100['s_max']['8']} at batch 8.",
-        f"- GPT-3 175B on H100 80 GB: {h100['fp16']} GPUs for the fp16 weights, {h100['int8']} in int8.",
+        f"- Llama-2-7B fp16 on {a100['gpu']} with {a100['weights']} of weights: S_max {a100['s_max']['1']} at batch 1, {a100['s_max']['8']} at batch 8.",
+        f"- GPT-3 175B on {h['gpu']}: {h100['fp16']} GPUs for the fp16 weights, {h100['int8']} in int8.",
         f"- Mistral-7B vs Llama-2-7B per token: ratio {gqa['ratio']}, the \"4x\" claim is {gqa['verdict']}.",
         f"- Preallocating {w['max_len']} for a mean of {w['mean_len']} at batch {w['batch']} wastes "
         f"{fmt_binary(w['wasted_bytes'])} ({w['waste_fraction']:.2%}); paged blocks of {w['block_size']}: at most "
