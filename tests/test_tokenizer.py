@@ -228,3 +228,20 @@ def test_split_pre_tokenizer_and_nfc_round_trip_through_hf(trained, tmp_path):
         ids = qwen_like.encode(text, allowed_special="all")
         assert ids == hf.encode(text).ids == back.encode(text, allowed_special="all"), text
     assert qwen_like.encode("e\u0301") == qwen_like.encode("é")     # NFC composes e + U+0301
+
+
+def test_progress_bar_does_not_change_the_result(trained):
+    assert train_bpe(TRAIN_TEXT, 400, progress=True).merges == trained.merges
+
+
+def test_default_vocabulary():
+    from importlib import resources
+
+    if not (resources.files("inferlab") / "data" / "minigpt" / "tokenizer.json").is_file():
+        with pytest.raises(InferlabError, match="not built yet"):
+            load_vocab("512")
+        return
+    tok = load_vocab("512")
+    assert tok.vocab_size == 512 and tok.token_bytes[tok.eos_id] == b"" and tok.eos_id in tok.special_ids
+    text = 'conjuga hablar, presente, yo:{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}'
+    assert tok.decode(tok.encode(text)) == text
