@@ -36,6 +36,13 @@ def test_size_int4_and_tp(capsys):
     assert r["tp"] == {"ranks": 16, "kv_heads_per_rank": 1, "replication": 2}
 
 
+def test_size_quantized_group_override(capsys):
+    # int4 in groups of 32 with scale + zero point: 64 payload bytes + 4 groups * 4 bytes = 80 per vector,
+    # 2 * 32 * 32 = 2048 vectors per token -> 163840
+    r = run_json(capsys, "size", "llama-2-7b", "--dtype", "int4", "--group", "32")
+    assert r["per_token_bytes"] == 2048 * 80
+
+
 def test_size_from_config_file(tmp_path, capsys):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -57,6 +64,13 @@ def test_max_context_default_weights_from_params(capsys):
     # per token 131072 -> floor(63939477504 / 131072) = 487819
     r = run_json(capsys, "max-context", "llama-3-8b", "--memory", "80GB")
     assert r["free_bytes"] == 80 * 10**9 - 16060522496 and r["s_max"] == 487819
+
+
+def test_max_context_tensor_parallel(capsys):
+    # Llama-2-70B fp16 over 4 ranks of 80 GB: weights 68976648192 * 2 / 4 = 34488324096 per rank,
+    # free 45511675904; per rank per token 2 * 80 * (8 / 4) * 128 * 2 = 81920 -> floor(555562.45) = 555562
+    r = run_json(capsys, "max-context", "llama-2-70b", "--memory", "80GB", "--tp", "4")
+    assert (r["free_bytes"], r["per_token_bytes"], r["s_max"]) == (45511675904, 81920, 555562)
 
 
 def test_gpus_json(capsys):
@@ -114,6 +128,9 @@ def test_list(capsys):
     (["max-context", "llama-2-7b", "--memory", "40GB", "--weights", "0GB"], "must be positive"),
     (["max-context", "llama-2-7b", "--memory", "10GB", "--weights", "14GiB"], "weights alone do not fit"),
     (["gpus", "gpt-3-175b", "--gpu", "H100"], "unknown GPU"),
+    (["size", "llama-2-7b", "--scales", "token"], "--scales token applies to a quantized cache"),
+    (["size", "llama-2-7b", "--dtype", "int8", "--group", "32"], "--group sets the elements per scale of --scales block"),
+    (["size", "llama-2-7b", "--dtype", "int4", "--group", "0"], "--group 0: must be positive"),
     (["compare", "mistral-7b"], "exactly two models"),
     (["compare", "mistral-7b", "llama-2-7b", "--claim", "lots"], "--claim 'lots'"),
     (["waste", "llama-2-7b", "--max-len", "100", "--mean-len", "200", "--batch", "1"], "longer than --max-len"),

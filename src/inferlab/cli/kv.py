@@ -19,7 +19,7 @@ from pathlib import Path
 from inferlab.cli.common import print_json
 from inferlab.errors import InferlabError
 from inferlab.kv import calculator
-from inferlab.kv.formulas import SCALE_KINDS, KVFormat, default_format
+from inferlab.kv.formulas import QUANTIZED, SCALE_KINDS, KVFormat, default_format
 from inferlab.kv.hf_config import load_config
 from inferlab.kv.registry import ModelSpec, get_gpu, get_model, gpu_names, model_names
 from inferlab.kv.units import DTYPE_BITS, fmt_binary, fmt_decimal, parse_bytes, parse_dtype
@@ -68,11 +68,16 @@ def _format(args, spec: ModelSpec) -> KVFormat:
     """The cache format: --dtype (default: the model's dtype), scales per --scales/--group or the dtype's usual."""
     dtype = parse_dtype(args.dtype) if args.dtype else spec.dtype
     fmt = default_format(dtype)
-    if args.scales is not None or args.group is not None:
-        scales = args.scales if args.scales is not None else fmt.scales
-        group = _count(args.group, "--group") if args.group is not None else fmt.group
-        fmt = KVFormat(dtype, scales=scales, group=group, zero_point=fmt.zero_point)
-    return fmt
+    if args.scales is None and args.group is None:
+        return fmt
+    if dtype not in QUANTIZED and args.scales not in (None, "none"):
+        raise InferlabError(f"--scales {args.scales} applies to a quantized cache ({', '.join(QUANTIZED)}), "
+                            f"not {dtype}")
+    scales = args.scales if args.scales is not None else fmt.scales
+    if args.group is not None and scales != "block":
+        raise InferlabError(f"--group sets the elements per scale of --scales block, not of {scales}")
+    group = _count(args.group, "--group") if args.group is not None else fmt.group
+    return KVFormat(dtype, scales=scales, group=group, zero_point=fmt.zero_point)
 
 
 def _add_model(p, *, config=True) -> None:
@@ -102,7 +107,8 @@ def add_arguments(p) -> None:
     m = sub.add_parser("max-context", help="S_max (floor) that fits in --memory after --weights")
     _add_model(m)
     m.add_argument("--memory", required=True, help="device memory with its unit: 40GB (1e9) or 40GiB (2^30)")
-    m.add_argument("--weights", help="weights with a unit, e.g. 14GiB (default: params x the model's dtype)")
+    m.add_argument("--weights", help="the model's weights with a unit, e.g. 14GiB (default: params x the model's "
+                                     "dtype); with --tp each rank holds 1/TP of them")
     m.add_argument("--params", help="parameter count, for a --config model without --weights")
     m.add_argument("--batch", default="1", help="sequences sharing the memory (default 1)")
     m.add_argument("--tp", default="1", help="tensor-parallel ranks; --memory is per rank (default 1)")
@@ -172,8 +178,9 @@ def _max_context(args) -> dict:
         weights = parse_bytes(args.weights, flag="--weights")
     else:
         weights = calculator.weights_bytes(spec, spec.dtype)
-    return calculator.max_ctx(spec, memory_bytes=memory, weights_bytes=weights,
-                              batch=_count(args.batch, "--batch"), fmt=fmt, tp=_count(args.tp, "--tp"))
+    tp = _count(args.tp, "--tp")
+    return calculator.max_ctx(spec, memory_bytes=memory, weights_bytes=-(-weights // tp),
+                              batch=_count(args.batch, "--batch"), fmt=fmt, tp=tp)
 
 
 def _print_max_context(r: dict) -> None:

@@ -64,6 +64,7 @@ def mla_cache_bytes(*, layers: int, kv_lora_rank: int, rope_dim: int, seq: int, 
 # ---------------------------------------------------------------- quantized caches
 
 SCALE_KINDS = ("none", "tensor", "token", "block")
+QUANTIZED = ("fp8", "int8", "int4")          # the dtypes that need scales to be read back
 
 
 @dataclass(frozen=True)
