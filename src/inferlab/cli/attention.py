@@ -6,7 +6,7 @@ from pathlib import Path
 
 from inferlab.cli.common import add_lab_arguments, positive_int, print_json
 from inferlab.errors import InferlabError
-from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attention
+from inferlab.labs.attention import EXPERIMENT, ROOFLINE_EXPERIMENT, AttentionLabConfig, run_attention
 
 NAME = "attention"
 HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
@@ -30,7 +30,7 @@ def config_from_args(args) -> AttentionLabConfig:
         raise InferlabError(f"--T lists a length twice: {' '.join(map(str, args.T))}")
     roofline_dir = args.roofline
     if roofline_dir is None:
-        default = args.out.parent / "01-roofline"
+        default = args.out.parent / ROOFLINE_EXPERIMENT
         roofline_dir = default if (default / "manifest.json").is_file() else None
     elif not (roofline_dir / "manifest.json").is_file():
         raise InferlabError(f"--roofline {roofline_dir}: no manifest.json there (run `inferlab roofline` first)")

@@ -19,9 +19,8 @@ import numpy as np
 from inferlab import roofline
 from inferlab.attention_perf import (
     OPS, T2_OPS, SweepConfig, attainable_gflops, bound_by, memory_bound_threshold, op_costs,
-    profile_sweep, scores_intensity, seed_shortcut_threshold, sweep_inputs,
+    profile_sweep, seed_shortcut_threshold, sweep_inputs,
 )
-from inferlab.errors import InferlabError
 from inferlab.flash import (
     DEFAULT_BLOCK, flash_cost, flash_mha, naive_t2_cost, traced_peak_bytes,
 )
@@ -63,11 +62,16 @@ class AttentionLabConfig:
 
 # --- measuring -------------------------------------------------------------------------------------
 
-def resolve_roofline(roofline_dir: Path | None, threads: int, quick: bool) -> tuple[dict, str | None]:
+def resolve_roofline(roofline_dir: Path | None, threads: int) -> tuple[dict, str | None]:
     """The machine ceilings at the profile's thread count, and the manifest they came from (None:
-    measured now, because no `inferlab roofline` run was found)."""
+    measured now, because no `inferlab roofline` run was found).
+
+    Measured now, it is the roofline's --quick configuration at the profile's thread count: the
+    same >= 10 STREAM trials and DRAM-sized arrays, a coarser cache sweep and one GEMM size, which
+    keeps a standalone default run within its 10-minute budget.
+    """
     if roofline_dir is None:
-        results = roofline.run_roofline(roofline.RooflineConfig.for_run(quick=quick, threads=threads))
+        results = roofline.run_roofline(roofline.RooflineConfig.for_run(quick=True, threads=threads))
         return ceilings(results, threads), None
     roofline.load_roofline(roofline_dir)   # one-line errors for a missing or foreign results.json
     results = json.loads((Path(roofline_dir) / "results.json").read_text())
@@ -167,7 +171,7 @@ def measure_all(config: AttentionLabConfig) -> tuple[dict, str | None]:
     """Every measurement of the lab, as the results.json dict, and the roofline manifest used."""
     sweep = config.sweep
     passes = [config.threads] + ([config.all_threads] if config.all_threads != config.threads else [])
-    roof, depends_on = resolve_roofline(config.roofline_dir, config.threads, config.quick)
+    roof, depends_on = resolve_roofline(config.roofline_dir, config.threads)
     flash_T = flash_sizes(config)
     profiles = {}
     with progress_bar(len(passes) * len(sweep.T_sweep) + len(flash_T), "attention") as step:
@@ -179,7 +183,7 @@ def measure_all(config: AttentionLabConfig) -> tuple[dict, str | None]:
         "schema_version": 1,
         "experiment": EXPERIMENT,
         "config": config_json(config),
-        "roofline": {"source": depends_on or "measured now (no roofline experiment given or found)", **roof},
+        "roofline": {"source": depends_on or "measured now with the roofline's --quick configuration (no roofline experiment given or found)", **roof},
         "threshold": threshold_json(sweep.d_head, roof["i_crit"]),
         "passes": [{"threads": threads, "points": [_point_json(T, profiles[threads][T], threads, config, roof)
                                                    for T in sweep.T_sweep]} for threads in passes],
