@@ -1,7 +1,8 @@
 """Seed 002's answer sheet, generated: every number below comes from the calculator.
 
-The only literals are the lab's own inputs (which models, 4k/32k contexts, "40GB", "14GiB",
-S_max 32768, mean length 1024, batch 32); every product, quotient and ratio is computed, so the
+The only literals are the lab's own inputs (which models and dtypes, the 4k/32k contexts, the
+A100-40GB and "14GiB", the H100-80GB and "350GiB", S_max 32768, mean length 1024, batch 32, the
+claimed 4x); every product, quotient and ratio is computed, so the
 page cannot drift from the code, and tests check the code against hand arithmetic.
 """
 
@@ -13,7 +14,7 @@ from fractions import Fraction
 from inferlab.kv import calculator
 from inferlab.kv.formulas import KVFormat, cache_bytes, default_format, formula_text, kv_cache_bytes, per_token_bytes
 from inferlab.kv.registry import get_gpu, get_model, model_names
-from inferlab.kv.units import dtype_bytes, fmt_binary, fmt_decimal, fmt_number, parse_bytes
+from inferlab.kv.units import DTYPE_BITS, dtype_bytes, fmt_binary, fmt_decimal, fmt_number, parse_bytes
 
 EXPERIMENT = "22-cache-sizing"
 CONTEXTS = (4096, 32768)
@@ -26,6 +27,7 @@ LLAMA_WEIGHTS = "14GiB"
 H100 = "H100-80GB"
 GPT3_WEIGHTS_AS_WRITTEN = "350GiB"      # the lab's figure; 175e9 params * 2 bytes is 350 GB
 WASTE = {"max_len": 32768, "mean_len": 1024, "batch": 32, "block_size": 16}
+GQA_CLAIM = Fraction(4)                  # Block C: the post's "saves 4x"
 
 
 def forward_row(name: str, dtype: str) -> dict:
@@ -65,7 +67,7 @@ def inverse_h100() -> dict:
 def gqa_check() -> dict:
     mistral, llama = get_model("mistral-7b"), get_model("llama-2-7b")
     fmt = KVFormat("fp16")
-    return {ctx: calculator.compare(mistral, llama, ctx=ctx, batch=1, fmt_a=fmt, fmt_b=fmt, claim=Fraction(4))
+    return {ctx: calculator.compare(mistral, llama, ctx=ctx, batch=1, fmt_a=fmt, fmt_b=fmt, claim=GQA_CLAIM)
             for ctx in CONTEXTS}
 
 
@@ -81,7 +83,8 @@ def pitfalls() -> dict:
     return {
         "factor_two": {"with": per_tok, "without": per_tok // 2},
         "d_vs_heads": {
-            "gemma-2-9b": {"d": gemma.hidden, "H_d_h": gemma.heads * gemma.head_dim,
+            "gemma-2-9b": {"d": gemma.hidden, "heads": gemma.heads, "d_h": gemma.head_dim,
+                           "H_d_h": gemma.heads * gemma.head_dim,
                            "H_kv_d_h": gemma.kv_heads * gemma.head_dim,
                            "bytes_with_d": two_bytes_with_width(gemma, gemma.hidden),
                            "bytes_with_H_d_h": two_bytes_with_width(gemma, gemma.heads * gemma.head_dim),
@@ -92,7 +95,7 @@ def pitfalls() -> dict:
         },
         "dtype": {
             "minigpt": {d: per_token_bytes(minigpt, KVFormat(d)) for d in ("fp32", "fp16")},
-            "llama-2-7b_4k": {d: cache_bytes(llama7, seq=4096, batch=1, fmt=default_format(d))
+            "llama-2-7b_4k": {d: cache_bytes(llama7, seq=CONTEXTS[0], batch=1, fmt=default_format(d))
                               for d in ("fp32", "fp16", "fp8", "int8", "int4")},
             "formats": {d: default_format(d).describe() for d in ("fp8", "int8", "int4")},
         },
@@ -105,20 +108,23 @@ def mistakes(a100: dict) -> list[dict]:
     llama7 = get_model("llama-2-7b")
     right_tok = per_token_bytes(llama7, KVFormat("fp16"))
     bits_tok = kv_cache_bytes(layers=llama7.layers, kv_heads=llama7.kv_heads, head_dim=llama7.head_dim,
-                              seq=1, batch=1, dtype_bytes=16)
-    as_gib = parse_bytes("40GiB", flag="memory")
+                              seq=1, batch=1, dtype_bytes=DTYPE_BITS["fp16"])
+    gb = a100["memory_bytes"] // 10**9
+    as_gib = gb * 2**30                             # the vendor's figure read in binary units
     wrong_gib = calculator.max_ctx(llama7, memory_bytes=as_gib, weights_bytes=a100["weights_bytes"], batch=1,
                                    fmt=KVFormat("fp16"))["s_max"]
     llama70 = get_model("llama-2-70b")
     mha70 = replace(llama70, kv_heads=llama70.heads)
     return [
-        {"mistake": "bits vs bytes", "what": "s = 16 for fp16 (the bit count) in Llama-2-7B's per-token bytes",
+        {"mistake": "bits vs bytes",
+         "what": f"s = {DTYPE_BITS['fp16']} for fp16 (the bit count) in Llama-2-7B's per-token bytes",
          "unit": "bytes", "wrong": bits_tok, "right": right_tok},
-        {"mistake": "GB vs GiB", "what": "the A100's vendor 40 GB read as 40 GiB, Llama-2-7B S_max at batch 1",
+        {"mistake": "GB vs GiB", "what": f"the {A100}'s vendor {gb} GB read as {gb} GiB, Llama-2-7B S_max at batch 1",
          "unit": "positions", "wrong": wrong_gib, "right": a100["s_max"]["1"]},
         {"mistake": "forgetting B", "what": "the batch-1 S_max used for a batch of 8 on the A100",
          "unit": "positions", "wrong": a100["s_max"]["1"], "right": a100["s_max"]["8"]},
-        {"mistake": "H instead of H_kv", "what": "Llama-2-70B's per-token bytes with its 64 query heads instead of 8 KV heads",
+        {"mistake": "H instead of H_kv",
+         "what": f"Llama-2-70B's per-token bytes with its {llama70.heads} query heads instead of {llama70.kv_heads} KV heads",
          "unit": "bytes", "wrong": per_token_bytes(mha70, KVFormat("fp16")),
          "right": per_token_bytes(llama70, KVFormat("fp16"))},
     ]
@@ -200,7 +206,7 @@ def _block_a(rows: list[dict]) -> list[str]:
 def _block_b(inv: dict) -> list[str]:
     a, h = inv["a100_llama_2_7b"], inv["h100_gpt_3"]
     out = ["## Block B: inverse", "",
-           f"**1. {a['gpu']}, Llama-2-7B fp16, weights {a['weights']}.** The vendor's 40 GB is "
+           f"**1. {a['gpu']}, Llama-2-7B fp16, weights {a['weights']}.** The vendor's {fmt_decimal(a['memory_bytes'])} is "
            f"{a['memory_bytes']} bytes; {a['weights']} is {a['weights_bytes']} bytes. Free: "
            f"{a['memory_bytes']} - {a['weights_bytes']} = {_both(a['free_bytes'])}.", ""]
     for b, s in a["s_max"].items():
@@ -262,7 +268,7 @@ def _block_d(p: dict) -> list[str]:
         f"one K and one V row per head per position). Dropping it halves every figure: Llama-2-7B would be "
         f"{f2['without']} bytes per token instead of {f2['with']}.", "",
         f"**2. d vs H * d_h.** The cache width is H_kv * d_h, not the model width d. They coincide only for "
-        f"MHA with d_h = d / H. Gemma-2-9B has d = {g['d']} but H * d_h = {g['H_d_h']} (d_h = 256 is not d / H) "
+        f"MHA with d_h = d / H. Gemma-2-9B has d = {g['d']} but H * d_h = {g['H_d_h']} (d_h = {g['d_h']} is not d / H = {fmt_number(Fraction(g['d'], g['heads']))}) "
         f"and, with GQA, H_kv * d_h = {g['H_kv_d_h']}: per token in bf16 that is {g['bytes_right']} bytes, "
         f"not {g['bytes_with_d']} (using d) or {g['bytes_with_H_d_h']} (using H * d_h). "
         f"Llama-2-70B: d = {l70['d']} vs H_kv * d_h = {l70['H_kv_d_h']}, so {l70['bytes_with_d']} vs "
