@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -114,3 +115,19 @@ def test_lab_writes_valid_artifacts_and_refuses_overwrite(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
     assert (out / "derivations.md").read_text() == before
     assert main(["kv", "derivations", "--out", str(out), "--force"]) == 0
+
+
+def test_page_follows_the_registry(monkeypatch):
+    """No figure is typed in: halve Llama-2-7B's layers and every Llama-2-7B figure on the page moves."""
+    real = derivations.get_model
+
+    def halved(name):
+        spec = real(name)
+        return replace(spec, layers=16) if spec.name == "llama-2-7b" else spec
+
+    monkeypatch.setattr(derivations, "get_model", halved)
+    page = derivations.render(derivations.compute())
+    # 2 * 16 * 32 * 128 * 2 = 262144; 24967614464 / 262144 = 95243.9 -> 95243
+    assert "2 * 16 * 32 * 128 * 1 * 2 = 262144 bytes = 256 KiB" in page
+    assert "**95243**" in page
+    assert "524288" not in page and "47621" not in page
