@@ -1,0 +1,57 @@
+"""`inferlab mask-overhead`: per-step cost of a JSON-schema mask, breakdown, scaling, peers (seed 000)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.constrain import MASK_KINDS
+from inferlab.errors import InferlabError
+from inferlab.labs.mask_overhead import EXPERIMENT, ROOFLINE_EXPERIMENT, MaskLabConfig, run_mask_overhead
+
+NAME = "mask-overhead"
+HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--trials", type=positive_int, default=None,
+                   help="timed samples per configuration (default 10; --quick 3); the first call is discarded")
+    p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
+    p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
+                   help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
+                        "(default 512 cl100k qwen; --quick 512 qwen)")
+    p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
+                   help="masks to measure (default naive indexed)")
+    p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
+    p.add_argument("--roofline", type=Path, default=None, metavar="DIR",
+                   help="an `inferlab roofline` folder (default experiments/01-roofline when present, "
+                        "else the roofline is measured now)")
+    add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
+
+
+def config_from_args(args) -> MaskLabConfig:
+    vocabs = tuple(args.vocab) if args.vocab else None
+    if vocabs and len(set(vocabs)) != len(vocabs):
+        raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
+    roofline_dir = args.roofline
+    if roofline_dir is None:
+        default = args.out.parent / ROOFLINE_EXPERIMENT
+        roofline_dir = default if (default / "results.json").is_file() else None
+    elif not (roofline_dir / "results.json").is_file():
+        raise InferlabError(f"--roofline {roofline_dir}: no results.json there (run `inferlab roofline` first)")
+    return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
+                               vocabs=vocabs, masks=tuple(dict.fromkeys(args.mask)), peers=args.peers,
+                               threads=args.threads, roofline_dir=roofline_dir)
+
+
+def run(args) -> int:
+    results = run_mask_overhead(config_from_args(args), args.out, force=args.force)
+    if args.json:
+        print_json(results)
+        return 0
+    print(f"wrote {args.out}/")
+    for e in results["table"]:
+        cells = [f"no mask {e['no_mask']['ms_per_step']:.3g} ms/step"]
+        cells += [f"{k} {r['ms_per_step']:.3g} ms/step (x{r['ratio']:.3g})" for k, r in e["masks"].items()]
+        print(f"  V={e['vocab_size']:>7,}: " + ", ".join(cells))
+    return 0

@@ -1,0 +1,517 @@
+"""Lab 30-mask-overhead (seed 000, Phase 30 lab 03): what a JSON-schema mask costs per decode step.
+
+Block A times generate() of the shipped MiniGPT on the conjugation schema without a mask and with
+each mask (the seed's naive state-machine scan of the whole vocabulary, and the precomputed
+token index), same seed, gc off, tracing off, warm-up discarded. Block B breaks each step down in
+a separate traced run. The scaling block repeats A and B at real vocabularies (cl100k, Qwen) with
+a model of MiniGPT's shape whose embedding and LM head have that vocabulary (random weights: the
+cost of a step does not depend on the weights' values, only the token path does). Peers
+(llguidance, outlines-core) are walked along the same token path when asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from inferlab.constrain import build_mask
+from inferlab.labs import Lab, LabOptions
+from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure, new_figure
+from inferlab.measure.progress import progress_bar
+from inferlab.model.checkpoints import load_default_model
+from inferlab.model.config import GPTConfig
+from inferlab.model.corpus import conjugation_schema, examples
+from inferlab.model.generate import generate
+from inferlab.model.gpt import GPT
+from inferlab.model.tokenizer import load_vocab
+from inferlab.model.trace import Tracer
+from inferlab.roofline import Roofline, load_roofline, measure_roofline
+
+EXPERIMENT = "30-mask-overhead"
+ROOFLINE_EXPERIMENT = "01-roofline"
+DEFAULT_VOCAB = "512"
+BORDERLINE_RATIO = 1.5            # seed 000: "si el ratio está al límite (digamos 1,5x)"
+BORDERLINE_BAND = 0.10            # +-10% around it
+BORDERLINE_TRIALS = 32
+# CPython list-of-lists DFA: one transition reads the token's byte, the row pointer and the
+# entry pointer. A lower bound on the bytes a naive check touches, for the roofline placement.
+NAIVE_BYTES_PER_TRANSITION = 1 + 8 + 8
+
+
+@dataclass(frozen=True)
+class MaskLabConfig:
+    trials: int = 10                  # timed samples per configuration (seed: 10, first discarded)
+    max_new_tokens: int = 64
+    vocabs: tuple[str, ...] = ("512", "cl100k", "qwen")
+    masks: tuple[str, ...] = ("naive", "indexed")
+    peers: bool = False
+    threads: int = 1                  # seed: single thread
+    quick: bool = False
+    seed: int = 0
+    temperature: float = 1.0          # sampled, so the same-seed comparison is the seed's one
+    # The naive mask walks every token in Python: ~0.1 s a step at 100k+ tokens, so at large
+    # vocabularies it runs fewer steps (and its own no-mask baseline at the same length).
+    naive_large_vocab_tokens: int = 8
+    large_vocab: int = 4096
+    roofline_dir: Path | None = None
+
+    @classmethod
+    def build(cls, *, quick: bool, **overrides) -> "MaskLabConfig":
+        base = cls(trials=3, vocabs=("512", "qwen"), naive_large_vocab_tokens=4, quick=True) if quick else cls()
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def default_prompt() -> str:
+    """A held-out regular verb: the model never saw it in training."""
+    ex = next(e for e in examples("heldout") if e.kind == "regular" and e.tense == "presente")
+    return ex.prompt
+
+
+# --- models -------------------------------------------------------------------------------------
+
+def model_for(vocab: str, seed: int):
+    """(model, tokenizer, description): the trained MiniGPT for "512", else MiniGPT's shape with
+    that vocabulary's embedding and LM head, randomly initialised."""
+    if vocab == DEFAULT_VOCAB:
+        ckpt = load_default_model()
+        return ckpt.model, ckpt.tokenizer, ("trained MiniGPT" if ckpt.trained else ckpt.source)
+    tok = load_vocab(vocab)
+    model = GPT.init(GPTConfig(vocab_size=tok.vocab_size), seed=seed)
+    return model, tok, f"MiniGPT shape, vocabulary {vocab} ({tok.vocab_size} tokens), random weights (seed {seed})"
+
+
+# --- Block A: timing --------------------------------------------------------------------------
+
+def time_generate(model, tok, prompt: str, mask, *, max_new_tokens: int, config: MaskLabConfig,
+                  trials: int) -> dict:
+    """Median wall time of one generate() call over `trials` samples; ms per step = call / steps.
+
+    The same seed makes every call decode the same tokens, so the steps per call are constant and
+    dividing the per-call median by them is exact. Tracing is off (tracer=None); measure()
+    discards the warm-up call, disables gc and aggregates >= 50 ms per sample.
+    """
+    def run():
+        return generate(model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens, seed=config.seed,
+                        temperature=config.temperature)
+
+    g = run()
+    stats = measure(run, samples=trials, warmup=1)
+    steps = g.n_steps
+    return {"steps": steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
+            "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos",
+            "ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
+            "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy, "call": stats.to_json("ms")}
+
+
+def agreement(base: dict, masked: dict, mask, eos_id: int) -> dict:
+    """Tokens agree until the first step where the mask filtered out the unmasked choice (seed 000)."""
+    a = base["tokens"] + ([eos_id] if base["eos"] else [])
+    b = masked["tokens"] + ([eos_id] if masked["eos"] else [])
+    d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if d >= len(a) or d >= len(b):
+        return {"agree_prefix": d, "diverged": False, "explained_by_mask": True}
+    mask.reset()
+    for t in b[:d]:
+        mask.advance(t)
+    filtered = int(a[d]) not in set(mask.allowed_ids().tolist())
+    mask.reset()
+    return {"agree_prefix": d, "diverged": True, "explained_by_mask": bool(filtered),
+            "unmasked_choice": int(a[d]), "masked_choice": int(b[d])}
+
+
+# --- Block B: traced breakdown -----------------------------------------------------------------
+
+def breakdown(model, tok, prompt: str, mask, *, max_new_tokens: int, config: MaskLabConfig) -> dict:
+    """Per-step means from a separate traced run (instrumentation does not touch Block A)."""
+    tracer = Tracer()
+    g = generate(model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens, seed=config.seed,
+                 temperature=config.temperature, tracer=tracer)
+    s = tracer.summary()
+    steps = max(g.n_steps, 1)
+    per = {name: s.get(name, {"total_ms": 0.0})["total_ms"] / steps for name in
+           ("step", "forward", "mask_build", "mask_apply", "sample")}
+    per["rest_of_decoder"] = per["step"] - per["mask_build"] - per["mask_apply"]
+    out = {f"{k}_ms": v for k, v in per.items()}
+    stats = getattr(mask, "stats", None)
+    if stats is not None and stats.token_checks:
+        # The naive mask's own counters from this run: the roofline placement of the scan.
+        out["naive"] = {"token_checks_per_step": stats.token_checks / stats.steps,
+                        "transitions_per_step": stats.byte_steps / stats.steps,
+                        "ns_per_token_check": stats.ns / stats.token_checks,
+                        "ns_per_transition": stats.ns / max(stats.byte_steps, 1)}
+    return out
+
+
+# --- one vocabulary -----------------------------------------------------------------------------
+
+def _compile(schema: dict, tok, kind: str):
+    t0 = time.perf_counter()
+    mask = build_mask(schema, tok, kind)
+    return mask, (time.perf_counter() - t0) * 1e3
+
+
+def measure_vocab(vocab: str, config: MaskLabConfig, step) -> dict:
+    model, tok, description = model_for(vocab, config.seed)
+    prompt, schema = default_prompt(), conjugation_schema()
+    large = tok.vocab_size >= config.large_vocab
+    entry = {"vocab": vocab, "vocab_size": tok.vocab_size, "model": description, "prompt": prompt, "masks": {}}
+    step(f"{vocab}: no mask")
+    entry["no_mask"] = time_generate(model, tok, prompt, None, max_new_tokens=config.max_new_tokens,
+                                     config=config, trials=config.trials)
+    entry["no_mask"]["breakdown"] = breakdown(model, tok, prompt, None, max_new_tokens=config.max_new_tokens,
+                                              config=config)
+    for kind in config.masks:
+        step(f"{vocab}: {kind} mask")
+        mask, compile_ms = _compile(schema, tok, kind)
+        short = kind == "naive" and large
+        n_new = config.naive_large_vocab_tokens if short else config.max_new_tokens
+        base = entry["no_mask"] if not short else time_generate(
+            model, tok, prompt, None, max_new_tokens=n_new, config=config, trials=config.trials)
+        trials = config.trials if not short else max(2, config.trials // 3)
+        row = time_generate(model, tok, prompt, mask, max_new_tokens=n_new, config=config, trials=trials)
+        row["ratio"] = row["ms_per_step"] / base["ms_per_step"]
+        if not short and abs(row["ratio"] / BORDERLINE_RATIO - 1) <= BORDERLINE_BAND and trials < BORDERLINE_TRIALS:
+            # Seed 000: a borderline ratio from 10 trials is noise-prone; re-measure both with 32.
+            base = time_generate(model, tok, prompt, None, max_new_tokens=n_new, config=config, trials=BORDERLINE_TRIALS)
+            row = time_generate(model, tok, prompt, mask, max_new_tokens=n_new, config=config, trials=BORDERLINE_TRIALS)
+            row["ratio"] = row["ms_per_step"] / base["ms_per_step"]
+            row["trials_raised_to"] = BORDERLINE_TRIALS
+        row.update(compile_ms=compile_ms, max_new_tokens=n_new, baseline_ms_per_step=base["ms_per_step"],
+                   agreement=agreement(base, row, mask, tok.eos_id),
+                   breakdown=breakdown(model, tok, prompt, mask, max_new_tokens=n_new, config=config))
+        if hasattr(mask, "index"):
+            row["index"] = {"nbytes": int(mask.index.nbytes), "states": int(mask.index.n_rows)}
+        entry["masks"][kind] = row
+    return entry
+
+
+# --- roofline placement and the headline numbers ------------------------------------------------
+
+def resolve_roofline(config: MaskLabConfig) -> tuple[Roofline, str | None]:
+    if config.roofline_dir is not None:
+        return load_roofline(config.roofline_dir), str(Path(config.roofline_dir) / "manifest.json")
+    return measure_roofline(quick=True, threads=config.threads), None
+
+
+def roofline_placement(entry: dict, roof: Roofline) -> dict:
+    """Where the mask work sits against the machine's memory roofs (seed 000 Block C.3)."""
+    out = {"dram_GBps": roof.bandwidth_GBps, "l1_GBps": roof.cache_roofs_GBps.get("L1")}
+    naive = entry["masks"].get("naive", {}).get("breakdown", {}).get("naive")
+    if naive:
+        bytes_per_check = NAIVE_BYTES_PER_TRANSITION * naive["transitions_per_step"] / naive["token_checks_per_step"]
+        gbps = bytes_per_check / naive["ns_per_token_check"]
+        out["naive"] = {**naive, "bytes_per_token_check_lower_bound": bytes_per_check,
+                        "effective_GBps": gbps, "fraction_of_dram_roof": gbps / roof.bandwidth_GBps}
+    idx = entry["masks"].get("indexed")
+    if idx:
+        # apply touches at most the shorter of the allowed/disallowed id lists: read an id (8 B
+        # intp) and write a float32 logit (4 B) per entry; the lookup itself is one list access.
+        ms = idx["breakdown"]["mask_build_ms"] + idx["breakdown"]["mask_apply_ms"]
+        out["indexed"] = {"mask_us_per_step": ms * 1e3}
+    return out
+
+
+def headline(entry: dict) -> dict:
+    """results.json's top level: the seed's keys for the default run (the seed's mask is the
+    naive state-machine scan), and the indexed mask beside it."""
+    out = {"vocab_size": entry["vocab_size"], "per_step_ms_no_mask": entry["no_mask"]["ms_per_step"]}
+    if "naive" in entry["masks"]:
+        r = entry["masks"]["naive"]
+        # The ratio is against the no-mask run of the same length (shorter for the naive mask at
+        # large vocabularies), which is not always the 64-token baseline above.
+        out.update(per_step_ms_with_mask=r["ms_per_step"], ratio=r["ratio"],
+                   mask="naive (state-machine scan of the vocabulary)")
+    if "indexed" in entry["masks"]:
+        r = entry["masks"]["indexed"]
+        out.update(per_step_ms_with_indexed_mask=r["ms_per_step"], ratio_indexed=r["ratio"])
+    return out
+
+
+def measure_all(config: MaskLabConfig) -> dict:
+    results = {"schema_version": 1, "experiment": EXPERIMENT}
+    n_steps = len(config.vocabs) * (1 + len(config.masks)) + 1 + bool(config.peers)
+    with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
+        step("roofline")
+        roof, depends_on = resolve_roofline(config)
+        table = [measure_vocab(v, config, step) for v in config.vocabs]
+        default = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), table[0])
+        results.update(headline(default))
+        results["roofline"] = roofline_placement(default, roof)
+        results["table"] = table
+        if config.peers:
+            step("peers")
+            results["peers"] = peers_for(default, config)
+    results["depends_on"] = depends_on
+    results["config"] = config_json(config)
+    return results
+
+
+def peers_for(entry: dict, config: MaskLabConfig) -> dict:
+    from inferlab.labs.peers import run_peers
+
+    _, tok, _ = model_for(entry["vocab"], config.seed)
+    path = entry["masks"].get("indexed", entry["masks"].get("naive", {})).get("tokens", [])
+    out = run_peers(conjugation_schema(), tok, path)
+    ours = entry["masks"].get("indexed", {}).get("breakdown")
+    if ours:
+        ours_us = (ours["mask_build_ms"] + ours["mask_apply_ms"]) * 1e3
+        out["inferlab-indexed"] = {"available": True, "compiled": True,
+                                   "compile_ms": entry["masks"]["indexed"]["compile_ms"], "mean_us": ours_us,
+                                   "note": "lookup + apply to the logits, mean per step of the traced run"}
+        for r in out.values():
+            if r.get("mean_us"):
+                r["ratio_to_inferlab"] = r["mean_us"] / ours_us
+    return out
+
+
+def config_json(config: MaskLabConfig) -> dict:
+    d = asdict(config)
+    d["roofline_dir"] = str(config.roofline_dir) if config.roofline_dir else None
+    return d
+
+
+# --- figures ------------------------------------------------------------------------------------
+
+_PARTS = (("rest_of_decoder_ms", "rest of decoder (matmul, softmax, sample)", "tab:gray"),
+          ("mask_build_ms", "mask build (state machine / lookup)", "tab:red"),
+          ("mask_apply_ms", "mask apply (to the logits)", "tab:orange"))
+
+
+def overhead_figure(results: dict):
+    """Stacked per-step breakdown, one panel per vocabulary, bars: no mask, naive, indexed."""
+    table = results["table"]
+    fig, axes = new_figure(1, len(table), figsize=(4.2 * len(table), 4.5))
+    axes = np.atleast_1d(axes)
+    for ax, entry in zip(axes, table):
+        bars = [("no mask", entry["no_mask"]["breakdown"])] + [(k, r["breakdown"]) for k, r in entry["masks"].items()]
+        bottom = np.zeros(len(bars))
+        for key, label, color in _PARTS:
+            vals = np.array([b.get(key, 0.0) for _, b in bars])
+            ax.bar([n for n, _ in bars], vals, bottom=bottom, color=color, label=label)
+            bottom += vals
+        for i, total in enumerate(bottom):
+            ax.annotate(f"{total:.3g} ms", (i, total), ha="center", va="bottom", fontsize=8)
+        ax.set_title(f"vocab {entry['vocab_size']:,}")
+        ax.set_ylabel("ms per decode step (traced run)")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Per-step breakdown (Block B)")
+    return fig
+
+
+def scaling_figure(results: dict):
+    """Per-step ms against vocabulary size, log-log, with the seed's linear prediction."""
+    table = sorted(results["table"], key=lambda e: e["vocab_size"])
+    v = np.array([e["vocab_size"] for e in table], dtype=float)
+    fig, ax = new_figure(figsize=(6.5, 4.5))
+    ax.plot(v, [e["no_mask"]["ms_per_step"] for e in table], "o-", color="k", label="no mask")
+    for kind, color in (("naive", "tab:red"), ("indexed", "tab:blue")):
+        pts = [(e["vocab_size"], e["masks"][kind]["ms_per_step"]) for e in table if kind in e["masks"]]
+        if pts:
+            ax.plot(*zip(*pts), "o-", color=color, label=f"{kind} mask")
+    naive0 = next((e for e in table if "naive" in e["masks"]), None)
+    if naive0 is not None:
+        b = naive0["masks"]["naive"]["breakdown"]["mask_build_ms"]
+        ax.plot(v, b * v / naive0["vocab_size"], ":", color="tab:red", label="seed's prediction: mask build x V/512")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("vocabulary size V")
+    ax.set_ylabel("ms per decode step (median)")
+    ax.legend(fontsize=8)
+    ax.set_title("Scaling with the vocabulary (measured)")
+    return fig
+
+
+def peers_figure(results: dict):
+    peers = {k: r for k, r in results["peers"].items() if r.get("mean_us")}
+    fig, ax = new_figure(figsize=(6.5, 4))
+    names = list(peers)
+    ax.bar(names, [peers[n].get("median_us", peers[n]["mean_us"]) for n in names], color="tab:blue")
+    ax.set_yscale("log")
+    ax.set_ylabel("per-step mask time (us, median; log)")
+    ax.set_title(f"Peers on the same schema and vocabulary (V={results['vocab_size']:,})")
+    return fig
+
+
+# --- README -------------------------------------------------------------------------------------
+
+def _f(x, fmt=".3g") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _block_a_table(results: dict) -> list[str]:
+    lines = ["| vocab | mask | steps | ms/step (median) | p10-p90 | ratio vs no mask | compile (ms) | tokens agree until |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in results["table"]:
+        n = e["no_mask"]
+        lines.append(f"| {e['vocab_size']:,} | none | {n['steps']} | {_f(n['ms_per_step'])} | "
+                     f"{_f(n['ms_per_step_p10'])}-{_f(n['ms_per_step_p90'])} | 1 | - | - |")
+        for kind, r in e["masks"].items():
+            ag = r["agreement"]
+            agree = (f"step {ag['agree_prefix']} ({'mask filtered the unmasked choice' if ag['explained_by_mask'] else 'NOT explained by the mask'})"
+                     if ag["diverged"] else f"all {ag['agree_prefix']} steps")
+            lines.append(f"| {e['vocab_size']:,} | {kind} | {r['steps']} | {_f(r['ms_per_step'])} | "
+                         f"{_f(r['ms_per_step_p10'])}-{_f(r['ms_per_step_p90'])} | {_f(r['ratio'])}"
+                         f"{' (32 trials)' if r.get('trials_raised_to') else ''} | {_f(r['compile_ms'])} | {agree} |")
+    return lines
+
+
+def _fraction_paragraph(default: dict) -> str:
+    parts = []
+    for kind, r in default["masks"].items():
+        b = r["breakdown"]
+        frac = (b["mask_build_ms"] + b["mask_apply_ms"]) / b["step_ms"]
+        parts.append(f"the **{kind}** mask spends {_f(b['mask_build_ms'] * 1e3)} us building and "
+                     f"{_f(b['mask_apply_ms'] * 1e3)} us applying per step, **{frac:.1%}** of a "
+                     f"{_f(b['step_ms'])} ms traced step")
+    return ("**1. What fraction of the step is mask construction?** At V = "
+            f"{default['vocab_size']:,} (Block B, traced run): " + "; ".join(parts) + ". The seed guessed "
+            "20-40% for a pure-Python state machine over ~512 tokens.")
+
+
+def _scaling_paragraph(results: dict) -> str:
+    rows = sorted(results["table"], key=lambda e: e["vocab_size"])
+    naive = [(e["vocab_size"], e["masks"]["naive"]["breakdown"]["mask_build_ms"]) for e in rows if "naive" in e["masks"]]
+    text = "**2. Scaling to 50k and beyond (measured).** "
+    if len(naive) >= 2:
+        (v0, b0), (v1, b1) = naive[0], naive[-1]
+        slope = np.log(b1 / b0) / np.log(v1 / v0)
+        text += (f"The naive mask's build time goes from {_f(b0)} ms at V={v0:,} to {_f(b1)} ms at V={v1:,}: "
+                 f"x{_f(b1 / b0)} for x{_f(v1 / v0)} tokens, a log-log slope of {slope:.2f} (1.00 is the seed's "
+                 "linear prediction). ")
+    last = rows[-1]
+    if "naive" in last["masks"]:
+        text += (f"At V={last['vocab_size']:,} the naive mask makes a step {_f(last['masks']['naive']['ratio'])}x "
+                 "slower than no mask: mask construction dominates, as the seed predicts. ")
+    if "indexed" in last["masks"]:
+        text += (f"The precomputed index keeps it at {_f(last['masks']['indexed']['ratio'])}x "
+                 f"(compile {_f(last['masks']['indexed']['compile_ms'])} ms once per schema), which is why "
+                 "production systems precompute masks (grammar as a DFA).")
+    return text
+
+
+def _roofline_paragraph(results: dict) -> str:
+    r = results["roofline"]
+    text = "**3. Roofline placement.** "
+    if "naive" in r:
+        n = r["naive"]
+        text += (f"The naive scan takes {_f(n['ns_per_token_check'])} ns per token check "
+                 f"({_f(n['ns_per_transition'])} ns per DFA transition, {_f(n['transitions_per_step'])} transitions "
+                 f"a step). Counting at least {_f(n['bytes_per_token_check_lower_bound'])} bytes touched per check "
+                 f"(token byte plus two CPython pointers per transition), it moves {_f(n['effective_GBps'])} GB/s: "
+                 f"{n['fraction_of_dram_roof']:.2%} of this machine's DRAM roof ({_f(r['dram_GBps'])} GB/s), with "
+                 "essentially zero floating-point work. It is neither bandwidth- nor compute-bound: it is "
+                 "bound by interpreter latency (bytecode dispatch, list indexing, branches), so it sits far "
+                 "below both roofs. ")
+    if "indexed" in r:
+        text += (f"The indexed mask does {_f(r['indexed']['mask_us_per_step'])} us of work a step: a list lookup "
+                 "and a scatter of -inf over the shorter of the allowed/disallowed id lists, a short memory-bound "
+                 "burst rather than a scan.")
+    return text
+
+
+def _throughput_paragraph(results: dict) -> str:
+    x = 1e3 / results["per_step_ms_no_mask"]
+    text = f"**4. Tokens per second.** Without a mask X = {x:.0f} tok/s"
+    if "per_step_ms_with_mask" in results:
+        y = 1e3 / results["per_step_ms_with_mask"]
+        text += (f"; with the naive mask Y = {y:.0f} tok/s, Y/X = {y / x:.2f} "
+                 f"({'below' if y / x < 0.5 else 'not below'} the seed's 0.5 mark)")
+    if "per_step_ms_with_indexed_mask" in results:
+        yi = 1e3 / results["per_step_ms_with_indexed_mask"]
+        text += f"; with the indexed mask Y = {yi:.0f} tok/s, Y/X = {yi / x:.3f}"
+    return text + f" (vocab {results['vocab_size']:,}, Block A medians)."
+
+
+def _peers_lines(results: dict) -> list[str]:
+    if "peers" not in results:
+        return ["Peers were not run (`--peers`)."]
+    lines = ["| peer | compile (ms) | mask/step median (us) | p95 (us) | mean (us) | mean vs inferlab indexed | note |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in results["peers"].items():
+        lines.append(f"| {name} | {_f(r.get('compile_ms'))} | {_f(r.get('median_us'))} | {_f(r.get('p95_us'))} | "
+                     f"{_f(r.get('mean_us'))} | {_f(r.get('ratio_to_inferlab'))} | {r.get('note', '')} |")
+    return lines
+
+
+def readme_text(results: dict, manifest: dict) -> str:
+    default = next(e for e in results["table"] if e["vocab_size"] == results["vocab_size"])
+    hw = manifest["hardware"]
+    c = results["config"]
+    lines = [
+        "# 30-mask-overhead: what a JSON-schema mask costs per decode step (seed 000)", "",
+        f"Run on {hw.get('cpu_model')} with {c['threads']} BLAS thread(s), governor "
+        f"{hw.get('cpu_governor_at_run')}, seed {c['seed']}, temperature {c['temperature']}, "
+        f"{c['trials']} timed samples per row (first call discarded, gc off, tracing off, >= 50 ms per sample)"
+        f"{', --quick' if c['quick'] else ''}. Reproduce: `python bench.py` or the command in manifest.json.", "",
+        f"Prompt: `{default['prompt']}` (a held-out verb). Schema: the conjugation schema. Model at V=512: "
+        f"{default['model']}.", "",
+        "## Block A: ms per decode step", "",
+        "ms/step = median wall time of one generate() call / decode steps of that call (prefill included, as the "
+        "seed's total / (trials x tokens)).", "",
+        *_block_a_table(results), "",
+        "Top level of results.json (the seed's keys, default run, the seed's mask = the naive scan): "
+        f"vocab_size {results['vocab_size']}, per_step_ms_no_mask {_f(results['per_step_ms_no_mask'])}, "
+        f"per_step_ms_with_mask {_f(results.get('per_step_ms_with_mask'))}, ratio {_f(results.get('ratio'))}; "
+        f"indexed: ratio_indexed {_f(results.get('ratio_indexed'))}.", "",
+        "## Block B: breakdown", "", "![overhead](overhead.png)", "",
+        "## Scaling", "", "![scaling](scaling.png)", "",
+        "Large vocabularies use MiniGPT's shape with that vocabulary's embedding and tied LM head, **random "
+        "weights** (the token path differs from a trained model's; the per-step cost does not depend on the "
+        "weights' values).", "",
+        "## Block C: interpretation", "",
+        _fraction_paragraph(default), "", _scaling_paragraph(results), "",
+        _roofline_paragraph(results), "", _throughput_paragraph(results), "",
+        "## Peers", "", *_peers_lines(results), "",
+    ]
+    if "peers" in results:
+        lines += ["![peers](peers.png)", ""]
+    return "\n".join(lines)
+
+
+def bench_script(config: MaskLabConfig) -> str:
+    return f'''"""Reproduce this folder's measurements through the package; prints results.json to stdout."""
+import json
+from pathlib import PosixPath  # noqa: F401  (the config's repr may name a path)
+
+from inferlab.labs.mask_overhead import MaskLabConfig, measure_all
+
+config = {config!r}
+print(json.dumps(measure_all(config), indent=2))
+'''
+
+
+def summary_json(results: dict) -> dict:
+    keys = ("vocab_size", "per_step_ms_no_mask", "per_step_ms_with_mask", "ratio",
+            "per_step_ms_with_indexed_mask", "ratio_indexed")
+    return {k: results.get(k) for k in keys}
+
+
+def run_mask_overhead(config: MaskLabConfig, out: Path, *, force: bool) -> dict:
+    writer = ExperimentWriter(out, force=force)       # fails fast before any measuring
+    results = measure_all(config)
+    manifest = build_manifest(experiment=EXPERIMENT, seed=config.seed, config=results["config"],
+                              depends_on=results["depends_on"], results_summary=summary_json(results),
+                              threads=config.threads)
+    writer.add_json("results.json", results)
+    writer.add_json("manifest.json", manifest)
+    writer.add_text("bench.py", bench_script(config))
+    writer.add_figure("overhead.png", overhead_figure(results))
+    writer.add_figure("scaling.png", scaling_figure(results))
+    if "peers" in results:
+        writer.add_figure("peers.png", peers_figure(results))
+    writer.add_text("README.md", readme_text(results, manifest))
+    writer.commit()
+    return results
+
+
+def _run_lab(options: LabOptions) -> dict:
+    roof = options.out.parent / ROOFLINE_EXPERIMENT
+    config = MaskLabConfig.build(quick=options.quick, seed=options.seed, threads=options.threads,
+                                 roofline_dir=roof if (roof / "results.json").is_file() else None)
+    return run_mask_overhead(config, options.out, force=options.force)
+
+
+LAB = Lab(order=30, name=EXPERIMENT, title="JSON-schema mask overhead per decode step (seed 000)", run=_run_lab)

@@ -1,0 +1,132 @@
+"""Side-by-side peers for the mask-overhead lab: llguidance and outlines-core (extra `[peers]`).
+
+Each peer compiles the same schema for the same vocabulary and is walked along the same token
+path that inferlab's masked generation produced, timing the per-step mask computation. Peers are
+imported lazily, here only, and only when asked for: the engine and the compiler never import them.
+A peer that is absent or fails is reported with a note, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import time
+from typing import Callable
+
+import numpy as np
+
+from inferlab.measure.timing import gc_disabled
+
+# The GPT-2 pre-tokenization regex; llguidance needs a pattern only to tokenize forced text, not
+# to compute masks, so our own tokenizers' scanners are described to it by this standard form.
+_GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _step_times(make_matcher: Callable, step_fns, path: list[int], min_total_s: float) -> dict:
+    """Walk `path` repeatedly; time each step's mask computation with perf_counter_ns.
+
+    `step_fns(matcher)` returns (compute_mask, consume). A single step is microseconds, below what
+    one timer read resolves well, so the walk is repeated until at least `min_total_s` of mask
+    work is collected; the median and p95 are over all per-step readings and the mean is the
+    aggregate (total / steps), which obeys the >= 50 ms aggregation rule.
+    """
+    readings: list[int] = []
+    total_ns = 0
+    with gc_disabled():
+        while total_ns < min_total_s * 1e9 or not readings:
+            compute, consume = step_fns(make_matcher())
+            for tok in path:
+                t0 = time.perf_counter_ns()
+                compute()
+                dt = time.perf_counter_ns() - t0
+                readings.append(dt)
+                total_ns += dt
+                consume(tok)
+    arr = np.asarray(readings, dtype=np.float64) / 1e3  # us
+    return {
+        "median_us": float(np.median(arr)),
+        "p95_us": float(np.percentile(arr, 95)),
+        "mean_us": float(total_ns / 1e3 / len(readings)),
+        "n_readings": len(readings),
+    }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _llguidance(schema: dict, tok, path: list[int], min_total_s: float) -> dict:
+    import llguidance
+    import llguidance.numpy as lln
+
+    encoder = {b: i for i, b in enumerate(tok.token_bytes) if i not in tok.special_ids}
+    specials = {tok.decode([i]) or f"<|special_{i}|>": i for i in tok.special_ids}
+    lltok = llguidance.LLTokenizer.from_tiktoken(
+        encoder=encoder, special_tokens=specials, pattern=getattr(tok, "pattern", _GPT2_PATTERN),
+        eos_token=tok.eos_id, n_vocab=tok.vocab_size, slices=None)
+    t0 = time.perf_counter()
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(
+        schema, defaults={"whitespace_flexible": False})
+    matcher = llguidance.LLMatcher(lltok, grammar, log_level=0)
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    if matcher.is_error():
+        return {"available": True, "compiled": False, "note": matcher.get_error()}
+    bitmask = lln.allocate_token_bitmask(1, tok.vocab_size)  # (1, ceil(V/32)) int32
+
+    def steps(m):
+        return (lambda: lln.fill_next_token_bitmask(m, bitmask)), m.consume_token
+
+    timing = _step_times(lambda: llguidance.LLMatcher(lltok, grammar, log_level=0), steps, path, min_total_s)
+    return {"available": True, "compiled": True, "compile_ms": compile_ms,
+            "version": _version("llguidance"), **timing,
+            "note": "compile = grammar_from_json_schema + LLMatcher (the tokenizer's slices are built before, untimed)"}
+
+
+def _outlines(schema: dict, tok, path: list[int], min_total_s: float) -> dict:
+    import outlines_core as oc
+
+    by_bytes: dict[bytes, list[int]] = {}
+    for i, b in enumerate(tok.token_bytes):
+        if i not in tok.special_ids and b:
+            by_bytes.setdefault(b, []).append(i)
+    vocab = oc.Vocabulary(tok.eos_id, by_bytes)
+    t0 = time.perf_counter()
+    regex = oc.json_schema.build_regex_from_schema(json.dumps(schema))
+    index = oc.Index(regex, vocab)
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    bitmask = np.full((1, (tok.vocab_size + 31) // 32), -1, dtype=np.int32)
+
+    def steps(guide):
+        ptr, n, size = bitmask.ctypes.data, bitmask.size, bitmask.itemsize
+        return (lambda: guide.write_mask_into(ptr, n, size)), guide.advance
+
+    timing = _step_times(lambda: oc.Guide(index), steps, path, min_total_s)
+    return {"available": True, "compiled": True, "compile_ms": compile_ms,
+            "version": _version("outlines-core"), **timing,
+            "note": "compile = build_regex_from_schema + Index; outlines-core does not enforce every "
+                    "keyword (e.g. integer minimum), so its automaton may be looser than ours"}
+
+
+PEERS = {"llguidance": _llguidance, "outlines-core": _outlines}
+
+
+def run_peers(schema: dict, tok, path: list[int], *, min_total_s: float = 0.2) -> dict:
+    """{peer name: result}; absent or failing peers are reported with a note."""
+    results = {}
+    for name, fn in PEERS.items():
+        try:
+            results[name] = fn(schema, tok, path, min_total_s)
+        except ImportError as exc:
+            results[name] = {"available": False, "note": f"not installed ({exc.name}); pip install 'inferlab[peers]'"}
+        except Exception as exc:  # a peer's own failure is a finding, reported, not a crash
+            results[name] = {"available": True, "compiled": False, "note": f"{type(exc).__name__}: {exc}"}
+    try:
+        import xgrammar  # noqa: F401
+        results["xgrammar"] = {"available": True, "compiled": False,
+                               "note": "xgrammar imports, but inferlab has no adapter for it yet"}
+    except ImportError:
+        results["xgrammar"] = {"available": False, "note": "not installed"}
+    return results
