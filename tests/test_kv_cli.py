@@ -43,6 +43,13 @@ def test_size_quantized_group_override(capsys):
     assert r["per_token_bytes"] == 2048 * 80
 
 
+def test_size_mla_note_compares_with_mha(capsys):
+    r = run_json(capsys, "size", "deepseek-v2", "--ctx", "1")
+    # MLA 60 * 576 * 2 = 69120; MHA of 128 heads of 128: 2 * 60 * 128 * 128 * 2 = 3932160, 56.9x
+    assert r["per_token_bytes"] == 69120
+    assert "3932160 bytes per token (56.9x more)" in r["notes"][0]
+
+
 def test_size_from_config_file(tmp_path, capsys):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,

@@ -7,7 +7,8 @@ import math
 from fractions import Fraction
 
 from inferlab.errors import InferlabError
-from inferlab.kv.formulas import KVFormat, cache_bytes, formula_text, max_context, per_token_bytes, tp_split
+from inferlab.kv.formulas import (KVFormat, cache_bytes, formula_text, kv_cache_bytes, max_context, per_token_bytes,
+                                  tp_split)
 from inferlab.kv.registry import GPU, ModelSpec
 from inferlab.kv.units import dtype_bytes, fmt_binary
 
@@ -32,8 +33,12 @@ def size(spec: ModelSpec, *, ctxs: list[int], batch: int, fmt: KVFormat, tp: int
     split = tp_split(spec, tp)
     notes = [n for n in (window_note(spec),) if n]
     if spec.is_mla:
+        mha = kv_cache_bytes(layers=spec.layers, kv_heads=spec.heads, head_dim=spec.head_dim, seq=1, batch=1,
+                             dtype_bytes=dtype_bytes(fmt.dtype))
         notes.append(f"MLA: one latent of {spec.kv_lora_rank} + a RoPE key of {spec.rope_dim} per layer per "
-                     f"token, shared by K, V and all {spec.heads} heads, so no factor 2")
+                     f"token, shared by K, V and all {spec.heads} heads, so no factor 2; an MHA cache of "
+                     f"{spec.heads} heads of {spec.head_dim} would take {mha} bytes per token "
+                     f"({float(Fraction(mha, per_token_bytes(spec, fmt))):.3g}x more)")
     if tp > 1:
         notes.append(_tp_note(spec, split))
     notes += [f"ctx {c} is beyond the model's max_position_embeddings {spec.max_position}"
