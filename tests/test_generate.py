@@ -276,3 +276,34 @@ def test_saved_tokenizer_round_trips(model_dir):
     for text in ("nosotros hablamos", "¿tú hablas?", ""):
         assert back.encode(text) == tok.encode(text) and back.decode(back.encode(text)) == text
     assert back.eos_id == tok.eos_id
+
+
+SCHEMA = {"type": "object", "properties": {"forma": {"enum": ["hablo", "hablas"]}, "n": {"type": "integer"}},
+          "required": ["forma", "n"], "additionalProperties": False}
+
+
+def test_cli_schema_output_validates_and_both_masks_agree(model_dir, tmp_path, capsys):
+    import json
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps(SCHEMA))
+    docs = {}
+    for kind in ("naive", "indexed"):
+        rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", schema_path, "--mask", kind,
+                               "--json", "--seed", 3)
+        assert rc == 0, err
+        docs[kind] = json.loads(out)
+    assert docs["naive"]["tokens"] == docs["indexed"]["tokens"]      # same seed, same RNG path, same mask
+    doc = docs["indexed"]
+    assert doc["complete"] is True and doc["valid"] is True and doc["stop_reason"] == "eos"
+    jsonschema.validate(json.loads(doc["text"]), SCHEMA)              # the independent oracle
+
+
+def test_cli_schema_refusal_is_one_line(model_dir, tmp_path, capsys):
+    import json
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "strin"}}}))
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", bad)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "/properties/a" in err
