@@ -16,10 +16,7 @@ from typing import Callable
 import numpy as np
 
 from inferlab.measure.timing import gc_disabled
-
-# The GPT-2 pre-tokenization regex; llguidance needs a pattern only to tokenize forced text, not
-# to compute masks, so our own tokenizers' scanners are described to it by this standard form.
-_GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+from inferlab.model.pretokenize import REFERENCE_PATTERNS
 
 
 def _step_times(make_matcher: Callable, step_fns, path: list[int], min_total_s: float) -> dict:
@@ -62,10 +59,10 @@ def _llguidance(schema: dict, tok, path: list[int], min_total_s: float) -> dict:
     import llguidance
     import llguidance.numpy as lln
 
-    encoder = {b: i for i, b in enumerate(tok.token_bytes) if i not in tok.special_ids}
-    specials = {tok.decode([i]) or f"<|special_{i}|>": i for i in tok.special_ids}
+    # tiktoken's layout: bytes -> rank. Our ids are ranks (merge order), so they carry over as is.
+    encoder = {b: i for i, b in enumerate(tok.token_bytes) if b and i not in tok.special_ids}
     lltok = llguidance.LLTokenizer.from_tiktoken(
-        encoder=encoder, special_tokens=specials, pattern=getattr(tok, "pattern", _GPT2_PATTERN),
+        encoder=encoder, special_tokens=dict(tok.special_tokens), pattern=REFERENCE_PATTERNS[tok.pattern],
         eos_token=tok.eos_id, n_vocab=tok.vocab_size, slices=None)
     t0 = time.perf_counter()
     grammar = llguidance.LLMatcher.grammar_from_json_schema(

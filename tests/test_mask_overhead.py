@@ -1,0 +1,116 @@
+"""The mask-overhead lab (seed 000) end to end on a tiny vocabulary, and its pieces against hand
+values. No wall time is asserted: only structure, consistency and the token-agreement logic."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from inferlab.cli import main
+from inferlab.labs import mask_overhead as mo
+from inferlab.model.tokenizer import train_bpe
+from inferlab.roofline import Roofline
+
+
+class _SetMask:
+    """A mask whose allowed set is fixed: enough to check agreement()'s replay logic."""
+
+    def __init__(self, allowed):
+        self.allowed = np.asarray(sorted(allowed), dtype=np.int32)
+        self.advanced = []
+
+    def reset(self):
+        self.advanced = []
+
+    def advance(self, t):
+        self.advanced.append(t)
+
+    def allowed_ids(self):
+        return self.allowed
+
+
+def _run(tokens, eos=False):
+    return {"tokens": list(tokens), "eos": eos}
+
+
+def test_agreement_finds_first_divergence_and_checks_the_mask():
+    mask = _SetMask({1, 2, 5})
+    # Unmasked picked 7 at step 2; the mask does not allow 7, so the divergence is the mask's doing.
+    r = mo.agreement(_run([1, 2, 7, 9]), _run([1, 2, 5]), mask, eos_id=0)
+    assert r == {"agree_prefix": 2, "diverged": True, "explained_by_mask": True,
+                 "unmasked_choice": 7, "masked_choice": 5}
+    # Unmasked picked 5, which the mask allows, yet the runs differ: that would be a sampler bug.
+    r = mo.agreement(_run([1, 5]), _run([1, 2]), mask, eos_id=0)
+    assert r["diverged"] and not r["explained_by_mask"]
+    # A final EOS counts as a choice.
+    r = mo.agreement(_run([1, 2], eos=True), _run([1, 2, 5]), mask, eos_id=0)
+    assert r["agree_prefix"] == 2 and r["explained_by_mask"]
+    # Identical runs never diverge.
+    assert mo.agreement(_run([1, 2]), _run([1, 2]), mask, eos_id=0)["diverged"] is False
+
+
+def test_headline_uses_the_seed_keys_and_each_rows_own_baseline():
+    entry = {"vocab_size": 512, "no_mask": {"ms_per_step": 2.0},
+             "masks": {"naive": {"ms_per_step": 3.0, "ratio": 1.5},
+                       "indexed": {"ms_per_step": 2.02, "ratio": 1.01}}}
+    h = mo.headline(entry)
+    assert h["vocab_size"] == 512 and h["per_step_ms_no_mask"] == 2.0
+    assert h["per_step_ms_with_mask"] == 3.0 and h["ratio"] == 1.5
+    assert h["ratio_indexed"] == 1.01
+
+
+@pytest.fixture()
+def tiny_vocab(tmp_path):
+    text = " ".join(f'conjuga hablar, presente, yo:{{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}}'
+                    for _ in range(30))
+    tok = train_bpe(text * 3, 300)
+    path = tmp_path / "tokenizer.json"
+    tok.save(path)
+    return path
+
+
+def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, monkeypatch):
+    # The roofline is measured elsewhere (tests/test_roofline.py); give the lab a fixed one.
+    roof = Roofline(peak_GFLOPS=100.0, bandwidth_GBps=10.0, ridge_point_flop_per_byte=10.0,
+                    cache_roofs_GBps={"L1": 200.0, "DRAM": 10.0})
+    monkeypatch.setattr(mo, "resolve_roofline", lambda config: (roof, None))
+    out = tmp_path / "exp"
+    rc = main(["mask-overhead", "--vocab", str(tiny_vocab), "--trials", "2", "--max-new-tokens", "6",
+               "--out", str(out)])
+    assert rc == 0
+    assert {p.name for p in out.iterdir()} >= {"bench.py", "results.json", "overhead.png", "manifest.json",
+                                                 "README.md", "scaling.png"}
+    r = json.loads((out / "results.json").read_text())
+    for key in ("vocab_size", "per_step_ms_no_mask", "per_step_ms_with_mask", "ratio"):
+        assert key in r
+    assert r["vocab_size"] == 300
+    entry = r["table"][0]
+    assert entry["no_mask"]["ms_per_step"] > 0
+    for kind in ("naive", "indexed"):
+        row = entry["masks"][kind]
+        assert row["ratio"] == pytest.approx(row["ms_per_step"] / row["baseline_ms_per_step"])
+        b = row["breakdown"]
+        assert b["rest_of_decoder_ms"] == pytest.approx(b["step_ms"] - b["mask_build_ms"] - b["mask_apply_ms"])
+        # Same seed: tokens agree until the mask filters out the unmasked choice, never otherwise.
+        assert row["agreement"]["explained_by_mask"]
+    # Both masks walk the same path: they allow the same tokens at every step (tests/test_masks.py).
+    assert entry["masks"]["naive"]["tokens"] == entry["masks"]["indexed"]["tokens"]
+    naive = entry["masks"]["naive"]["breakdown"]["naive"]
+    assert naive["token_checks_per_step"] == pytest.approx(300 - 1)   # every non-special token, every step
+    readme = (out / "README.md").read_text()
+    for heading in ("**1.", "**2.", "**3.", "**4."):
+        assert heading in readme
+    # An existing folder is not overwritten without --force (exit 2, one line).
+    assert main(["mask-overhead", "--vocab", str(tiny_vocab), "--out", str(out)]) == 2
+
+
+def test_bad_flags_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["mask-overhead", "--trials", "0", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2
+    assert main(["mask-overhead", "--vocab", "512", "512", "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "twice" in err[-1]
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
