@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain import index as index_module
 from inferlab.constrain.index import TokenIndex
 from inferlab.constrain.vocab import Vocabulary
 
@@ -55,9 +56,11 @@ def brute_force(dfa, vocab):
     return rows
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# The walk is dense for rows allowing most first bytes, sparse otherwise: force each path too.
+@pytest.mark.parametrize("seed, dense_first_bytes", [(0, 0.5), (1, 0.5), (0, -1.0), (1, 2.0)])
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_index_equals_brute_force_walk(pattern, seed):
+def test_index_equals_brute_force_walk(pattern, seed, dense_first_bytes, monkeypatch):
+    monkeypatch.setattr(index_module, "DENSE_FIRST_BYTES", dense_first_bytes)
     dfa = compile_regex(pattern)
     vocab = random_vocab(seed, all_bytes=seed == 0)
     index = TokenIndex.build(dfa, vocab)

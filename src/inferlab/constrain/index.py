@@ -148,42 +148,76 @@ def _layout(row: np.ndarray, tok: np.ndarray, nxt: np.ndarray, n_rows: int, V: i
     return allowed, next_state, offsets.astype(np.int64), flat.view(np.int32).reshape(n_rows, words)
 
 
+# A row whose first byte may be most of the 256 (inside a string, say) keeps most of the trie
+# alive: it is walked densely over whole trie levels (~4 array passes per node), cheaper there
+# than compacting live pairs (~20 passes per live pair). Other rows walk sparse, live pairs only.
+DENSE_FIRST_BYTES = 0.5
+DENSE_CHUNK = 32  # dense rows per batch: (32, largest level) int64 is ~15 MB at Qwen's trie
+
+
 def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Breadth-first over DFA states reached through tokens; each round walks the whole trie.
 
     Returns (origin state, token id, next state) per allowed token, and the reached states.
+    States are carried premultiplied, x = s << 8, so a step is one take() at x + byte; the dead
+    state is an extra absorbing row S, so dense walks need no compaction.
     """
-    flat = dfa.trans.reshape(-1).astype(np.int64)  # (S*256,) so a step is one take() on s*256 + byte
+    S = dfa.n_states
+    dead = S << 8
+    trans = np.where(dfa.trans >= 0, dfa.trans.astype(np.int64) << 8, dead)       # (S, 256)
+    table = np.concatenate([trans.reshape(-1), np.full(256, dead, dtype=np.int64)])  # ((S+1)*256,)
     levels = trie.levels
-    q_parts, tok_parts, next_parts = [], [], []
-    seen = np.zeros(dfa.n_states, dtype=bool)
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    seen = np.zeros(S, dtype=bool)
     seen[dfa.start] = True
     frontier = np.array([dfa.start], dtype=np.int64)
-    n0 = len(levels[0].byte) if levels else 0
-    while len(frontier) and n0:
-        reached = np.zeros(dfa.n_states, dtype=bool)
-        q = np.repeat(frontier, n0)                                       # (P,) origin state
-        node = np.tile(np.arange(n0), len(frontier))                      # (P,) trie node at depth 0
-        s = np.take(flat, q * 256 + levels[0].byte[node])                 # (P,) DFA state after it
-        for d, lv in enumerate(levels):
-            live = s >= 0
-            q, node, s = q[live], node[live], s[live]
-            if not len(q):
-                break
-            end = lv.end_token[node]                                      # tokens ending here
-            has = end >= 0
-            q_parts.append(q[has])
-            tok_parts.append(end[has])
-            s_end = s[has]
-            next_parts.append(s_end)
-            reached[s_end] = True
-            if d + 1 == len(levels):
-                break
-            rep, child = _expand(lv.child_start[node], lv.child_count[node])
-            q, node = q[rep], child
-            s = np.take(flat, s[rep] * 256 + levels[d + 1].byte[child])
+    done = 0  # entries of `out` whose next states are already marked
+    while len(frontier) and levels:
+        x0 = np.take(table, (frontier << 8)[:, None] + levels[0].byte[None, :])      # (F, N_0)
+        live0 = x0 != dead
+        dense = live0.mean(axis=1) > DENSE_FIRST_BYTES                              # (F,)
+        for i in range(0, int(dense.sum()), DENSE_CHUNK):
+            rows = np.flatnonzero(dense)[i:i + DENSE_CHUNK]
+            _walk_dense(frontier[rows], x0[rows], levels, table, dead, out)
+        r, node = np.nonzero(live0 & ~dense[:, None])
+        _walk_sparse(frontier[r], node, x0[r, node], levels, table, dead, out)
+        reached = np.zeros(S, dtype=bool)
+        for _, _, nxt in out[done:]:
+            reached[nxt] = True
+        done = len(out)
         frontier = np.flatnonzero(reached & ~seen)
         seen |= reached
     empty = np.zeros(0, np.int64)
-    return (np.concatenate(q_parts or [empty]), np.concatenate(tok_parts or [empty]).astype(np.int32),
-            np.concatenate(next_parts or [empty]), np.flatnonzero(seen))
+    q, tok, nxt = (np.concatenate(parts or [empty]) for parts in zip(*out)) if out else (empty, empty, empty)
+    return q, tok.astype(np.int32), nxt, np.flatnonzero(seen)
+
+
+def _walk_dense(q: np.ndarray, x: np.ndarray, levels, table, dead: int, out: list) -> None:
+    """Rows q (B,) over whole trie levels; x (B, N_0) premultiplied states at depth 0."""
+    for d, lv in enumerate(levels):
+        ends = lv.end_nodes
+        xe = x[:, ends]                                                           # (B, E_d)
+        r, c = np.nonzero(xe != dead)
+        out.append((q[r], lv.end_token[ends[c]], xe[r, c] >> 8))
+        if d + 1 == len(levels):
+            return
+        nxt = levels[d + 1]
+        x = np.take(table, x[:, nxt.parent] + nxt.byte[None, :])                  # (B, N_d+1)
+        if not (x != dead).any():
+            return
+
+
+def _walk_sparse(q: np.ndarray, node: np.ndarray, x: np.ndarray, levels, table, dead: int, out: list) -> None:
+    """Live (origin, node at depth 0, premultiplied state) triples, expanded a level at a time."""
+    for d, lv in enumerate(levels):
+        if not len(q):
+            return
+        end = lv.end_token[node]                                                  # tokens ending here
+        has = end >= 0
+        out.append((q[has], end[has], x[has] >> 8))
+        if d + 1 == len(levels):
+            return
+        rep, child = _expand(lv.child_start[node], lv.child_count[node])
+        x = np.take(table, x[rep] + levels[d + 1].byte[child])
+        live = x != dead
+        q, node, x = q[rep][live], child[live], x[live]

@@ -18,9 +18,11 @@ class TrieLevel:
     """The trie nodes at one depth d (prefixes of d+1 bytes), in lexicographic order."""
 
     byte: np.ndarray         # (N_d,) uint8: the last byte of each node's prefix
+    parent: np.ndarray       # (N_d,) int64: the parent node at depth d-1 (-1 at depth 0)
     child_start: np.ndarray  # (N_d,) int64: first child at depth d+1 (children are contiguous)
     child_count: np.ndarray  # (N_d,) int64
     end_token: np.ndarray    # (N_d,) int32: the token whose bytes end at this node, or -1
+    end_nodes: np.ndarray    # (E_d,) int64: the nodes with an end_token, ascending
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +38,8 @@ class TokenTrie:
     @property
     def nbytes(self) -> int:
         return self.duplicates.nbytes + sum(a.nbytes for lv in self.levels
-                                            for a in (lv.byte, lv.child_start, lv.child_count, lv.end_token))
+                                            for a in (lv.byte, lv.parent, lv.child_start, lv.child_count,
+                                                      lv.end_token, lv.end_nodes))
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,18 +95,19 @@ def build_trie(token_bytes, special_ids=frozenset()) -> TokenTrie:
         node_of[tok_idx] = np.cumsum(new) - 1
         firsts = tok_idx[new]                                      # (N_d,) first token of each node
         n_nodes = len(firsts)
+        parent = prev_node[firsts] if prev_node is not None else np.full(n_nodes, -1, dtype=np.int64)
         if prev_node is not None:  # link the parent level's children (contiguous, in order)
-            parent = prev_node[firsts]
             start = np.searchsorted(parent, np.arange(len(levels[-1].byte)))
             count = np.bincount(parent, minlength=len(levels[-1].byte))
-            levels[-1] = TrieLevel(levels[-1].byte, start, count, levels[-1].end_token)
+            levels[-1] = TrieLevel(levels[-1].byte, levels[-1].parent, start, count, levels[-1].end_token,
+                                   levels[-1].end_nodes)
         ends = np.flatnonzero(lengths == d + 1)                    # tokens ending at depth d
         end_token = np.full(n_nodes, -1, dtype=np.int32)
         end_token[node_of[ends][::-1]] = order[ends][::-1]         # the first of equal byte strings
         dup = np.flatnonzero(end_token[node_of[ends]] != order[ends])
         duplicates.extend(zip(order[ends][dup].tolist(), end_token[node_of[ends][dup]].tolist()))
-        levels.append(TrieLevel(mat[firsts, d], np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64),
-                                end_token))
+        levels.append(TrieLevel(mat[firsts, d], parent, np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64),
+                                end_token, np.flatnonzero(end_token >= 0)))
         prev_node = node_of
     return TokenTrie(tuple(levels), np.asarray(duplicates, dtype=np.int32).reshape(-1, 2),
                      time.perf_counter() - t0)
