@@ -262,30 +262,36 @@ def theoretical_peak(threads: int) -> dict:
 
 # --- the whole run ---------------------------------------------------------------------------
 
-def _steps(config: RooflineConfig) -> int:
-    per_thread = len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)
-    return per_thread * len(config.thread_counts) + len(sweep_sizes(config))
+def ceiling_steps(config: RooflineConfig) -> int:
+    return (len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)) * len(config.thread_counts)
+
+
+def measure_ceilings(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict]:
+    """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads]) for 1 and config.threads."""
+    bandwidth = {k: {} for k in STREAM_KERNELS}
+    peak = {"float32": {}, "float64": {}}
+    for t in config.thread_counts:
+        for kernel, entry in stream_bandwidth(config, t, step).items():
+            bandwidth[kernel][str(t)] = entry
+        for dtype in peak:
+            runs = []
+            for size in config.gemm_sizes:
+                step(f"GEMM {dtype} n={size}, {t} thread(s)")
+                runs.append(gemm_gflops(dtype, size, t, config))
+            best = max(runs, key=lambda r: r["best"])
+            peak[dtype][str(t)] = {**best, "by_n": {str(r["n"]): r["best"] for r in runs}}
+    return bandwidth, peak
 
 
 def run_roofline(config: RooflineConfig) -> dict:
     """Measure everything; returns the results.json dict (see the module docstring)."""
     n, llc, llc_known = stream_array_elems(config)
     tkeys = [str(t) for t in config.thread_counts]
-    bandwidth = {k: {} for k in STREAM_KERNELS}
-    peak = {"float32": {}, "float64": {}}
-    with progress_bar(_steps(config), "roofline") as step:
-        for t in config.thread_counts:
-            for kernel, entry in stream_bandwidth(config, t, step).items():
-                bandwidth[kernel][str(t)] = entry
-            for dtype in peak:
-                runs = []
-                for size in config.gemm_sizes:
-                    step(f"GEMM {dtype} n={size}, {t} thread(s)")
-                    runs.append(gemm_gflops(dtype, size, t, config))
-                best = max(runs, key=lambda r: r["best"])
-                peak[dtype][str(t)] = {**best, "by_n": {str(r["n"]): r["best"] for r in runs}}
+    sizes = sweep_sizes(config)
+    with progress_bar(ceiling_steps(config) + len(sizes), "roofline") as step:
+        bandwidth, peak = measure_ceilings(config, step)
         points = []
-        for ws in sweep_sizes(config):
+        for ws in sizes:
             step(f"sweep {ws / 1024:.0f} KiB")
             points.append(sweep_point(ws, config))
     levels = cache_levels(config.llc_multiple)

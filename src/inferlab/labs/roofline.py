@@ -106,7 +106,7 @@ def _likwid_lines(out: Path) -> list[str]:
                 f"--out {out.parent / LIKWID_EXPERIMENT}` runs likwid-bench and this roofline in one go."]
     lk = json.loads(path.read_text())
     lines = [f"From [{LIKWID_EXPERIMENT}](../{LIKWID_EXPERIMENT}/README.md) (run {lk.get('date', '?')}, "
-             f"{lk['threads']} thread(s), likwid kernels {', '.join(lk['likwid_kernels'].values())}):", "",
+             f"threads {', '.join(map(str, lk['threads']))}, likwid kernels {', '.join(lk['likwid_kernels'].values())}):", "",
              "| quantity | inferlab | likwid-bench | inferlab / likwid |", "|---|---|---|---|"]
     for name, row in lk["ratios"].items():
         lines.append(f"| {name} | {_fmt(row['inferlab'])} | {_fmt(row['likwid'])} | {_fmt(row['ratio'], 2)} |")
