@@ -273,3 +273,16 @@ class _no_exit:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_lab_is_registered_for_run_all():
+    from inferlab.labs import all_labs
+
+    lab = next(lab for lab in all_labs() if lab.name == "15-attention-perf")
+    assert lab.order == 15
+
+
+def test_existing_out_is_refused_before_measuring(tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    assert main(["attention", "--out", str(tmp_path / "o")]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
