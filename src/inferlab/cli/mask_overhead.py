@@ -33,6 +33,8 @@ def config_from_args(args) -> MaskLabConfig:
     vocabs = tuple(args.vocab) if args.vocab else None
     if vocabs and len(set(vocabs)) != len(vocabs):
         raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
+    if args.peers and "indexed" not in args.mask:
+        raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
     roofline_dir = args.roofline
     if roofline_dir is None:
         default = args.out.parent / ROOFLINE_EXPERIMENT

@@ -107,12 +107,29 @@ def _outlines(schema: dict, tok, path: list[int], min_total_s: float) -> dict:
                     "keyword (e.g. integer minimum), so its automaton may be looser than ours"}
 
 
+def _inferlab(mask, tok, path: list[int], min_total_s: float) -> dict:
+    """Our indexed mask on the same harness: lookup plus apply to a float32 logits row, which is
+    more than the peers' bitmask fill (they leave applying the bitmask to the caller)."""
+    logits = np.zeros(tok.vocab_size, dtype=np.float32)   # (V,)
+
+    def fresh():
+        mask.reset()
+        return mask
+
+    def steps(m):
+        return (lambda: m.apply(logits, m.allowed_mask())), m.advance
+
+    return {"available": True, "compiled": True, **_step_times(fresh, steps, path, min_total_s),
+            "note": "lookup + apply to the logits (in place)"}
+
+
 PEERS = {"llguidance": _llguidance, "outlines-core": _outlines}
 
 
-def run_peers(schema: dict, tok, path: list[int], *, min_total_s: float = 0.2) -> dict:
-    """{peer name: result}; absent or failing peers are reported with a note."""
-    results = {}
+def run_peers(schema: dict, tok, path: list[int], ours, *, min_total_s: float = 0.2) -> dict:
+    """{name: result} for inferlab's indexed mask `ours` and each peer, walked along `path`;
+    absent or failing peers are reported with a note. Ratios are peer / inferlab (mean)."""
+    results = {"inferlab-indexed": _inferlab(ours, tok, path, min_total_s)}
     for name, fn in PEERS.items():
         try:
             results[name] = fn(schema, tok, path, min_total_s)
@@ -126,4 +143,8 @@ def run_peers(schema: dict, tok, path: list[int], *, min_total_s: float = 0.2) -
                                "note": "xgrammar imports, but inferlab has no adapter for it yet"}
     except ImportError:
         results["xgrammar"] = {"available": False, "note": "not installed"}
+    ref = results["inferlab-indexed"]["mean_us"]
+    for r in results.values():
+        if r.get("mean_us"):
+            r["ratio_to_inferlab"] = r["mean_us"] / ref
     return results
