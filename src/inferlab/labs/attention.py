@@ -356,6 +356,7 @@ import sys
 from pathlib import Path
 
 from inferlab.attention_perf import SweepConfig
+from inferlab.errors import InferlabError
 from inferlab.labs.attention import AttentionLabConfig, run_attention
 
 config = AttentionLabConfig(
@@ -367,7 +368,11 @@ config = AttentionLabConfig(
 )
 args = [a for a in sys.argv[1:] if a != "--force"]
 out = Path(args[0]) if args else Path("experiments/{EXPERIMENT}")
-run_attention(config, out, force="--force" in sys.argv)
+try:
+    run_attention(config, out, force="--force" in sys.argv)
+except InferlabError as exc:
+    print(f"perf.py: error: {{exc}}", file=sys.stderr)
+    sys.exit(2)
 print(f"wrote {{out}}/")
 '''
 
