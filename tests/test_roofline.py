@@ -5,8 +5,11 @@ fast; the numbers are not the point, their arithmetic is: every GB/s and GFLOP/s
 from the recorded times with STREAM's byte counts and 2n^3.
 """
 
+import importlib.util
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -200,3 +203,58 @@ def test_cli_quick_json(tmp_path, capsys):
     assert r["ridge_point_flop_per_byte"] == pytest.approx(
         r["ridge"]["peak_GFLOPS"] / r["ridge"]["bandwidth_GBps"])
     assert all(e["best"] > 0 for per_t in r["bandwidth_GBps"].values() for e in per_t.values())
+
+
+# --- benchmarks/likwid_compare.py: parsing and ratios, with a stand-in likwid-bench -----------
+
+LIKWID_OUTPUT = """Using 2 threads
+Cycles:\t\t\t2331775420
+Time:\t\t\t9.102329e-01 sec
+Iterations:\t\t10
+MFlops/s:\t\t468.74
+MByte/s:\t\t5624.93
+"""
+
+
+@pytest.fixture
+def likwid_compare(tmp_path, monkeypatch):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "likwid_compare.py"
+    spec = importlib.util.spec_from_file_location("likwid_compare", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fake = tmp_path / "bin" / "likwid-bench"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nif [ \"$2\" = bad ]; then echo 'ERROR: kernel bad not found' >&2; exit 1; fi\n"
+                    f"cat <<'X'\n{LIKWID_OUTPUT}X\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    return mod
+
+
+def test_likwid_output_parsed(likwid_compare):
+    r = likwid_compare.run_likwid("stream_avx512", 1024, 2)
+    assert r["MByte_per_s"] == 5624.93 and r["MFlops_per_s"] == 468.74
+    assert r["time_s"] == pytest.approx(0.9102329) and r["iterations"] == 10
+    assert r["command"] == "likwid-bench -t stream_avx512 -W N:1024kB:2"
+
+
+def test_likwid_failure_is_one_line(likwid_compare):
+    with pytest.raises(InferlabError, match="kernel bad not found"):
+        likwid_compare.run_likwid("bad", 1024, 1)
+
+
+def test_likwid_ratios_and_kernels(likwid_compare):
+    assert likwid_compare.likwid_kernels({"avx512f", "avx2", "fma"})["triad"] == "stream_avx512"
+    assert likwid_compare.likwid_kernels({"avx2", "fma"})["float64"] == "peakflops_avx_fma"
+    ours = {"bandwidth": {"triad": {"1": {"best": 9.0}}, "copy": {"1": {"best": 12.0}}},
+            "peak": {"float64": {"1": {"best": 30.0}}}}
+    likwid = {"triad": {"1": {"best": 10.0}}, "copy": {"1": {"best": 8.0}},
+              "copy_nt": {"1": {"best": 12.5}}, "float64": {"1": {"best": 40.0}}}
+    rows = {(r["quantity"], r["threads"]): r for r in likwid_compare.ratios(ours, likwid).values()}
+    assert rows[("triad", 1)]["ratio"] == pytest.approx(0.9) and rows[("triad", 1)]["within_target"]
+    assert rows[("copy", 1)]["ratio"] == pytest.approx(1.5) and not rows[("copy", 1)]["within_target"]
+    assert rows[("copy_nt", 1)]["ratio"] == pytest.approx(0.96)
+    assert rows[("float64", 1)]["ratio"] == pytest.approx(0.75) and "within_target" not in rows[("float64", 1)]
+    merged = likwid_compare.merge_runs({"triad": {"1": {"best": 10.0, "runs": [1]}}},
+                                       {"triad": {"1": {"best": 11.0, "runs": [2]}}})
+    assert merged["triad"]["1"] == {"best": 11.0, "runs": [1, 2]}
