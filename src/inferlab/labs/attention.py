@@ -448,7 +448,8 @@ def readme_text(results: dict) -> str:
     if noisy:
         L += ["", f"Spread (p90-p10)/median above 10% (noisy, shared machine): {', '.join(noisy)}."]
     L += ["", f"Roofline ({roof['source']}): beta = {roof['bandwidth_gbs']:.3g} GB/s, "
-          f"pi = {roof['peak_gflops']:.3g} GFLOP/s, ridge point I_crit = pi/beta = {roof['i_crit']:.3g} FLOP/byte.",
+          f"pi = {roof['peak_gflops']:.3g} GFLOP/s, ridge point I_crit = pi/beta = {roof['i_crit']:.3g} FLOP/byte "
+          f"(the {roof['threads']}-thread ceilings: {roof['bandwidth_from']}, {roof['peak_from']}).",
           "", "## Time per op (ms per forward, median (p10-p90))", "", *_timing_table(points), "",
           "`total` brackets the whole forward; it also holds building the causal mask and the timer reads "
           "(median of total minus the five ops, sample by sample): "
