@@ -285,7 +285,8 @@ def roofline_figure(results: dict):
     roof = results["roofline"]
     points = results["passes"][0]["points"]
     fig, ax = new_figure(figsize=(8, 5.5))
-    intensities = [p["ops"][n]["intensity"] for p in points for n in OPS]
+    intensities = [p["ops"][n]["intensity"] for p in points for n in OPS] + [
+        p["flash_intensity"] for p in results["flash"]["points"]]
     lo, hi = min(intensities + [roof["i_crit"]]) / 2, max(intensities + [roof["i_crit"]]) * 2
     grid = np.geomspace(lo, hi, 200)
     ax.plot(grid, np.minimum(roof["peak_gflops"], roof["bandwidth_gbs"] * grid), "k-", lw=1.5,
@@ -305,6 +306,11 @@ def roofline_figure(results: dict):
         for p, x, y in zip(points, xs, ys):
             ax.annotate(str(p["T"]), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7,
                         color=OP_COLORS[name])
+    # Phase 27 preview: where the fused scores+softmax+av would sit (modelled bytes, attainable roof)
+    fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
+    fx = [p["flash_intensity"] for p in fused]
+    ax.plot(fx, [attainable_gflops(i, roof["peak_gflops"], roof["bandwidth_gbs"]) for i in fx], "kD",
+            mfc="none", ms=7, label="flash core, modelled bytes (roof it could reach)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte, seed 001's byte model)")
