@@ -8,6 +8,9 @@ import os
 import sys
 from pathlib import Path
 
+from inferlab.errors import InferlabError
+from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
+
 
 def positive_int(text: str) -> int:
     try:
@@ -41,3 +44,20 @@ def add_lab_arguments(p: argparse.ArgumentParser, *, default_out: str, default_t
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
+
+
+
+def add_roofline_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--roofline", type=Path, default=None, metavar="DIR",
+                   help=f"an `inferlab roofline` folder (default: {ROOFLINE_EXPERIMENT} next to --out when "
+                        "present, else the roofline is measured now)")
+
+
+def roofline_dir(args) -> Path | None:
+    """--roofline checked, or the sibling 01-roofline folder of --out when it holds a run, or None."""
+    if args.roofline is None:
+        default = args.out.parent / ROOFLINE_EXPERIMENT
+        return default if (default / "results.json").is_file() else None
+    if not (args.roofline / "results.json").is_file():
+        raise InferlabError(f"--roofline {args.roofline}: no results.json there (run `inferlab roofline` first)")
+    return args.roofline

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, add_roofline_argument, positive_int, print_json, roofline_dir
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
-from inferlab.labs.mask_overhead import EXPERIMENT, ROOFLINE_EXPERIMENT, MaskLabConfig, run_mask_overhead
+from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"
@@ -23,9 +21,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
                    help="masks to measure (default naive indexed)")
     p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
-    p.add_argument("--roofline", type=Path, default=None, metavar="DIR",
-                   help="an `inferlab roofline` folder (default experiments/01-roofline when present, "
-                        "else the roofline is measured now)")
+    add_roofline_argument(p)
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
 
@@ -35,15 +31,9 @@ def config_from_args(args) -> MaskLabConfig:
         raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
     if args.peers and "indexed" not in args.mask:
         raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
-    roofline_dir = args.roofline
-    if roofline_dir is None:
-        default = args.out.parent / ROOFLINE_EXPERIMENT
-        roofline_dir = default if (default / "results.json").is_file() else None
-    elif not (roofline_dir / "results.json").is_file():
-        raise InferlabError(f"--roofline {roofline_dir}: no results.json there (run `inferlab roofline` first)")
     return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
                                vocabs=vocabs, masks=tuple(dict.fromkeys(args.mask)), peers=args.peers,
-                               threads=args.threads, roofline_dir=roofline_dir)
+                               threads=args.threads, roofline_dir=roofline_dir(args))
 
 
 def run(args) -> int:

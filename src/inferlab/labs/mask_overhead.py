@@ -28,10 +28,10 @@ from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
 from inferlab.model.tokenizer import load_vocab
 from inferlab.model.trace import Tracer
+from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
 from inferlab.roofline import Roofline, load_roofline, measure_roofline
 
 EXPERIMENT = "30-mask-overhead"
-ROOFLINE_EXPERIMENT = "01-roofline"
 DEFAULT_VOCAB = "512"
 BORDERLINE_RATIO = 1.5            # seed 000: "si el ratio está al límite (digamos 1,5x)"
 BORDERLINE_BAND = 0.10            # +-10% around it
