@@ -616,14 +616,16 @@ class _Compiler:
             return self.compile_alternatives(node, ptr, stack)
         if "const" in node or "enum" in node:
             return self.compile_enum(node, ptr, stack)
-        parts = []
+        parts, failures = [], []
         for t in self.types_of(node, ptr):
             try:
                 parts.append(getattr(self, "compile_" + t)(node, ptr, stack))
             except _Unsat as exc:
-                self.note_cut(exc)
+                failures.append(exc)
         if not parts:
-            raise _Unsat(f"no value satisfies the schema at #{ptr}")
+            raise failures[0]  # keeps the reason (and whether it was a recursion cut)
+        for exc in failures:
+            self.note_cut(exc)
         return _group(parts)
 
     def types_of(self, node, ptr) -> list[str]:

@@ -1,0 +1,119 @@
+"""String formats: each regex against an independent checker (stdlib parsers) and hand cases."""
+
+import datetime
+import ipaddress
+import random
+import re
+import uuid
+
+import pytest
+
+from inferlab.constrain.formats import FORMATS
+
+
+def ok(fmt, text):
+    return re.fullmatch(FORMATS[fmt], text) is not None
+
+
+def test_every_format_is_in_the_automaton_dialect():
+    from inferlab.constrain.regex import parse
+    for regex in FORMATS.values():
+        parse(regex)
+
+
+def test_date_agrees_with_datetime_on_every_day_of_sample_years():
+    # leap-year rule: 4 yes, 100 no, 400 yes; year 0 does not exist for Python's date
+    for year in (1, 4, 100, 400, 1900, 2000, 2023, 2024, 2100, 9999):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                text = f"{year:04d}-{month:02d}-{day:02d}"
+                try:
+                    datetime.date(year, month, day)
+                    real = True
+                except ValueError:
+                    real = False
+                assert ok("date", text) == real, text
+
+
+@pytest.mark.parametrize("text", ["0000-01-01", "2024-1-01", "2024-01-1", "20240101", "2024-01-01 ", "+2024-01-01"])
+def test_date_rejects(text):
+    assert not ok("date", text)
+
+
+@pytest.mark.parametrize("text,good", [
+    ("12:30:00Z", True), ("23:59:59.123456+05:30", True), ("00:00:00-00:00", True),
+    ("24:00:00Z", False), ("12:60:00Z", False), ("12:30:00", False),   # RFC 3339 needs an offset
+    ("12:30Z", False), ("12:30:00+5:30", False), ("12:30:00.Z", False), ("12:30:61Z", False),
+])
+def test_time_hand_cases(text, good):
+    assert ok("time", text) == good
+
+
+def test_date_time_accepted_strings_parse_with_fromisoformat():
+    rng = random.Random(0)
+    accepted = 0
+    for _ in range(3000):
+        text = (f"{rng.randint(0, 9999):04d}-{rng.randint(0, 13):02d}-{rng.randint(0, 32):02d}T"
+                f"{rng.randint(0, 25):02d}:{rng.randint(0, 61):02d}:{rng.randint(0, 61):02d}"
+                + rng.choice(["", ".5", ".123456"]) + rng.choice(["Z", "+01:00", "-12:30", "", "+24:00"]))
+        try:
+            parsed = datetime.datetime.fromisoformat(text)
+            real = parsed.tzinfo is not None and not text.endswith(":60")  # an offset is required
+        except ValueError:
+            real = False
+        assert ok("date-time", text) == real, text
+        accepted += real
+    assert accepted > 100  # the sample reaches both sides
+
+
+def test_uuid_agrees_with_uuid_module_on_shapes():
+    assert ok("uuid", str(uuid.UUID(int=12345)))
+    assert ok("uuid", "123E4567-E89B-12D3-A456-426614174000")
+    for bad in ["123e4567e89b12d3a456426614174000", "{123e4567-e89b-12d3-a456-426614174000}",
+                "123e4567-e89b-12d3-a456-42661417400", "123e4567-e89b-12d3-a456-42661417400g"]:
+        assert not ok("uuid", bad), bad
+
+
+def test_ipv4_agrees_with_ipaddress():
+    rng = random.Random(1)
+    for _ in range(2000):
+        parts = [str(rng.choice([rng.randint(0, 300), rng.randint(0, 9)])) for _ in range(rng.choice([3, 4, 4, 5]))]
+        if rng.random() < 0.1:
+            parts[0] = "0" + parts[0]
+        text = ".".join(parts)
+        try:
+            ipaddress.IPv4Address(text)
+            real = True
+        except ValueError:
+            real = False
+        assert ok("ipv4", text) == real, text
+
+
+@pytest.mark.parametrize("text,good", [
+    ("user@example.com", True), ("first.last+tag@sub.example.co.uk", True), ("a@b", True),
+    ("no-at-sign", False), ("two@@example.com", False), (".lead@example.com", False),
+    ("trail.@example.com", False), ("a..b@example.com", False), ("a@-bad.com", False),
+    ("a@bad-.com", False), ('"quoted"@example.com', False), ("a b@example.com", False),
+])
+def test_email_hand_cases(text, good):
+    assert ok("email", text) == good
+
+
+@pytest.mark.parametrize("text,good", [
+    ("https://example.com/a/b?x=1&y=2#frag", True), ("mailto:someone@example.com", True),
+    ("urn:isbn:0451450523", True), ("file:///etc/hosts", True), ("http://u:p@h:8080/p", True),
+    ("http://h:port/", False),          # a port is digits
+    ("example.com/path", False),        # no scheme
+    ("1http://x", False),               # a scheme starts with a letter
+    ("http://exa mple.com", False), ("http://x/%zz", False), ("http://[::1]/", False),
+])
+def test_uri_hand_cases(text, good):
+    assert ok("uri", text) == good
+
+
+@pytest.mark.parametrize("text,good", [
+    ("example", True), ("a-b.example.com", True), ("x" * 62, True), ("x" * 63, False),
+    ("-a.com", False), ("a-.com", False), ("a..com", False), ("a.b.c.d.e", False),
+])
+def test_hostname_hand_cases(text, good):
+    assert ok("hostname", text) == good

@@ -1,0 +1,123 @@
+"""Exact integer and decimal range regexes, checked against Python's own comparisons."""
+
+import re
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain.numbers import integer_bounds, integer_range, natural_range, number_range
+
+
+def matches(regex, text):
+    return regex is not None and re.fullmatch(regex, text) is not None
+
+
+@pytest.mark.parametrize("lo,hi,expected", [
+    (0, 9, "[0-9]"),          # one digit, every value
+    (10, 99, "[1-9][0-9]"),   # every two-digit number
+    (3, 3, "3"),
+    (5, 7, "[5-7]"),
+])
+def test_natural_range_hand_derived_text(lo, hi, expected):
+    assert natural_range(lo, hi) == expected
+
+
+def test_natural_range_12_to_345_hand_cases():
+    r = natural_range(12, 345)
+    for ok in ["12", "19", "20", "99", "100", "299", "300", "339", "340", "345"]:
+        assert matches(r, ok), ok
+    for bad in ["0", "1", "11", "346", "350", "400", "999", "012", "1000", ""]:
+        assert not matches(r, bad), bad
+
+
+def test_unbounded_above():
+    r = natural_range(7, None)
+    assert not matches(r, "6") and matches(r, "7") and matches(r, "9")
+    assert matches(r, "10") and matches(r, "123456789012345678901234567890")
+    assert not matches(r, "07") and not matches(r, "00")
+
+
+def test_empty_ranges_are_none():
+    assert natural_range(5, 4) is None
+    assert integer_range(1, 0) is None
+    assert number_range(3, True, 3, False) is None   # [3, 3) is empty
+    assert number_range(3, False, 3, True) is None
+
+
+def test_integer_range_across_zero():
+    r = integer_range(-5, 12)
+    for x in range(-20, 30):
+        assert matches(r, str(x)) == (-5 <= x <= 12), x
+    for bad in ["-0", "00", "012", "+3", "1.0", "-"]:
+        assert not matches(r, bad), bad
+
+
+def test_integer_range_only_negative():
+    r = integer_range(-300, -17)
+    assert matches(r, "-17") and matches(r, "-300") and matches(r, "-99")
+    assert not matches(r, "-16") and not matches(r, "-301") and not matches(r, "17") and not matches(r, "0")
+
+
+def test_integer_range_unbounded_below():
+    r = integer_range(None, -3)
+    assert matches(r, "-3") and matches(r, "-1000000000000") and not matches(r, "-2") and not matches(r, "5")
+
+
+@pytest.mark.parametrize("bounds,expected", [
+    (dict(minimum=2.5), (3, None)),
+    (dict(exclusive_minimum=2), (3, None)),
+    (dict(exclusive_minimum=2.5), (3, None)),
+    (dict(maximum=-0.5), (None, -1)),
+    (dict(exclusive_maximum=2.5), (None, 2)),
+    (dict(exclusive_maximum=-2), (None, -3)),
+    (dict(minimum=0, exclusive_minimum=4), (5, None)),   # the tighter one wins
+])
+def test_integer_bounds_hand_derived(bounds, expected):
+    assert integer_bounds(**bounds) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.none(), st.integers(-10**6, 10**6)), st.one_of(st.none(), st.integers(-10**6, 10**6)),
+       st.lists(st.integers(-2 * 10**6, 2 * 10**6), min_size=1, max_size=30))
+def test_integer_range_matches_comparison(lo, hi, xs):
+    r = integer_range(lo, hi)
+    for x in xs + [v for v in (lo, hi) if v is not None] + [v + d for v in (lo, hi) if v is not None for d in (-1, 1)]:
+        want = (lo is None or x >= lo) and (hi is None or x <= hi)
+        assert matches(r, str(x)) == want, (lo, hi, x, r)
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("0", True), ("0.0", True), ("9.999", True), ("5", True), ("10", False), ("10.0", False),
+    ("-0.1", False), ("-1", False), ("00", False), ("1e1", False),
+])
+def test_number_range_zero_to_ten_exclusive(text, ok):
+    assert matches(number_range(0, True, 10, False), text) == ok
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("0", False), ("0.0", False), ("0.000", False), ("0.01", True), ("1", True), ("1.0", True),
+    ("1.000", True), ("1.01", False), ("2", False),
+])
+def test_number_range_zero_exclusive_to_one(text, ok):
+    assert matches(number_range(0, False, 1, True), text) == ok
+
+
+decimals = st.builds(lambda i, f, neg: ("-" if neg else "") + str(i) + (("." + f) if f else ""),
+                     st.integers(0, 60), st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=4)),
+                     st.booleans())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.none(), st.integers(-40, 40)), st.booleans(), st.one_of(st.none(), st.integers(-40, 40)),
+       st.booleans(), st.lists(decimals, min_size=1, max_size=20))
+def test_number_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, texts):
+    r = number_range(lo, lo_incl, hi, hi_incl)
+    for text in texts:
+        v = Fraction(text)
+        want = (lo is None or (v >= lo if lo_incl else v > lo)) and (hi is None or (v <= hi if hi_incl else v < hi))
+        if matches(r, text):  # soundness: never a value outside the bounds
+            assert want, (lo, lo_incl, hi, hi_incl, text)
+        elif want:  # completeness holds except for "-0..." spellings of zero
+            assert v == 0 and text.startswith("-"), (lo, lo_incl, hi, hi_incl, text)

@@ -1,0 +1,268 @@
+"""JSON Schema -> regex: table-driven match / non-match cases, each label checked with jsonschema.
+
+Every case states instances and whether they are valid; the test first confirms the label with
+the jsonschema library (the oracle), then checks that the compiled regex accepts the canonical
+text of exactly the valid ones.
+"""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
+from inferlab.errors import InferlabError
+
+
+def validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def check(schema, good, bad, **options):
+    compiled = compile_schema(schema, **options)
+    regex = re.compile(compiled.regex)
+    v = validator(schema)
+    for instance in good:
+        assert v.is_valid(instance), f"test label wrong: {instance!r} is invalid"
+        text = canonical_json(instance, schema)
+        assert regex.fullmatch(text), f"valid {text} rejected"
+    for instance in bad:
+        assert not v.is_valid(instance), f"test label wrong: {instance!r} is valid"
+        text = canonical_json(instance, schema)
+        assert not regex.fullmatch(text), f"invalid {text} accepted"
+    return compiled
+
+
+CASES = {
+    "integer bounds": (
+        {"type": "integer", "minimum": -3, "exclusiveMaximum": 120},
+        [-3, 0, 7, 119, 100], [-4, 120, 1000, 1.5, "7"]),
+    "draft-4 boolean exclusives": (
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0,
+         "exclusiveMinimum": True, "maximum": 10, "exclusiveMaximum": True},
+        [1, 9], [0, 10, -1]),
+    "number bounds": (
+        {"type": "number", "minimum": 0, "maximum": 1},
+        [0, 0.5, 1, 1.0, 0.999], [-0.001, 1.001, 2, -1]),
+    "multipleOf 1 on a number": ({"type": "number", "multipleOf": 1, "minimum": 2}, [2, 3.0, 40], [1, 2.5]),
+    "string lengths count code points": (
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ["ab", "abc", "ñé", "a\"", "\n\t", "日本語", "😀😀"], ["a", "abcd", "", "😀"]),
+    "boolean and null": ({"type": ["boolean", "null"]}, [True, False, None], [0, "true", []]),
+    "enum of mixed values": (
+        {"enum": ["a", 1, None, {"k": [1, 2]}, [True]]},
+        ["a", 1, None, {"k": [1, 2]}, [True]], ["b", 2, True, {"k": [2, 1]}, [1]]),
+    "const": ({"const": {"x": "y"}}, [{"x": "y"}], [{"x": "z"}, "y"]),
+    "enum filtered by type": ({"type": "string", "enum": ["a", 1, "b"]}, ["a", "b"], [1, "c"]),
+    "object, required and optional": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                                          "c": {"type": "boolean"}},
+         "required": ["b"], "additionalProperties": False},
+        [{"b": "x"}, {"a": 1, "b": "x"}, {"b": "", "c": True}, {"a": 1, "b": "x", "c": False}],
+        [{}, {"a": 1}, {"b": 1}, {"b": "x", "d": 1}, []]),
+    "all optional properties": (
+        {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}}, "additionalProperties": False},
+        [{}, {"a": None}, {"b": None}, {"a": None, "b": None}], [{"a": 1}, {"c": None}]),
+    "additionalProperties schema": (
+        {"type": "object", "properties": {"id": {"type": "integer"}},
+         "additionalProperties": {"type": "string"}},
+        [{"id": 1}, {"id": 1, "x": "a"}, {"x": "a", "y": "b"}, {}],
+        [{"id": "1"}, {"x": 1}, {"id": 1, "y": 2}]),
+    "required name only in required": (
+        {"type": "object", "required": ["k"], "additionalProperties": {"type": "integer"}},
+        [{"k": 1}, {"k": 1, "z": 2}], [{}, {"k": "a"}]),
+    "arrays": (
+        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "maxItems": 3},
+        [[0], [1, 2], [1, 2, 3]], [[], [1, 2, 3, 4], [-1], ["a"]]),
+    "prefixItems": (
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        [[], ["a"], ["a", 1]], [["a", 1, 2], [1], ["a", "b"]]),
+    "tuple items (draft 7) with additionalItems": (
+        {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+         "items": [{"type": "string"}], "additionalItems": {"type": "null"}},
+        [[], ["a"], ["a", None, None]], [[1], ["a", 1]]),
+    "anyOf": (
+        {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer", "minimum": 10}]},
+        ["", "a", 10, 99], ["ab", 9, None]),
+    "oneOf with disjoint types": (
+        {"oneOf": [{"type": "string"}, {"type": "integer"}]}, ["a", 5], [1.5, None]),
+    "oneOf discriminated by a const property": (
+        {"oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
+             "required": ["kind", "x"], "additionalProperties": False},
+            {"type": "object", "properties": {"kind": {"const": "b"}, "y": {"type": "string"}},
+             "required": ["kind", "y"], "additionalProperties": False}]},
+        [{"kind": "a", "x": 1}, {"kind": "b", "y": "s"}], [{"kind": "a", "y": "s"}, {"kind": "c", "x": 1}]),
+    "allOf merged": (
+        {"allOf": [{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
+                   {"properties": {"a": {"maximum": 5}, "b": {"type": "string"}}}]},
+        [{"a": 0}, {"a": 5, "b": "x"}], [{"a": 6}, {"a": -1}, {"b": "x"}]),
+    "allOf keeps each side's additionalProperties": (
+        {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                   {"properties": {"b": {"type": "string"}}}]},
+        [{}, {"a": 1}], [{"b": "x"}, {"a": 1, "b": "x"}]),
+    "$ref and $defs": (
+        {"$defs": {"pos": {"type": "integer", "minimum": 1}},
+         "type": "object", "properties": {"n": {"$ref": "#/$defs/pos"}}, "required": ["n"]},
+        [{"n": 1}], [{"n": 0}, {}]),
+    "draft 7 definitions, siblings of $ref ignored": (
+        {"$schema": "http://json-schema.org/draft-07/schema#",
+         "definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s", "maxLength": 1},
+        ["abc", ""], [1]),
+    "format date": ({"type": "string", "format": "date"}, ["2024-02-29"], ["2023-02-29", "2024-13-01"]),
+    "format with length bounds it already meets": (
+        {"type": "string", "format": "date", "maxLength": 10}, ["2024-01-01"], ["2024-1-1"]),
+    "pattern, anchored": ({"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"}, ["ab-12"], ["ab-1", "Ab-12", "xab-123"]),
+    "pattern, unanchored is a search": ({"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "a1b2c3"]),
+    "pattern with quote, backslash and newline": (
+        {"type": "string", "pattern": "^a\"b\\\\c\\nd$"}, ["a\"b\\c\nd"], ["a\"b\\cnd", "ab\\c\nd"]),
+    "pattern with length bounds": (
+        {"type": "string", "pattern": "^[A-Z][a-z]*$", "minLength": 2, "maxLength": 4},
+        ["Ab", "Abcd"], ["A", "Abcde", "ab"]),
+    "pattern with \\d and negated classes": (
+        {"type": "string", "pattern": "^\\d+[^\\d]$"}, ["12x", "1-"], ["12", "123", "x1"]),
+    "no type: keywords of one family": ({"minLength": 2}, ["ab"], ["a"]),
+    "type list": ({"type": ["string", "integer"], "minLength": 2, "minimum": 3}, ["ab", 3], ["a", 2, None]),
+    "nested objects": (
+        {"type": "object", "properties": {"o": {"type": "object", "properties": {
+            "p": {"type": "array", "items": {"type": "object", "properties": {"q": {"enum": [1, 2]}},
+                                              "required": ["q"], "additionalProperties": False}}},
+            "required": ["p"], "additionalProperties": False}}, "required": ["o"], "additionalProperties": False},
+        [{"o": {"p": []}}, {"o": {"p": [{"q": 1}, {"q": 2}]}}], [{"o": {"p": [{"q": 3}]}}, {"o": {}}]),
+    "patternProperties on declared names": (
+        {"type": "object", "properties": {"x_a": {"type": "integer"}, "b": {"type": "integer"}},
+         "patternProperties": {"^x_": {"minimum": 10}}, "additionalProperties": False},
+        [{"x_a": 10, "b": 1}], [{"x_a": 9}]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_cases(name, whitespace):
+    schema, good, bad = CASES[name]
+    check(schema, good, bad, whitespace=whitespace)
+
+
+def test_extra_keys_never_repeat_a_declared_name():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True}
+    regex = re.compile(compile_schema(schema).regex)
+    assert regex.fullmatch('{"a":1,"b":"x"}')
+    assert not regex.fullmatch('{"a":1,"a":"x"}')   # json.loads would keep the string: invalid
+    assert not regex.fullmatch('{"a":"x"}')
+    assert regex.fullmatch('{"ab":"x"}') and regex.fullmatch('{"":1}')
+
+
+def test_flexible_whitespace_is_optional_and_bounded():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+              "required": ["a"], "additionalProperties": False}
+    regex = re.compile(compile_schema(schema, whitespace="flexible").regex)
+    assert regex.fullmatch('{"a":[1,2]}')
+    assert regex.fullmatch(json.dumps({"a": [1, 2]}, indent=2))
+    assert not regex.fullmatch('{"a":[1,2]}' + " " * 20)
+    assert not re.fullmatch(compile_schema(schema).regex, '{"a": [1]}')
+
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"type": "string", "minLength": 3, "maxLength": 2}, "maxLength", "#/maxLength"),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, "minimum", "#/minimum"),
+    ({"type": "integer", "enum": ["a"]}, "enum", "#/enum"),
+    ({"properties": {"x": {"not": {"type": "null"}}}}, "not", "#/properties/x/not"),
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", "#/uniqueItems"),
+    ({"type": "string", "format": "ipv6"}, "format", "#/format"),
+    ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
+    ({"type": "integer", "multipleOf": 3}, "multipleOf", "#/multipleOf"),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", "#/oneOf"),
+    ({"if": {"type": "string"}, "then": {"minLength": 1}}, "if", "#/if"),
+    ({"type": "string", "pattern": "^(?=a)b$"}, "pattern", "#/pattern"),
+    ({"$ref": "other.json#/x"}, "$ref", "#"),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2}, "maxItems", "#/maxItems"),
+])
+def test_refusals_name_keyword_and_pointer(schema, keyword, pointer):
+    with pytest.raises(SchemaError) as err:
+        compile_schema(schema)
+    message = str(err.value)
+    assert message.startswith(f"{keyword} at {pointer}"), message
+    assert "\n" not in message
+    assert isinstance(err.value, InferlabError)
+
+
+def test_false_root_is_unsatisfiable():
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        compile_schema(False)
+
+
+def test_lenient_lists_every_unenforced_constraint():
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2},
+                                               "b": {"type": "array", "uniqueItems": True}},
+              "additionalProperties": False}
+    compiled = compile_schema(schema, lenient=True)
+    assert compiled.unenforced == ("multipleOf at #/properties/a/multipleOf: multipleOf 2 is not supported",
+                                   "uniqueItems at #/properties/b/uniqueItems: uniqueItems is not supported "
+                                   "(only with maxItems <= 1)")
+    assert re.fullmatch(compiled.regex, '{"a":3}')   # looser, and said so
+
+
+def test_annotations_are_ignored():
+    schema = {"title": "t", "description": "d", "default": 1, "examples": [1], "$comment": "c",
+              "deprecated": True, "readOnly": True, "x-vendor": {"type": "string"}, "type": "integer"}
+    assert compile_schema(schema).regex == compile_schema({"type": "integer"}).regex
+
+
+def test_absent_additional_properties_is_a_recorded_narrowing():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    strict = compile_schema(schema)
+    assert any("additionalProperties absent at #" in n for n in strict.narrowed)
+    assert not re.fullmatch(strict.regex, '{"a":1,"b":2}')
+    open_ = compile_schema(schema, allow_extra_keys=True)
+    assert re.fullmatch(open_.regex, '{"a":1,"b":2}')
+
+
+def test_recursion_is_unrolled_to_max_ref_depth_and_reported():
+    schema = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}},
+                                 "additionalProperties": False}},
+              "$ref": "#/$defs/node"}
+    for depth in (1, 2, 4):
+        compiled = compile_schema(schema, max_ref_depth=depth)
+        assert compiled.ref_depth == depth
+        nested = '{}'
+        for _ in range(depth - 1):
+            nested = '{"next":' + nested + '}'
+        assert re.fullmatch(compiled.regex, nested)
+        assert not re.fullmatch(compiled.regex, '{"next":' + nested + '}')
+        assert any("cut" in n for n in compiled.narrowed)
+
+
+def test_required_recursion_cannot_be_cut():
+    schema = {"$defs": {"n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}},
+              "$ref": "#/$defs/n"}
+    with pytest.raises(SchemaError, match="max_ref_depth"):
+        compile_schema(schema)
+
+
+def test_canonical_json_orders_properties_as_the_schema():
+    schema = {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "object", "properties": {
+        "y": {"type": "string"}, "b": {"type": "string"}}}}}
+    instance = {"a": {"b": "é", "y": "x"}, "extra": 1, "z": 2.0}
+    assert canonical_json(instance, schema) == '{"z":2,"a":{"y":"x","b":"é"},"extra":1}'
+    assert canonical_json(3.0, {"type": "integer"}) == "3"
+
+
+def test_conjugation_schema_compiles_exactly():
+    from importlib import resources
+    schema = json.loads((resources.files("inferlab") / "data" / "conjugation.schema.json").read_text())
+    compiled = check(schema, [{"verbo": "hablar", "tiempo": "presente", "persona": "yo", "forma": "hablo"}],
+                     [{"verbo": "hablar", "tiempo": "pasado", "persona": "yo", "forma": "hablo"},
+                      {"verbo": "hablar", "tiempo": "presente", "persona": "yo", "forma": "x" * 21}])
+    assert compiled.unenforced == () and compiled.narrowed == ()
+
+
+def test_regex_is_in_the_automaton_dialect_and_the_dfa_agrees():
+    from inferlab.constrain.dfa import compile_regex
+    schema, good, bad = CASES["oneOf discriminated by a const property"]
+    compiled = compile_schema(schema)
+    dfa = compile_regex(compiled.regex)
+    for instance in good + bad:
+        text = canonical_json(instance, schema)
+        assert dfa.fullmatch(text) == bool(re.fullmatch(compiled.regex, text))
