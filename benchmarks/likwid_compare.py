@@ -134,11 +134,12 @@ def readme(results: dict) -> str:
               "", "How to read it:",
               "- likwid's stream kernel is one fused pass (A = B*c + C); numpy's triad makes two passes "
               "(multiply into a, then add into a) and moves 40 B/element for the 24 counted, so a triad "
-              "ratio below 1 is expected from numpy, not a measuring error.",
+              "ratio below 1 comes from numpy's extra pass, not from the measurement.",
               "- likwid's plain copy uses ordinary stores, which first read each destination line "
               "(write-allocate: 24 B/element moved for 16 counted); glibc's memcpy behind np.copyto uses "
               "non-temporal stores for large copies, so the like-for-like partner of our copy is likwid's "
-              "copy with NT stores (`copy_mem_*`), and a ratio above 1 against the plain copy is expected.",
+              "copy with NT stores (`copy_mem_*`); both rows are given, and on a quiet machine our copy "
+              "should land between the two.",
               "- peakflops is a register-resident FMA loop on an L1-sized array: the practical compute "
               "ceiling. The GEMM ratio is the fraction of it a tuned BLAS reaches on real matrices.",
               "- likwid pins its threads to hardware threads 0..N-1; inferlab's STREAM threads are not pinned.",
