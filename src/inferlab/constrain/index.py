@@ -130,17 +130,15 @@ def _layout(row: np.ndarray, tok: np.ndarray, nxt: np.ndarray, n_rows: int, V: i
     """
     words = (V + 31) // 32
     word_key = row * words + (tok >> 5)                                     # (N,)
-    bit = np.left_shift(np.uint64(1), (tok & 31).astype(np.uint64))         # (N,)
+    bit = np.left_shift(np.uint32(1), (tok & 31).astype(np.uint32))         # (N,)
     # Each (row, token) occurs once, so the bits summed into a word are distinct: sum == OR.
-    # float64 holds sums below 2**32 exactly.
-    flat = np.bincount(word_key, weights=bit.astype(np.float64), minlength=n_rows * words)
-    flat = flat.astype(np.uint64).astype(np.uint32)                         # (R*W,)
-    pop = np.bitwise_count(flat).astype(np.int64)                           # (R*W,)
-    incl = np.cumsum(pop)
+    # float64 holds those sums (< 2**32) exactly; bincount is the fastest scatter-add in numpy.
+    flat = np.bincount(word_key, weights=bit, minlength=n_rows * words).astype(np.uint32)  # (R*W,)
+    pop = np.bitwise_count(flat)                                            # (R*W,) uint8
+    incl = np.cumsum(pop, dtype=np.int64)
     before = incl - pop                                                     # bits before each word
     offsets = np.concatenate([[0], incl[words - 1::words]]) if n_rows else np.zeros(1, np.int64)
-    below = np.bitwise_count(flat[word_key] & (bit - np.uint64(1)).astype(np.uint32))
-    rank = before[word_key] + below                                         # (N,)
+    rank = before[word_key] + np.bitwise_count(flat[word_key] & (bit - np.uint32(1)))  # (N,)
     allowed = np.empty(len(tok), dtype=np.int32)
     next_state = np.empty(len(tok), dtype=np.int32)
     allowed[rank] = tok
