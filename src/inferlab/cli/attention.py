@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, add_roofline_argument, positive_int, print_json, roofline_dir
 from inferlab.errors import InferlabError
-from inferlab.labs.attention import EXPERIMENT, ROOFLINE_EXPERIMENT, AttentionLabConfig, run_attention
+from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attention
 
 NAME = "attention"
 HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
@@ -17,9 +15,7 @@ def add_arguments(p) -> None:
                    help="sequence lengths (default 64 128 256 512)")
     p.add_argument("--d-model", type=positive_int, default=64, help="model width (default 64)")
     p.add_argument("--heads", type=positive_int, default=4, help="attention heads (default 4; d_head = d_model/heads)")
-    p.add_argument("--roofline", type=Path, default=None, metavar="DIR",
-                   help="an `inferlab roofline` folder (default experiments/01-roofline when present, "
-                        "else the ceilings are measured now)")
+    add_roofline_argument(p)
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
 
@@ -28,14 +24,8 @@ def config_from_args(args) -> AttentionLabConfig:
         raise InferlabError(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
     if len(set(args.T)) != len(args.T):
         raise InferlabError(f"--T lists a length twice: {' '.join(map(str, args.T))}")
-    roofline_dir = args.roofline
-    if roofline_dir is None:
-        default = args.out.parent / ROOFLINE_EXPERIMENT
-        roofline_dir = default if (default / "manifest.json").is_file() else None
-    elif not (roofline_dir / "manifest.json").is_file():
-        raise InferlabError(f"--roofline {roofline_dir}: no manifest.json there (run `inferlab roofline` first)")
     return AttentionLabConfig.build(quick=args.quick, T_sweep=tuple(args.T), d_model=args.d_model,
-                                    n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir)
+                                    n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir(args))
 
 
 def run(args) -> int:

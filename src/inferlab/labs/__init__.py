@@ -19,6 +19,12 @@ class LabOptions:
     threads: int | None = None  # BLAS threads; None = the lab's own default
     seed: int = 0
 
+    def sibling(self, name: str) -> Path | None:
+        """The folder `name` beside this lab's out when it holds a finished run (results.json),
+        as when `run all` wrote 01-roofline before the labs that read it."""
+        path = self.out.parent / name
+        return path if (path / "results.json").is_file() else None
+
 
 @dataclass(frozen=True)
 class Lab:

@@ -30,7 +30,7 @@ from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar
 
 EXPERIMENT = "15-attention-perf"
-ROOFLINE_EXPERIMENT = "01-roofline"
+
 OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red", "av": "tab:green",
              "out_proj": "tab:purple"}
 SUMMARY_T = 512   # the seed's results_summary keys are all "at_T_512"
@@ -581,10 +581,8 @@ def run_attention(config: AttentionLabConfig, out: Path, *, force: bool) -> dict
 
 
 def _run_lab(options: LabOptions) -> dict:
-    roof_dir = options.out.parent / ROOFLINE_EXPERIMENT   # `run all` wrote 01-roofline beside us
-    config = AttentionLabConfig.build(
-        quick=options.quick, seed=options.seed, threads=options.threads or 1,
-        roofline_dir=roof_dir if (roof_dir / "manifest.json").is_file() else None)
+    config = AttentionLabConfig.build(quick=options.quick, seed=options.seed, threads=options.threads or 1,
+                                      roofline_dir=options.sibling(roofline.EXPERIMENT))
     return run_attention(config, options.out, force=options.force)
 
 

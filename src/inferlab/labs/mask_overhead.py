@@ -513,9 +513,8 @@ def run_mask_overhead(config: MaskLabConfig, out: Path, *, force: bool) -> dict:
 
 
 def _run_lab(options: LabOptions) -> dict:
-    roof = options.out.parent / ROOFLINE_EXPERIMENT
     config = MaskLabConfig.build(quick=options.quick, seed=options.seed, threads=options.threads,
-                                 roofline_dir=roof if (roof / "results.json").is_file() else None)
+                                 roofline_dir=options.sibling(ROOFLINE_EXPERIMENT))
     return run_mask_overhead(config, options.out, force=options.force)
 
 
