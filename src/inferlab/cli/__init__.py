@@ -11,6 +11,7 @@ import importlib
 import pkgutil
 import sys
 
+import inferlab
 from inferlab import __version__
 from inferlab.errors import InferlabError
 
@@ -34,7 +35,7 @@ def _commands():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="inferlab", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(prog="inferlab", description=inferlab.__doc__.strip())
     parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for mod in _commands():
