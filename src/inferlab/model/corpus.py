@@ -19,13 +19,14 @@ nor in the text the tokenizer is trained on.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 TENSES = ("presente", "pretérito", "futuro")
 PERSONS = ("yo", "tú", "él", "nosotros", "vosotros", "ellos")
-KINDS = ("regular", "irregular")
+KINDS = ("regular", "irregular", "synthetic")
 
 # Regular verbs: no stem change, no -car/-gar/-zar/-ger/-cer/-uir spelling change and no written
 # accent on the stem (enviar > envío, continuar > continúo, reunir > reúno are left out), so the
@@ -137,6 +138,17 @@ COMPOUNDS = {
     "traer": "atraer contraer distraer extraer",
 }
 
+# Synthetic regular verbs: made-up stems, conjugated by the regular rule, training only. With ~240
+# real regular verbs a model can memorise every form; hundreds of made-up stems leave it no choice
+# but to learn the rule "copy the stem, add the ending", which is what the held-out verbs test.
+# Stems are built to need no spelling change: they end in a consonant that keeps its sound before
+# every ending (never c, g, z, ll, ñ, qu, gu).
+N_SYNTHETIC = 400
+SYNTHETIC_SEED = 1234
+_ONSETS = ("", "b", "br", "d", "f", "fr", "l", "m", "n", "p", "pl", "pr", "r", "s", "t", "tr", "v", "ch", "j")
+_VOWELS = ("a", "e", "i", "o", "u")
+_CODAS = ("b", "d", "f", "j", "l", "m", "n", "p", "r", "s", "t", "v", "nt", "nd", "rt", "st", "rb", "lp", "mb")
+
 # Held out: every HOLDOUT_EVERY-th verb of each sorted list, from HOLDOUT_OFFSET. The base
 # irregular verbs are never held out: nothing in training could teach a held-out "ser".
 HOLDOUT_EVERY = 6
@@ -158,7 +170,7 @@ class Example:
     tense: str
     person: str
     form: str
-    kind: str        # "regular" | "irregular"
+    kind: str        # "regular" | "irregular" | "synthetic"
 
     @property
     def prompt(self) -> str:
@@ -238,9 +250,26 @@ def _split(verbs: list[str]) -> tuple[list[str], list[str]]:
 
 
 @lru_cache(maxsize=None)
+def synthetic_verbs(n: int = N_SYNTHETIC, seed: int = SYNTHETIC_SEED) -> tuple[str, ...]:
+    """n made-up regular infinitives (a third each -ar, -er, -ir), none of them a verb of this corpus."""
+    real = set(_words(REGULAR_AR + REGULAR_ER + REGULAR_IR + STEM_E_IE + STEM_O_UE)) | set(IRREGULAR)
+    real |= {v for c in COMPOUNDS.values() for v in c.split()}
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        syllables = [rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(1, 3))]
+        verb = "".join(syllables) + rng.choice(_CODAS) + ("ar", "er", "ir")[len(out) % 3]
+        if verb not in real and verb not in seen:
+            seen.add(verb)
+            out.append(verb)
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
 def verb_split() -> dict[str, dict[str, tuple[str, ...]]]:
-    """{"train"|"heldout": {"regular"|"irregular": verbs}}, a fixed rule, no RNG."""
-    train = {"regular": [], "irregular": sorted(IRREGULAR)}
+    """{"train"|"heldout": {kind: verbs}}, a fixed rule; synthetic verbs are training only."""
+    train = {"regular": [], "irregular": sorted(IRREGULAR), "synthetic": list(synthetic_verbs())}
     held = {"regular": [], "irregular": []}
     for group in (REGULAR_AR, REGULAR_ER, REGULAR_IR):
         tr, ho = _split(_words(group))
