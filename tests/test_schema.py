@@ -168,7 +168,7 @@ def test_flexible_whitespace_is_optional_and_bounded():
     ({"type": "string", "minLength": 3, "maxLength": 2}, "maxLength", "#/maxLength"),
     ({"type": "integer", "minimum": 5, "maximum": 4}, "minimum", "#/minimum"),
     ({"type": "integer", "enum": ["a"]}, "enum", "#/enum"),
-    ({"properties": {"x": {"not": {"type": "null"}}}}, "not", "#/properties/x/not"),
+    ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "#/properties/x/not"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "#/uniqueItems"),
     ({"type": "string", "format": "ipv6"}, "format", "#/format"),
     ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
@@ -266,3 +266,36 @@ def test_regex_is_in_the_automaton_dialect_and_the_dfa_agrees():
     for instance in good + bad:
         text = canonical_json(instance, schema)
         assert dfa.fullmatch(text) == bool(re.fullmatch(compiled.regex, text))
+
+
+EXTRA_CASES = {
+    "minProperties 1 with nothing required": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "minProperties": 1, "additionalProperties": False},
+        [{"a": 1}, {"b": 2}, {"a": 1, "b": 2}], [{}]),
+    "property dependencies (draft 7)": (
+        {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+         "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "name": {"type": "string"}},
+         "dependencies": {"card": ["billing"]}, "additionalProperties": False},
+        [{}, {"name": "x"}, {"billing": "b"}, {"card": "c", "billing": "b"}], [{"card": "c"}, {"card": "c", "name": "x"}]),
+    "dependentSchemas": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "dependentSchemas": {"a": {"properties": {"b": {"minimum": 10}}, "required": ["b"]}},
+         "additionalProperties": False},
+        [{}, {"b": 1}, {"a": 1, "b": 10}], [{"a": 1}, {"a": 1, "b": 9}]),
+    "not with a type": ({"not": {"type": ["string", "null"]}, "type": ["string", "integer", "null"]}, [1], ["a", None]),
+    "oneOf over disjoint integer ranges": (
+        {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
+        [-1, 50, 100], [0, 49, 101, -2]),
+}
+
+
+@pytest.mark.parametrize("name", list(EXTRA_CASES))
+def test_extra_cases(name):
+    schema, good, bad = EXTRA_CASES[name]
+    check(schema, good, bad)
+
+
+def test_overlapping_integer_ranges_in_oneof_are_refused():
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
+        compile_schema({"type": "integer", "oneOf": [{"maximum": 5}, {"minimum": 5}]})

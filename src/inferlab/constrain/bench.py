@@ -97,7 +97,7 @@ def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
 
 def _reason_key(message: str) -> str:
     """A refusal message without its pointer, for the histogram."""
-    key = re.sub(r" at #\S*", "", message)
+    key = re.sub(r"#?/\S*", "", message)
     key = re.sub(r"\d+", "N", key)
     return key[:90]
 

@@ -81,7 +81,8 @@ from inferlab.errors import InferlabError
 FLEXIBLE_WS_MAX = 12
 # Bigger regexes mean an unrolled blow-up (a $ref used in many places, a deep recursion); the
 # DFA stage has its own state limit, this stops the string from eating the memory first.
-MAX_REGEX_CHARS = 4_000_000
+MAX_REGEX_CHARS = 1_000_000
+MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
 _FAMILY_KEYWORDS = {
@@ -101,14 +102,13 @@ _UNSUPPORTED = {
     "minContains": "minContains is not supported",
     "maxContains": "maxContains is not supported",
     "propertyNames": "propertyNames is not supported",
-    "dependencies": "dependencies is not supported",
-    "dependentRequired": "dependentRequired is not supported",
-    "dependentSchemas": "dependentSchemas is not supported",
     "unevaluatedProperties": "unevaluatedProperties is not supported",
     "unevaluatedItems": "unevaluatedItems is not supported",
     "$dynamicRef": "$dynamicRef is not supported",
     "$recursiveRef": "$recursiveRef is not supported",
 }
+_DEPENDENCY_KEYWORDS = ("dependencies", "dependentRequired", "dependentSchemas")
+MAX_DEPENDENCIES = 4  # each one doubles the alternatives (present or absent)
 _OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -451,6 +451,7 @@ class _Compiler:
         self.unenforced: list[str] = []
         self.narrowed: list[str] = []
         self.ref_depth = 0
+        self.calls = 0
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -604,11 +605,26 @@ class _Compiler:
     # -- compile
 
     def compile(self, node, ptr: str, stack: tuple = ()) -> str:
+        self.calls += 1
+        if self.calls > MAX_SUBSCHEMAS:
+            raise SchemaError(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
+                              "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
+        out = self._compile(node, ptr, stack)
+        if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
+            raise SchemaError(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
+                              "lower max_ref_depth or simplify the schema")
+        return out
+
+    def _compile(self, node, ptr: str, stack: tuple) -> str:
         node, ptr, stack = self.flatten(node, ptr, stack)
         if node is True:
             return self.any_value(ptr)
         if node is False:
             raise _Unsat(f"false schema at #{ptr}")
+        if any(k in node for k in _DEPENDENCY_KEYWORDS):
+            return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
+        if "not" in node:
+            node = self.not_type(node, ptr)
         for key, reason in _UNSUPPORTED.items():
             if key in node:
                 self.refuse(key, _child(ptr, key), reason)
@@ -627,6 +643,46 @@ class _Compiler:
         for exc in failures:
             self.note_cut(exc)
         return _group(parts)
+
+    def dependencies_as_any_of(self, node, ptr) -> dict:
+        """dependencies / dependentRequired / dependentSchemas {name: X}: an object without `name`,
+        or one with `name` that also meets X (a list of required names, or a schema). Exact."""
+        deps = {}
+        for key in _DEPENDENCY_KEYWORDS:
+            value = node.get(key, {})
+            if not isinstance(value, dict):
+                raise self.error(key, _child(ptr, key), "must be an object")
+            deps.update(value)
+        if len(deps) > MAX_DEPENDENCIES:
+            self.refuse(_DEPENDENCY_KEYWORDS[0] if "dependencies" in node else "dependentRequired", ptr,
+                        f"{len(deps)} dependencies (more than {MAX_DEPENDENCIES}) would give 2^{len(deps)} alternatives")
+            return {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
+        branches = []
+        for name, dep in deps.items():
+            if isinstance(dep, list):
+                present = {"required": [name, *dep]}
+            else:
+                present = {"allOf": [{"required": [name]}, dep]}
+            branches.append({"anyOf": [{"properties": {name: False}}, present]})
+        rest = {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
+        return {"allOf": [rest, *branches]}
+
+    def not_type(self, node, ptr) -> dict:
+        """`not: {type: T}` removes T from the allowed types; other `not`s stay unsupported."""
+        neg = node["not"]
+        if not (isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"type"}):
+            return node
+        banned = _type_set(neg["type"])
+        allowed = _type_set(node["type"]) if "type" in node else set(_TYPES) | {"integer"}
+        if "number" in allowed and "integer" in banned and "number" not in banned:
+            return node  # "a number that is not an integer" has no exact regex here
+        if "number" in banned:
+            banned = banned | {"integer"}
+        out = {k: v for k, v in node.items() if k != "not"}
+        out["type"] = sorted(allowed - banned)
+        if not out["type"]:
+            raise _Unsat(f"not at #{ptr}: no type is left")
+        return out
 
     def types_of(self, node, ptr) -> list[str]:
         if "type" in node:
@@ -719,6 +775,9 @@ class _Compiler:
         ta, tb = _value_types(a), _value_types(b)
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
+            return True
+        if ta <= {"integer", "number"} and tb <= {"integer", "number"} and _intervals_disjoint(
+                self.bounds(a, ""), self.bounds(b, "")):
             return True
         if ta <= {"object"} or tb <= {"object"}:
             # objects both must have, with a property whose values cannot agree
@@ -1006,12 +1065,17 @@ class _Compiler:
             extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
         elif extra is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
-        self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
-        return f"{self.tok('{')}{self.object_body(members, extra_rx)}{self.tok('}')}"
+        nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
+        body = self.object_body(members, extra_rx, nonempty=nonempty)
+        if body is None:
+            raise _Unsat(f"minProperties at #{ptr}: no property can be written")
+        return f"{self.tok('{')}{body}{self.tok('}')}"
 
-    def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> None:
+    def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> bool:
+        """min/maxProperties where they are exact; True when at least one member must be written."""
         lo, hi = node.get("minProperties"), node.get("maxProperties")
-        if lo is not None and lo > n_required:
+        nonempty = lo == 1 and n_required == 0
+        if lo is not None and lo > n_required and not nonempty:
             self.refuse("minProperties", _child(ptr, "minProperties"),
                         f"minProperties {lo} > the {n_required} required properties")
         if hi is not None and (open_ or hi < n_members):
@@ -1019,8 +1083,9 @@ class _Compiler:
                 raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n_required} required")
             self.refuse("maxProperties", _child(ptr, "maxProperties"),
                         f"maxProperties {hi} < the {n_members} possible properties")
+        return nonempty
 
-    def object_body(self, members, extra_rx) -> str:
+    def object_body(self, members, extra_rx, *, nonempty: bool = False) -> str | None:
         """Members in schema order, each required or optional, then extra members; a comma only
         between two written members.
 
@@ -1047,8 +1112,8 @@ class _Compiler:
             else:
                 written = f"(?:{written}{extras}|{extra_rx}{extras})"
         if written is None:
-            return ""
-        return written if seen_required else f"(?:{written})?"
+            return None if nonempty else ""
+        return written if seen_required or nonempty else f"(?:{written})?"
 
     # -- canonical form
 
@@ -1156,6 +1221,14 @@ def _constraining(node: dict) -> bool:
     return any(k in _known_keywords() for k in node)
 
 
+def _intervals_disjoint(a, b) -> bool:
+    """(lo, lo_inclusive, hi, hi_inclusive) intervals (None = unbounded): no common point?"""
+    def before(x, y):  # x entirely below y
+        hi, hi_incl, lo, lo_incl = x[2], x[3], y[0], y[1]
+        return hi is not None and lo is not None and (hi < lo or (hi == lo and not (hi_incl and lo_incl)))
+    return before(a, b) or before(b, a)
+
+
 def _type_set(t) -> set[str]:
     return set(t) if isinstance(t, list) else {t}
 
@@ -1199,9 +1272,6 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
         raise SchemaError(f"unsatisfiable schema: {exc}") from None
     except RecursionError:
         raise SchemaError("schema nested too deeply to compile") from None
-    if len(regex) > MAX_REGEX_CHARS:
-        raise SchemaError(f"the regex has {len(regex):,} characters (limit {MAX_REGEX_CHARS:,}): "
-                          "lower max_ref_depth or simplify the schema")
     return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
                           narrowed=tuple(c.narrowed), whitespace=whitespace)
 

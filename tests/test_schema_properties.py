@@ -1,0 +1,172 @@
+"""Property-based: hypothesis draws schemas from the supported subset; the compiled regex must be
+sound (every string it matches is JSON that jsonschema validates) and complete on canonical
+texts (the canonical re-serialisation of every such instance matches too).
+
+Strings are drawn from the regex itself by a random walk over its AST (constrain.regex.parse),
+so soundness is tested where the regex says yes; random JSON values test where it says no.
+"""
+
+import json
+import math
+import random
+import re
+
+import jsonschema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain import regex as rx
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
+
+NAMES = st.sampled_from(["a", "b", "id", "ñame", 'q"uote', "back\\slash", "a b", "é😀"])
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-50, 50), st.sampled_from([0.5, -2.25, 1e20]),
+                    st.text(max_size=4))
+PATTERNS = st.sampled_from(["^[a-z]+$", "^[A-Z][a-z]{0,3}$", "[0-9]", "^a|b$", '^x"y', "^\\d{2}-\\w+$",
+                            "^[^\\s]*$", "é", "^.{2}$"])
+FORMATS = st.sampled_from(["date", "time", "date-time", "email", "uuid", "uri", "ipv4", "hostname"])
+
+
+def _bounds(draw, lo_key, hi_key, lo_range, hi_range):
+    out = {}
+    if draw(st.booleans()):
+        out[lo_key] = draw(lo_range)
+    if draw(st.booleans()):
+        out[hi_key] = draw(hi_range)
+    return out
+
+
+@st.composite
+def leaf(draw):
+    kind = draw(st.sampled_from(["integer", "number", "string", "pattern", "format", "boolean", "null",
+                                 "enum", "const"]))
+    if kind == "integer":
+        s = {"type": "integer", **_bounds(draw, "minimum", "maximum", st.integers(-120, 40), st.integers(-40, 300))}
+        if draw(st.booleans()):
+            s["exclusiveMinimum"] = draw(st.integers(-130, 30))
+        if s.get("minimum", -1000) > s.get("maximum", 1000) or s.get("exclusiveMinimum", -1000) >= s.get("maximum", 1000) - 1:
+            s.pop("maximum", None)
+        return s
+    if kind == "number":
+        s = {"type": "number", **_bounds(draw, "minimum", "exclusiveMaximum", st.integers(-20, 5), st.integers(6, 40))}
+        return s
+    if kind == "string":
+        lo = draw(st.integers(0, 3))
+        s = {"type": "string", "minLength": lo}
+        if draw(st.booleans()):
+            s["maxLength"] = lo + draw(st.integers(0, 4))
+        return s
+    if kind == "pattern":
+        return {"type": "string", "pattern": draw(PATTERNS)}
+    if kind == "format":
+        return {"type": "string", "format": draw(FORMATS)}
+    if kind in ("boolean", "null"):
+        return {"type": kind}
+    if kind == "enum":
+        return {"enum": draw(st.lists(SCALARS, min_size=1, max_size=4))}
+    return {"const": draw(SCALARS)}
+
+
+def extend(children):
+    @st.composite
+    def obj(draw):
+        props = draw(st.dictionaries(NAMES, children, max_size=3))
+        s = {"type": "object", "properties": props}
+        if props:
+            s["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True, max_size=len(props)))
+        extra = draw(st.sampled_from(["false", "true", "schema", "absent"]))
+        if extra == "false":
+            s["additionalProperties"] = False
+        elif extra == "true":
+            s["additionalProperties"] = True
+        elif extra == "schema":
+            s["additionalProperties"] = draw(children)
+        return s
+
+    @st.composite
+    def arr(draw):
+        s = {"type": "array", "items": draw(children)}
+        lo = draw(st.integers(0, 2))
+        if lo:
+            s["minItems"] = lo
+        if draw(st.booleans()):
+            s["maxItems"] = lo + draw(st.integers(0, 2))
+        if draw(st.integers(0, 3)) == 0:
+            s["prefixItems"] = draw(st.lists(children, min_size=1, max_size=2))
+        return s
+
+    any_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"anyOf": bs})
+    return st.one_of(obj(), arr(), any_of)
+
+
+SCHEMAS = st.recursive(leaf(), extend, max_leaves=6)
+
+
+def sample(node, rng: random.Random) -> str:
+    """A random string of the AST's language (bounded repetition, mostly ASCII)."""
+    if isinstance(node, rx.CharSet):
+        ranges = node.ranges
+        ascii_ranges = [(lo, min(hi, 0x7E)) for lo, hi in ranges if lo <= 0x7E]
+        if ascii_ranges and rng.random() < 0.8:
+            ranges = ascii_ranges
+        lo, hi = rng.choice(ranges)
+        return chr(rng.randint(lo, hi))
+    if isinstance(node, rx.Concat):
+        return "".join(sample(item, rng) for item in node.items)
+    if isinstance(node, rx.Alt):
+        return sample(rng.choice(node.items), rng)
+    top = node.max if node.max is not None else node.min + 3
+    return "".join(sample(node.item, rng) for _ in range(rng.randint(node.min, min(top, node.min + 3))))
+
+
+def validator(schema):
+    cls = jsonschema.Draft202012Validator
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.sampled_from(["compact", "flexible"]), st.randoms(use_true_random=False))
+def test_regex_strings_are_valid_json_instances(schema, whitespace, rng):
+    try:
+        compiled = compile_schema(schema, whitespace=whitespace)
+    except SchemaError:
+        return  # unsatisfiable draws (e.g. an enum with no value of the type) are refused, loudly
+    ast = rx.parse(compiled.regex)
+    regex = re.compile(compiled.regex)
+    v = validator(schema)
+    for _ in range(15):
+        text = sample(ast, rng)
+        assert regex.fullmatch(text)
+        instance = json.loads(text)  # soundness 1: it is JSON
+        assert v.is_valid(instance), (schema, text)  # soundness 2: it validates
+        if not _finite(instance):
+            continue
+        canonical = canonical_json(instance, schema)
+        assert regex.fullmatch(canonical), (schema, text, canonical)  # completeness on canonical texts
+
+
+JSON_VALUES = st.recursive(SCALARS, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(NAMES, c, max_size=3)),
+                           max_leaves=8)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SCHEMAS, st.lists(JSON_VALUES, min_size=1, max_size=8))
+def test_random_values_accepted_only_if_valid(schema, values):
+    try:
+        compiled = compile_schema(schema)
+    except SchemaError:
+        return
+    regex = re.compile(compiled.regex)
+    v = validator(schema)
+    for value in values:
+        if regex.fullmatch(canonical_json(value, schema)):
+            assert v.is_valid(value), (schema, value)
+
+
+def _finite(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite(x) for x in value)
+    if isinstance(value, dict):
+        return all(_finite(x) for x in value.values())
+    return True
