@@ -167,15 +167,17 @@ def plot(results: dict):
     ax.axhline(STEP_TARGET_US, color="red", ls="--", lw=1, label=f"target median {STEP_TARGET_US:.0f} us")
     ax.axhline(results["summary"]["fill_floor_us"], color="gray", ls=":", lw=1,
                label=f"floor: fill all V logits with -inf ({results['summary']['fill_floor_us']:.1f} us)")
-    for kind, c in colors.items():
-        ax.bar([], [], color=c, label={"keep_allowed": "few allowed: fill -inf, scatter back",
-                                       "write_disallowed": "few disallowed: write -inf"}[kind])
+    from matplotlib.patches import Patch
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Patch(color=colors["keep_allowed"], label="few allowed: fill -inf, scatter back"),
+                Patch(color=colors["write_disallowed"], label="few disallowed: write -inf")]
     s = results["summary"]
     ax.set_title(f"indexed mask, lookup + apply per decode step, V = {s['vocab_size']} ({s['vocab']}); "
                  f"median {s['step_us_median']:.1f} us")
     ax.set_xlabel("decode step (outputs side by side)")
     ax.set_ylabel("us per step (median, p10-p90)")
-    ax.legend(fontsize=8)
+    ax.legend(handles=handles, fontsize=8)
     ax.grid(alpha=0.3, axis="y")
     return fig
 
