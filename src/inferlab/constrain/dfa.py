@@ -103,7 +103,9 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         row = [-1] * n_classes
         for c, targets in enumerate(buckets):
             if targets:
-                key = tuple(sorted(set(targets)))
+                # Unsorted: within a DFA state equal target sets come out in equal order, and
+                # a different order elsewhere only costs a closure (whose key is a frozenset).
+                key = tuple(targets)
                 sid = move_cache.get(key)
                 if sid is None:
                     sid = move_cache[key] = state_id(closure(key))
@@ -113,20 +115,26 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
     return rows, accepting
 
 
+def _incoming(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reversed edges as CSR: sources and classes of the edges into t at offsets[t]:offsets[t+1]."""
+    src, cls = np.nonzero(rows >= 0)                                        # (E,) each
+    dst = rows[src, cls]
+    order = np.argsort(dst, kind="stable")
+    offsets = np.searchsorted(dst[order], np.arange(rows.shape[0] + 1))
+    return offsets, src[order], cls[order]
+
+
 def _trim(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """(S,) bool: states from which an accepting state is reachable."""
-    src, _ = np.nonzero(rows >= 0)
-    dst = rows[rows >= 0]
-    preds: dict[int, list[int]] = defaultdict(list)
-    for s, t in zip(src.tolist(), dst.tolist()):
-        preds[t].append(s)
+    """(S,) bool: states from which an accepting state is reachable (backward BFS, by frontiers)."""
+    offsets, src, _ = _incoming(rows)
     live = accepting.copy()
-    stack = np.flatnonzero(accepting).tolist()
-    while stack:
-        for p in preds.get(stack.pop(), ()):
-            if not live[p]:
-                live[p] = True
-                stack.append(p)
+    frontier = np.flatnonzero(accepting)
+    while len(frontier):
+        counts = offsets[frontier + 1] - offsets[frontier]
+        idx = np.repeat(offsets[frontier] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        preds = src[idx]
+        frontier = np.unique(preds[~live[preds]])
+        live[frontier] = True
     return live
 
 
@@ -136,11 +144,8 @@ def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     The missing transitions go to an implicit dead state. Starting with every initial block in
     the worklist makes the algorithm correct without that state (Valmari & Lehtinen, 2008).
     """
-    n = rows.shape[0]
-    incoming: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # target -> [(class, source)]
-    src, cls = np.nonzero(rows >= 0)
-    for s, c, t in zip(src.tolist(), cls.tolist(), rows[src, cls].tolist()):
-        incoming[t].append((c, s))
+    offsets, src, cls = _incoming(rows)
+    offsets, src, cls = offsets.tolist(), src.tolist(), cls.tolist()
     block_of = [0 if a else 1 for a in accepting.tolist()]
     blocks = [set(np.flatnonzero(accepting).tolist()), set(np.flatnonzero(~accepting).tolist())]
     if not blocks[1]:
@@ -150,7 +155,8 @@ def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
         splitter = list(blocks[work.pop()])
         by_class: dict[int, set[int]] = defaultdict(set)  # class -> states moving into splitter
         for t in splitter:
-            for c, s in incoming[t]:
+            lo, hi = offsets[t], offsets[t + 1]
+            for c, s in zip(cls[lo:hi], src[lo:hi]):
                 by_class[c].add(s)
         for xs in by_class.values():
             touched: dict[int, list[int]] = defaultdict(list)
