@@ -56,11 +56,16 @@ def brute_force(dfa, vocab):
     return rows
 
 
-# The walk is dense for rows allowing most first bytes, sparse otherwise: force each path too.
-@pytest.mark.parametrize("seed, dense_first_bytes", [(0, 0.5), (1, 0.5), (0, -1.0), (1, 2.0)])
+# The walk is dense for rows allowing most first bytes, sparse otherwise, in row chunks: force
+# each path, and chunks of one or two rows.
+@pytest.mark.parametrize("seed, dense_first_bytes, chunk", [(0, 0.5, None), (1, 0.5, None), (0, -1.0, None),
+                                                            (1, 2.0, None), (0, 0.5, 1), (1, 0.0, 2)])
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_index_equals_brute_force_walk(pattern, seed, dense_first_bytes, monkeypatch):
+def test_index_equals_brute_force_walk(pattern, seed, dense_first_bytes, chunk, monkeypatch):
     monkeypatch.setattr(index_module, "DENSE_FIRST_BYTES", dense_first_bytes)
+    if chunk is not None:
+        monkeypatch.setattr(index_module, "DENSE_CHUNK", chunk)
+        monkeypatch.setattr(index_module, "SPARSE_CHUNK", chunk)
     dfa = compile_regex(pattern)
     vocab = random_vocab(seed, all_bytes=seed == 0)
     index = TokenIndex.build(dfa, vocab)

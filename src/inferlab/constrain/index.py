@@ -151,6 +151,7 @@ def _layout(row: np.ndarray, tok: np.ndarray, nxt: np.ndarray, n_rows: int, V: i
 # than compacting live pairs (~20 passes per live pair). Other rows walk sparse, live pairs only.
 DENSE_FIRST_BYTES = 0.5
 DENSE_CHUNK = 32  # dense rows per batch: (32, largest level) int64 is ~15 MB at Qwen's trie
+SPARSE_CHUNK = 256  # sparse rows per batch, so live pairs of big automata stay in the 10^6s
 
 
 def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -177,8 +178,11 @@ def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         for i in range(0, int(dense.sum()), DENSE_CHUNK):
             rows = np.flatnonzero(dense)[i:i + DENSE_CHUNK]
             _walk_dense(frontier[rows], x0[rows], levels, table, dead, out)
-        r, node = np.nonzero(live0 & ~dense[:, None])
-        _walk_sparse(frontier[r], node, x0[r, node], levels, table, dead, out)
+        sparse = np.flatnonzero(~dense)
+        for i in range(0, len(sparse), SPARSE_CHUNK):
+            rows = sparse[i:i + SPARSE_CHUNK]
+            r, node = np.nonzero(live0[rows])
+            _walk_sparse(frontier[rows[r]], node, x0[rows[r], node], levels, table, dead, out)
         reached = np.zeros(S, dtype=bool)
         for _, _, nxt in out[done:]:
             reached[nxt] = True
