@@ -70,7 +70,6 @@ class Repeat:
 
 
 Node = CharSet | Concat | Alt | Repeat
-EMPTY = Concat(())
 
 
 def normalize_ranges(ranges) -> tuple[tuple[int, int], ...]:
@@ -105,11 +104,6 @@ def negate(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     if nxt <= MAX_CODE_POINT:
         out.append((nxt, MAX_CODE_POINT))
     return normalize_ranges(out)
-
-
-def literal(text: str) -> Node:
-    """The AST that matches exactly `text`."""
-    return Concat(tuple(CharSet(((ord(c), ord(c)),)) for c in text))
 
 
 _DIGIT = ((0x30, 0x39),)
@@ -217,7 +211,7 @@ class _Parser:
             raise self.error(f"anchor {c!r} is not supported (matching is always whole-string)")
         if c == "\\":
             ranges = self.escape(in_class=False)
-            return CharSet(normalize_ranges(ranges))
+            return charset(ranges)
         self.i += 1
         return charset(((ord(c), ord(c)),))
 
