@@ -86,3 +86,24 @@ def test_missing_and_foreign_folders(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(InferlabError, match="model_type"):
         load_model(tmp_path)
+
+
+def test_hub_layout_without_prefix_and_with_mask_buffers(hf_folder, tmp_path):
+    """The original gpt2 hub files name tensors without "transformer." and carry attn.bias buffers."""
+    import safetensors.numpy
+
+    folder, hf = hf_folder
+    tensors = safetensors.numpy.load_file(str(folder / "model.safetensors"))
+    hub = {name.removeprefix("transformer."): t for name, t in tensors.items()}
+    for i in range(2):
+        hub[f"h.{i}.attn.bias"] = np.tril(np.ones((64, 64), np.float32))[None, None]
+    safetensors.numpy.save_file(hub, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
+    ids = np.arange(20) % 97
+    with torch.no_grad():
+        ref = hf(torch.from_numpy(ids)[None]).logits[0].numpy()
+    np.testing.assert_allclose(load_hf_gpt2(tmp_path).forward(ids), ref, atol=1e-4, rtol=0)
+    hub["h.0.attn.rotary"] = np.zeros(3, np.float32)               # not GPT-2: refused, named
+    safetensors.numpy.save_file(hub, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InferlabError, match="h.0.attn.rotary"):
+        load_hf_gpt2(tmp_path)

@@ -307,3 +307,16 @@ def test_cli_schema_refusal_is_one_line(model_dir, tmp_path, capsys):
     bad.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "strin"}}}))
     rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", bad)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "/properties/a" in err
+
+
+def test_cli_says_when_the_default_model_is_untrained(model_dir, tmp_path, monkeypatch, capsys):
+    import json
+
+    from inferlab.model import checkpoints
+
+    folder = tmp_path / "minigpt"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes((model_dir / "tokenizer.json").read_bytes())
+    monkeypatch.setattr(checkpoints, "default_model_dir", lambda: folder)
+    rc, out, err = run_cli(capsys, "yo", "--json", "--max-new-tokens", 3)
+    assert rc == 0 and json.loads(out)["trained"] is False and "untrained" in err
