@@ -61,19 +61,27 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
     """Subset construction over byte classes; DFA states are sets of NFA states with byte edges."""
     n_classes = int(class_of[-1]) + 1
     # Per NFA state: its byte edges as (class_lo, class_hi, target).
-    cedges = [[(int(class_of[lo]), int(class_of[hi]), t) for lo, hi, t in e] for e in nfa.edges]
+    cl = class_of.tolist()
+    cedges = [[(cl[lo], cl[hi], t) for lo, hi, t in e] if e else e for e in nfa.edges]
     eps, final = nfa.eps, nfa.final
+    memo: dict[int, frozenset[int]] = {}
+
+    def eps_closure(state: int) -> frozenset[int]:
+        """The states with byte edges (or final) reachable by epsilons; computed once per state."""
+        result = memo.get(state)
+        if result is None:
+            seen, stack = {state}, [state]
+            while stack:
+                for t in eps[stack.pop()]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            # Only states with byte edges (and the final state) tell DFA states apart.
+            result = memo[state] = frozenset(s for s in seen if cedges[s] or s == final)
+        return result
 
     def closure(seeds) -> frozenset[int]:
-        seen = set(seeds)
-        stack = list(seen)
-        while stack:
-            for t in eps[stack.pop()]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        # Only states with byte edges (and the final state) tell DFA states apart.
-        return frozenset(s for s in seen if cedges[s] or s == final)
+        return eps_closure(seeds[0]) if len(seeds) == 1 else frozenset().union(*map(eps_closure, seeds))
 
     ids: dict[frozenset[int], int] = {}
     sets: list[frozenset[int]] = []

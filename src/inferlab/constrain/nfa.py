@@ -103,30 +103,30 @@ class _Builder:
         self.edges.append([])
         return len(self.eps) - 1
 
-    def build(self, node: Node) -> tuple[int, int]:
-        """Return the (start, end) states of a fragment matching `node`."""
+    def build(self, node: Node, start: int) -> int:
+        """Add a fragment matching `node` that is entered at `start`; return its end state.
+
+        Fragments share their entry state instead of linking to it by an epsilon (fewer states,
+        smaller closures). That is sound because no fragment ever leads back to its entry: a
+        star loops through a state of its own.
+        """
         if isinstance(node, CharSet):
-            return self.charset(node)
+            return self.charset(node, start)
         if isinstance(node, Concat):
-            start = end = self.state()
             for item in node.items:
-                s, e = self.build(item)
-                self.eps[end].append(s)
-                end = e
-            return start, end
+                start = self.build(item, start)
+            return start
         if isinstance(node, Alt):
-            start, end = self.state(), self.state()
+            end = self.state()
             for item in node.items:
-                s, e = self.build(item)
-                self.eps[start].append(s)
-                self.eps[e].append(end)
-            return start, end
+                self.eps[self.build(item, start)].append(end)
+            return end
         if isinstance(node, Repeat):
-            return self.repeat(node)
+            return self.repeat(node, start)
         raise TypeError(f"not a regex AST node: {node!r}")
 
-    def charset(self, node: CharSet) -> tuple[int, int]:
-        start, end = self.state(), self.state()
+    def charset(self, node: CharSet, start: int) -> int:
+        end = self.state()
         prefix_state: dict[ByteSeq, int] = {}  # a trie over the byte-range sequences
         for seq in charset_sequences(node.ranges):
             cur = start
@@ -140,36 +140,30 @@ class _Builder:
                     nxt = prefix_state[key] = self.state()
                     self.edges[cur].append((lo, hi, nxt))
                 cur = nxt
-        return start, end
+        return end
 
-    def repeat(self, node: Repeat) -> tuple[int, int]:
-        start = end = self.state()
+    def repeat(self, node: Repeat, start: int) -> int:
+        cur = start
         for _ in range(node.min):  # the mandatory copies
-            s, e = self.build(node.item)
-            self.eps[end].append(s)
-            end = e
-        if node.max is None:  # then a Kleene star
-            s, e = self.build(node.item)
-            self.eps[end].append(s)
-            self.eps[e].append(s)
-            out = self.state()
-            self.eps[end].append(out)
-            self.eps[e].append(out)
-            return start, out
+            cur = self.build(node.item, cur)
+        if node.max is None:  # then a Kleene star, looping through a state of its own
+            loop = self.state()
+            self.eps[cur].append(loop)
+            self.eps[self.build(node.item, loop)].append(loop)
+            return loop
         # x{0,k} as nested optionals (x(x(x)?)?)?: every exit goes to one end state, which keeps
         # epsilon closures small (a chain x?x?x? would give closures of size k).
         out = self.state()
         for _ in range(node.max - node.min):
-            s, e = self.build(node.item)
-            self.eps[end].append(s)
-            self.eps[end].append(out)
-            end = e
-        self.eps[end].append(out)
-        return start, out
+            self.eps[cur].append(out)
+            cur = self.build(node.item, cur)
+        self.eps[cur].append(out)
+        return out
 
 
 def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
     """Thompson construction over bytes for a regex AST."""
     b = _Builder(max_states)
-    start, final = b.build(node)
+    start = b.state()
+    final = b.build(node, start)
     return NFA(b.eps, b.edges, start, final)
