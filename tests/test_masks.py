@@ -122,8 +122,9 @@ def test_naive_instrumentation_counts_by_hand():
     assert m.tolist() == [0.0, -np.inf, 0.0, -np.inf, -np.inf]
 
 
-class ByteTokenizer:
-    """A stand-in tokenizer over a Vocabulary: greedy longest-match encode."""
+class VocabTokenizer:
+    """A stand-in tokenizer over a random multi-byte Vocabulary (greedy longest-match encode);
+    test_generate.ByteTokenizer has single bytes only, so no token splits a character there."""
 
     def __init__(self, vocab: Vocabulary):
         self.token_bytes = list(vocab.token_bytes)
@@ -147,7 +148,7 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 
 
 
 def test_build_mask_and_generate_complete_outputs_validate():
-    tok = ByteTokenizer(random_vocab(8))
+    tok = VocabTokenizer(random_vocab(8))
     assert vocabulary_of(tok) is vocabulary_of(tok)  # preprocessing cached per tokenizer
     with pytest.raises(InferlabError, match="mask kind"):
         build_mask(SCHEMA, tok, kind="fast")
