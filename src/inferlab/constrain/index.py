@@ -1,9 +1,12 @@
 """The token index: for every DFA state reachable through tokens, the allowed tokens and where
 each one leads. A decode step is then a lookup.
 
-Built by walking all (origin state, trie node) pairs one byte depth at a time with numpy,
-keeping only the pairs whose DFA state is still live, so the cost is ~ the number of live
-(state, prefix) pairs. Special tokens are never allowed, except EOS in accepting states.
+Built by walking (origin state, trie node) pairs one byte depth at a time with numpy over the
+vocabulary's byte trie (vocab.py), so tokens that share a prefix share its walk: sparse rows keep
+only the live pairs (cost ~ live (state, prefix) pairs), rows that allow most first bytes (inside
+a string) walk whole trie levels densely. Breadth-first over the states the tokens reach. The
+result is laid out without a sort: bitmask first, then each entry goes to its popcount rank.
+Special tokens are never allowed, except EOS in accepting states.
 Layout per row (one row per reachable state): the sorted allowed ids (int32) with their next
 states (CSR), and an int32 bitmask row of ceil(V/32) words, bit t%32 of word t//32 set iff token
 t is allowed: the layout of outlines-core and xgrammar.
