@@ -9,6 +9,7 @@ from pathlib import Path
 
 from inferlab.cli.common import positive_int, print_json
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json_object
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.generate import generate
 from inferlab.model.trace import Tracer
@@ -65,15 +66,7 @@ def add_arguments(p):
 
 
 def _read_schema(path: Path) -> dict:
-    try:
-        schema = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InferlabError(f"--schema {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InferlabError(f"--schema {path}: not readable JSON ({exc})") from None
-    if not isinstance(schema, dict):
-        raise InferlabError(f"--schema {path}: a JSON schema must be an object")
-    return schema
+    return read_json_object(path, label=f"--schema {path}")
 
 
 def _check_trace_path(args) -> None:

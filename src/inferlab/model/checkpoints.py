@@ -11,7 +11,6 @@ so the mapping is a renaming (HF_NAMES). A tokenizer.json beside them is loaded 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -21,6 +20,7 @@ import numpy as np
 import safetensors.numpy
 
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
@@ -171,15 +171,7 @@ def _load_tokenizer(folder: Path):
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InferlabError(f"{path} not found (a model folder holds config.json and model.safetensors)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InferlabError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise InferlabError(f"{path}: expected a JSON object")
-    return doc
+    return read_json_object(path, missing="not found (a model folder holds config.json and model.safetensors)")
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:

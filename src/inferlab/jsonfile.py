@@ -1,0 +1,24 @@
+"""Reading a user's JSON file: any failure is one line naming the file (InferlabError, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inferlab.errors import InferlabError
+
+
+def read_json_object(path, *, label: str | None = None, missing: str = "file not found") -> dict:
+    """The JSON object in `path`. `label` prefixes messages (e.g. "--schema FILE"); `missing` says
+    what a missing file means to the caller."""
+    path = Path(path)
+    where = label or str(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InferlabError(f"{where}: {missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InferlabError(f"{where}: not readable JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InferlabError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    return doc
