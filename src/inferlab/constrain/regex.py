@@ -129,7 +129,9 @@ class _Parser:
 
     def error(self, what: str, pos: int | None = None) -> InferlabError:
         pos = self.i if pos is None else pos
-        return InferlabError(f"regex {self.p!r}: {what} at position {pos}")
+        # Schema regexes run to 10^5 characters: quote only the neighbourhood of the problem.
+        shown = self.p if len(self.p) <= 80 else f"...{self.p[max(0, pos - 40):pos + 40]}..."
+        return InferlabError(f"regex {shown!r}: {what} at position {pos}")
 
     def peek(self) -> str | None:
         return self.p[self.i] if self.i < len(self.p) else None
