@@ -121,3 +121,47 @@ def test_number_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, texts):
             assert want, (lo, lo_incl, hi, hi_incl, text)
         elif want:  # completeness holds except for "-0..." spellings of zero
             assert v == 0 and text.startswith("-"), (lo, lo_incl, hi, hi_incl, text)
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("0.25", True), ("0.250", True), ("0.2500001", True), ("0.3", True), ("1.75", True),
+    ("0.24999", False), ("0.2", False), ("1.75001", False), ("1.8", False), ("2", False), ("-0.25", False),
+])
+def test_decimal_bounds_hand_cases(text, ok):
+    assert matches(number_range(0.25, True, 1.75, True), text) == ok
+
+
+def test_negative_decimal_bounds_exclusive():
+    r = number_range(-1.5, False, -0.5, False)
+    for text, ok in [("-1.5", False), ("-1.49", True), ("-1", True), ("-0.51", True), ("-0.5", False),
+                     ("-0.4", False), ("0", False), ("-1.6", False), ("-0.50", False)]:
+        assert matches(r, text) == ok, text
+
+
+def test_max_fraction_digits_caps_the_fraction():
+    r = number_range(0, False, 1, False, max_fraction_digits=3)
+    assert matches(r, "0.001") and matches(r, "0.999") and matches(r, "0.5")
+    assert not matches(r, "0.0001") and not matches(r, "0.9999") and not matches(r, "0.000")
+
+
+bounds = st.one_of(st.none(), st.integers(-30, 30), st.decimals(-30, 30, places=2).map(lambda d: float(d)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(bounds, st.booleans(), bounds, st.booleans(), st.one_of(st.none(), st.integers(1, 4)),
+       st.lists(decimals, min_size=1, max_size=20))
+def test_decimal_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, digits, texts):
+    r = number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
+    extra = [repr(b) + tail for b in (lo, hi) if b is not None for tail in ("", "0", "01", "9")]
+    for text in texts + [t for t in extra if not t.startswith(("-0", "0")) or "." in t]:
+        if re.fullmatch(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", text) is None:
+            continue
+        v = Fraction(text)
+        n_frac = len(text.partition(".")[2])
+        want = ((lo is None or (v >= Fraction(repr(lo)) if lo_incl else v > Fraction(repr(lo))))
+                and (hi is None or (v <= Fraction(repr(hi)) if hi_incl else v < Fraction(repr(hi))))
+                and (digits is None or n_frac <= digits))
+        if text.startswith("-") and v == 0:
+            assert not matches(r, text)  # "-0.0" is never generated (zero is written unsigned)
+            continue
+        assert matches(r, text) == want, (lo, lo_incl, hi, hi_incl, digits, text)

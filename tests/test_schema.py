@@ -46,6 +46,12 @@ CASES = {
     "number bounds": (
         {"type": "number", "minimum": 0, "maximum": 1},
         [0, 0.5, 1, 1.0, 0.999], [-0.001, 1.001, 2, -1]),
+    "decimal number bounds": (
+        {"type": "number", "minimum": -2.5, "exclusiveMaximum": 0.25},
+        [-2.5, -2.49, 0, 0.2, 0.249, -1], [-2.51, 0.25, 0.3, 1, -3]),
+    "exclusive bound and float precision": (
+        {"type": "number", "exclusiveMinimum": 1},
+        [1.5, 2, 1.0000000001], [1, 1.0, 0.5]),
     "multipleOf 1 on a number": ({"type": "number", "multipleOf": 1, "minimum": 2}, [2, 3.0, 40], [1, 2.5]),
     "string lengths count code points": (
         {"type": "string", "minLength": 2, "maxLength": 3},
@@ -171,7 +177,7 @@ def test_flexible_whitespace_is_optional_and_bounded():
     ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "#/properties/x/not"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "#/uniqueItems"),
     ({"type": "string", "format": "ipv6"}, "format", "#/format"),
-    ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
+    ({"type": "number", "exclusiveMinimum": 1e13}, "exclusiveMinimum", "#/exclusiveMinimum"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf", "#/multipleOf"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", "#/oneOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 1}}, "if", "#/if"),
@@ -294,6 +300,14 @@ EXTRA_CASES = {
 def test_extra_cases(name):
     schema, good, bad = EXTRA_CASES[name]
     check(schema, good, bad)
+
+
+def test_exclusive_bound_rejects_texts_that_round_onto_it():
+    # 1.0000000000000001 > 1 as a decimal, but float("1.0000000000000001") == 1.0: invalid
+    regex = compile_schema({"type": "number", "exclusiveMinimum": 1}).regex
+    assert not re.fullmatch(regex, "1.0000000000000001")
+    assert re.fullmatch(regex, "1.0000000000001")
+    assert float("1.0000000000001") > 1
 
 
 def test_overlapping_integer_ranges_in_oneof_are_refused():

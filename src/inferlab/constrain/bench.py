@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain import regex as rx
+from inferlab.constrain.dfa import compile_ast
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
 from inferlab.errors import InferlabError
 from inferlab.measure.timing import measure
@@ -30,6 +31,9 @@ from inferlab.measure.timing import measure
 DEFAULT_DIR = Path("../shared/jsonschemabench")
 # Subset construction in Python: beyond this a schema's DFA takes minutes; refused with a reason.
 BENCH_MAX_STATES = 20_000
+# A regex whose NFA would exceed this (counted repeats such as maxLength 8192 unrolled) is refused
+# before the automaton is built: building it only to hit the state limit costs tens of seconds.
+BENCH_MAX_NFA = 300_000
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,11 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     t0 = time.perf_counter()
     try:
         compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=config.max_ref_depth)
-        dfa = compile_regex(compiled.regex, max_states=config.max_states)
+        ast = rx.parse(compiled.regex)
+        size = nfa_size_estimate(ast)
+        if size > BENCH_MAX_NFA:
+            raise InferlabError(f"the regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
+        dfa = compile_ast(ast, max_states=config.max_states)
     except SchemaError as exc:
         res.reason = str(exc)
         return res
@@ -138,6 +146,16 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     if vocab is not None and first_accepted is not None:
         _time_mask(res, dfa, vocab, first_accepted, config)
     return res
+
+
+def nfa_size_estimate(node) -> int:
+    """Roughly the NFA states of a regex AST: counted repeats multiply their item."""
+    if isinstance(node, rx.CharSet):
+        return len(node.ranges) + 1
+    if isinstance(node, (rx.Concat, rx.Alt)):
+        return sum(nfa_size_estimate(item) for item in node.items) + 1
+    copies = node.max if node.max is not None else node.min + 1
+    return nfa_size_estimate(node.item) * max(copies, 1) + 1
 
 
 def _time_mask(res: SchemaResult, dfa, vocab, text: str, config: BenchConfig) -> None:

@@ -13,6 +13,7 @@ where the bounds differ, so each piece is `prefix [a-b] [0-9]{k}`.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 _DIGIT = "[0-9]"
 
@@ -115,53 +116,150 @@ def integer_bounds(minimum=None, maximum=None, exclusive_minimum=None, exclusive
     return (max(lows) if lows else None), (min(highs) if highs else None)
 
 
-_FRACTION = r"\.[0-9]+"
-_NONZERO_FRACTION = r"\.[0-9]*[1-9][0-9]*"
-_ZERO_FRACTION = r"(?:\.0+)?"
-
-
-def _magnitude_range(lo: int, lo_inclusive: bool, hi: int | None, hi_inclusive: bool) -> str | None:
-    """Plain decimal texts `I(.F)?` whose value m satisfies lo <(=) m <(=) hi; lo, hi integers >= 0.
-
-    m = I + f with 0 <= f < 1, so m >= lo iff I >= lo; m > lo iff I > lo or (I == lo and f > 0);
-    m <= hi iff I < hi or (I == hi and f == 0); m < hi iff I < hi.
-    """
-    if hi is not None and (hi < lo or (hi == lo and not (lo_inclusive and hi_inclusive))):
+def _digits(k: int, lo: int = 0) -> str:
+    """Regex for lo..k arbitrary digits (k None = unbounded)."""
+    if k is None:
+        return f"{_DIGIT}*" if lo == 0 else f"{_DIGIT}{{{lo},}}"
+    if k < lo:
         return None
-    if hi is not None and hi == lo:
-        return natural_range(lo, lo) + _ZERO_FRACTION
+    return "" if k == 0 else (f"{_DIGIT}{{{k}}}" if lo == k else f"{_DIGIT}{{{lo},{k}}}")
+
+
+def _rest(a: str, a_incl: bool, b: str | None, b_incl: bool, room: int | None, nonempty: bool) -> str | None:
+    """Digit strings R (len <= room; non-empty if asked) with 0.a <(=) 0.R <(=) 0.b.
+
+    a and b are digit strings without trailing zeros ("" = 0); b None = no upper bound (0.R < 1
+    always holds). Recursion on the first digit c of R: a digit strictly between the bounds' first
+    digits frees the rest; a digit equal to a bound's first digit passes the bound's tail down.
+    """
+    if room is not None and room <= 0:
+        ok = (a == "" and a_incl) and (b is None or b != "" or b_incl)  # R is empty: value 0
+        return "" if ok and not nonempty else None
+    if a == "" and b is None:
+        if a_incl:
+            return _digits(room, 1 if nonempty else 0)
+        # a non-zero digit somewhere: zeros, a non-zero digit, then anything
+        parts = []
+        for i in range(room if room is not None else 1):
+            tail = _digits(None if room is None else room - i - 1)
+            parts.append((f"0{{{i}}}" if room is not None and i else ("0*" if room is None else "")) + "[1-9]" + tail)
+        return _alt_or_none(parts)
+    if b == "":  # 0.R <= 0: R is all zeros
+        if not (a == "" and a_incl and b_incl):
+            return None
+        if room is None:
+            return "0+" if nonempty else "0*"
+        return f"0{{{1 if nonempty else 0},{room}}}"
     parts = []
-    inner = natural_range(lo + 1, None if hi is None else hi - 1)  # any fraction
-    if inner is not None:
-        parts.append(inner + f"(?:{_FRACTION})?")
-    lo_text = natural_range(lo, lo)
-    parts.append(lo_text + (f"(?:{_FRACTION})?" if lo_inclusive else _NONZERO_FRACTION))
-    if hi is not None and hi_inclusive:
-        parts.append(natural_range(hi, hi) + _ZERO_FRACTION)
+    if not nonempty and (a == "" and a_incl):
+        parts.append("")  # R empty: value 0, above an inclusive lower bound 0 (upper b > 0 here)
+    a0 = int(a[0]) if a else 0
+    a_tail = a[1:].rstrip("0") if a else ""
+    b0 = int(b[0]) if b is not None else 10
+    b_tail = b[1:].rstrip("0") if b is not None else None
+    sub_room = None if room is None else room - 1
+    if a0 == b0:
+        r = _rest(a_tail, a_incl, b_tail, b_incl, sub_room, False)
+        if r is not None:
+            parts.append(f"{a0}{r}")
+    else:
+        r = _rest(a_tail, a_incl, None, True, sub_room, False)  # c == a0: the lower bound's tail
+        if r is not None:
+            parts.append(f"{a0}{r}")
+        if b0 - a0 > 1:
+            free = _digits(sub_room)
+            parts.append(_digit_class(a0 + 1, b0 - 1) + free)
+        if b is not None:
+            r = _rest("", True, b_tail, b_incl, sub_room, False)
+            if r is not None:
+                parts.append(f"{b0}{r}")
+    parts = [p for p in parts if p is not None]
+    if nonempty:
+        parts = [p for p in parts if p != ""]
+    return _alt_or_none(parts)
+
+
+def _alt_or_none(parts: list[str]) -> str | None:
+    if not parts:
+        return None
+    if parts == [""]:
+        return ""
+    if "" in parts:
+        rest = [p for p in parts if p]
+        return f"(?:{_alt(rest)})?" if len(rest) > 1 else f"(?:{rest[0]})?"
     return _alt(parts)
 
 
-def number_range(lo: int | None, lo_inclusive: bool, hi: int | None, hi_inclusive: bool) -> str | None:
-    """Regex for plain-decimal number texts (no exponent) with integer bounds lo <(=) x <(=) hi.
+def _fraction(a: str, a_incl: bool, b: str | None, b_incl: bool, room: int | None) -> str | None:
+    """The `(.F)?` part of a number text whose fraction 0.F is in the given bounds."""
+    empty_ok = (a == "" and a_incl) and (b is None or b != "" or b_incl)
+    r = _rest(a, a_incl, b, b_incl, room, True)
+    if r is None:
+        return "" if empty_ok else None
+    return f"(?:\\.{r})?" if empty_ok else f"\\.{r}"
 
-    Exponent forms are not produced (a narrowing the caller records). Returns None when empty.
-    """
+
+def _split(x: Decimal) -> tuple[int, str]:
+    """A non-negative decimal -> (integer part, fraction digits without trailing zeros)."""
+    text = format(x, "f")
+    whole, _, frac = text.partition(".")
+    return int(whole), frac.rstrip("0")
+
+
+def _magnitude_range(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, room: int | None) -> str | None:
+    """Plain decimal texts `I(.F)?` whose value m satisfies lo <(=) m <(=) hi (lo >= 0).
+
+    m = I + 0.F, so the integer part decides except where it equals a bound's integer part; there
+    the fraction is compared digit by digit (_rest)."""
+    li, lf = _split(lo)
     parts = []
-    # x >= 0 part, written without a sign
+    if hi is None:
+        hi_i, hf = None, None
+    else:
+        hi_i, hf = _split(hi)
+    if hi_i is not None and hi_i == li:
+        f = _fraction(lf, lo_incl, hf, hi_incl, room)
+        return None if f is None else natural_range(li, li) + f
+    inner = natural_range(li + 1, None if hi_i is None else hi_i - 1)
+    if inner is not None:
+        parts.append(inner + _fraction("", True, None, True, room))
+    f = _fraction(lf, lo_incl, None, True, room)
+    if f is not None:
+        parts.append(natural_range(li, li) + f)
+    if hi_i is not None:
+        f = _fraction("", True, hf, hi_incl, room)
+        if f is not None:
+            parts.append(natural_range(hi_i, hi_i) + f)
+    return _alt(parts) if parts else None
+
+
+def number_range(lo, lo_inclusive: bool, hi, hi_inclusive: bool, *, max_fraction_digits: int | None = None) -> str | None:
+    """Regex for plain-decimal number texts (no exponent) with lo <(=) x <(=) hi.
+
+    Bounds are ints, floats (read as their shortest repr, the value Python compares with) or
+    Decimals; None = unbounded. `max_fraction_digits` caps the digits after the point. Exponent
+    forms are not produced (a narrowing the caller records). Returns None when empty.
+    """
+    lo = None if lo is None else Decimal(repr(lo) if isinstance(lo, float) else lo)
+    hi = None if hi is None else Decimal(repr(hi) if isinstance(hi, float) else hi)
+    if lo is not None and hi is not None and (hi < lo or (hi == lo and not (lo_inclusive and hi_inclusive))):
+        return None
+    parts = []
+    # x >= 0, written without a sign
     if hi is None or hi > 0 or (hi == 0 and hi_inclusive):
         if lo is None or lo < 0:
-            p = _magnitude_range(0, True, hi, hi_inclusive)
+            p = _magnitude_range(Decimal(0), True, hi, hi_inclusive, max_fraction_digits)
         else:
-            p = _magnitude_range(lo, lo_inclusive, hi, hi_inclusive)
+            p = _magnitude_range(lo, lo_inclusive, hi, hi_inclusive, max_fraction_digits)
         if p is not None:
             parts.append(p)
-    # x < 0 part: "-" and a magnitude m = -x in (max(-hi, 0), -lo); m = 0 is already covered
+    # x < 0: "-" and a magnitude m = -x in (max(-hi, 0), -lo); m = 0 is already covered
     if lo is None or lo < 0:
         if hi is None or hi >= 0:
-            m_lo, m_lo_incl = 0, False
+            m_lo, m_lo_incl = Decimal(0), False
         else:
             m_lo, m_lo_incl = -hi, hi_inclusive
-        p = _magnitude_range(m_lo, m_lo_incl, None if lo is None else -lo, lo_inclusive)
+        p = _magnitude_range(m_lo, m_lo_incl, None if lo is None else -lo, lo_inclusive, max_fraction_digits)
         if p is not None:
             parts.append("-" + p)
     if not parts:

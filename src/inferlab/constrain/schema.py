@@ -28,8 +28,9 @@ Supported keywords
   only where they can be intersected exactly;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.numbers); multipleOf 1;
-- number: the same bounds where they are integers, exactly, in plain decimal notation
-  (exponents are not generated for a bounded number: a narrowing, recorded); multipleOf 1;
+- number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
+  are not generated for a bounded number, and next to an exclusive bound at most 15 significant
+  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
 - boolean, null;
 - anyOf; oneOf when its branches are provably disjoint (different types, disjoint enum/const
   values, or a required property with disjoint values), since then oneOf == anyOf;
@@ -72,6 +73,7 @@ import re
 import sys
 import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 
 from inferlab.constrain import formats, numbers
@@ -208,6 +210,12 @@ def _json_type(value) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
+
+
+def _plain_decimal(x: float) -> str:
+    """repr's digits in positional notation: 1e-05 -> 0.00001, 1e+16 -> 10000000000000000.0."""
+    text = format(Decimal(repr(x)), "f")
+    return text if "." in text else text + ".0"
 
 
 def _escape_pointer(token: str) -> str:
@@ -891,16 +899,35 @@ class _Compiler:
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _NUMBER
-        for name, bound in (("minimum", lo), ("maximum", hi)):
-            if bound is not None and not float(bound).is_integer():
-                key = name if name in node else "exclusive" + name[0].upper() + name[1:]
-                self.refuse(key, _child(ptr, key), f"a non-integer bound {bound} on a number is not supported")
-                return _NUMBER
-        out = numbers.number_range(None if lo is None else int(lo), lo_incl, None if hi is None else int(hi), hi_incl)
+        digits = self.fraction_digits(node, ptr, lo, lo_incl, hi, hi_incl)
+        if digits == 0:
+            return _NUMBER  # refused (lenient: unenforced)
+        out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
             raise self.error("minimum", _child(ptr, "minimum"), f"no number in the range (lower {lo}, upper {hi})")
-        self.narrow(f"bounded number at #{ptr}: plain decimal notation only (no exponent)")
+        self.narrow(f"bounded number at #{ptr}: plain decimal notation only (no exponent)"
+                    + (f", at most {digits} digits after the point" if digits else ""))
         return out
+
+    def fraction_digits(self, node, ptr, lo, lo_incl, hi, hi_incl) -> int | None:
+        """Digits allowed after the point for a bounded number, so the regex's exact decimal
+        comparison agrees with the float comparison a validator makes.
+
+        Rounding to float is monotonic, so an inclusive bound holds for the float whenever it
+        holds for the decimal. An exclusive one can fail (1.0000000000000001 > 1, but not as
+        floats): there, texts near the bound keep at most 15 significant digits, which floats
+        tell apart. None: no cap; 0: refused."""
+        exclusive = [b for b, incl in ((lo, lo_incl), (hi, hi_incl)) if b is not None and not incl]
+        if not exclusive:
+            return None
+        for b in exclusive:
+            d = Decimal(repr(b) if isinstance(b, float) else b)
+            if abs(d) >= 10**12 or len(d.normalize().as_tuple().digits) > 15:
+                key = "exclusiveMinimum" if b is lo else "exclusiveMaximum"
+                self.refuse(key, _child(ptr, key), f"exclusive bound {b} is beyond float precision for an exact regex")
+                return 0
+        widest = max(len(str(int(abs(Decimal(repr(b) if isinstance(b, float) else b))))) for b in exclusive)
+        return 14 - widest
 
     def compile_string(self, node, ptr, stack) -> str:
         lo = node.get("minLength", 0)
@@ -1164,6 +1191,8 @@ class _Compiler:
         if isinstance(instance, float) and instance.is_integer() and "type" in node and \
                 "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
             return dumps(int(instance))
+        if isinstance(instance, float) and math.isfinite(instance) and any(k in node for k in _FAMILY_KEYWORDS["number"]):
+            return _plain_decimal(instance)  # bounded numbers are generated without exponents
         return dumps(instance)
 
 
@@ -1279,8 +1308,9 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False) -> str:
     """Re-serialise an instance the way compile_schema generates it: schema property order
     (declared properties first, then extra keys in instance order), compact separators,
-    ensure_ascii=False, numbers as Python's json writes them (an integral float where the schema
-    allows only integers is written as an integer)."""
+    ensure_ascii=False, numbers as Python's json writes them, except that an integral float where
+    the schema allows only integers is written as an integer, and a float under number bounds in
+    positional notation (1e-05 -> 0.00001), the only notation bounded numbers are generated in."""
     c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
                   allow_extra_keys=allow_extra_keys, any_depth=2)
     return c.canonical(instance, schema, "")
