@@ -98,15 +98,15 @@ def run(args) -> dict:
     token_lists = [tok.encode(t) for t in texts]
     n_naive = 1 if quick else args.naive_steps
     total = 3 + sum(len(ts) + 1 for ts in token_lists) + n_naive
+    dfa = compile_regex(compile_schema(schema).regex)
+    for text in texts:  # refuse before any timing
+        if not dfa.fullmatch(text):
+            raise InferlabError(f"--instances: {text[:80]} does not match the schema's automaton")
     with blas_threads(args.threads), progress_bar(total, "mask-index") as step:
         trie_stats = measure(lambda: build_trie(vocab.token_bytes, vocab.special_ids), samples=compile_samples)
         trie = vocab.trie()
         step("regex -> DFA")
         dfa_stats = measure(lambda: compile_regex(compile_schema(schema).regex), samples=compile_samples * 3)
-        dfa = compile_regex(compile_schema(schema).regex)
-        for doc, text in zip(instances, texts):
-            if not dfa.fullmatch(text):
-                raise InferlabError(f"--instances: {text[:80]} does not match the schema's automaton")
         step("index build")
         index_stats = measure(lambda: TokenIndex.build(dfa, vocab), samples=compile_samples)
         index = TokenIndex.build(dfa, vocab)
