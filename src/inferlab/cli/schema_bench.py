@@ -1,7 +1,8 @@
-"""`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--json]`.
+"""`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--json] [--out DIR]`.
 
 Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
-coverage, completeness and soundness per category, with the top refusal reasons.
+coverage, completeness and soundness per category, with the top refusal reasons. --out writes
+results.json, summary.png and manifest.json (atomically; --force to replace).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from inferlab.cli.common import positive_int, print_json
-from inferlab.constrain.bench import BENCH_MAX_STATES, DEFAULT_DIR, BenchConfig, list_cases, run_bench
+from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, BenchConfig, list_cases, plot_summary,
+                                      run_bench)
+from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.progress import progress_bar
 
 NAME = "schema-bench"
@@ -32,6 +35,8 @@ def add_arguments(p):
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
+    p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, manifest.json here")
+    p.add_argument("--force", action="store_true", help="replace an existing --out folder")
 
 
 def _pct(x) -> str:
@@ -74,13 +79,21 @@ def _load_vocab(name: str):
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states)
+    writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(list_cases(config.directory, config.limit, config.seed))
     vocab = _load_vocab(args.vocab)
     with progress_bar(total, "schema-bench") as step:
         results = run_bench(config, vocab=vocab, step=step)
     results["config"]["vocab"] = args.vocab
+    if writer is not None:
+        writer.add_json("results.json", results)
+        writer.add_figure("summary.png", plot_summary(results))
+        writer.add_json("manifest.json", build_manifest(
+            experiment="schema-bench", seed=config.seed, config=results["config"], depends_on=None,
+            results_summary=results["summary"]["all"], threads=None))
+        writer.commit()
     if args.json:
         print_json(results)
     else:
-        _print_summary(results, Console())
+        _print_summary(results, Console(width=max(Console().width, 130)))
     return 0

@@ -101,7 +101,8 @@ def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
 
 def _reason_key(message: str) -> str:
     """A refusal message without its pointer, for the histogram."""
-    key = re.sub(r"#?/\S*", "", message)
+    key = re.sub(r" at #[^\s:]*:", ":", message)
+    key = re.sub(r"#?/[^\s:]*", "", key)
     key = re.sub(r"\d+", "N", key)
     return key[:90]
 
@@ -235,3 +236,24 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "summary": summarize(results),
         "schemas": [asdict(r) for r in results],
     }
+
+
+def plot_summary(results: dict):
+    """Coverage, completeness and soundness per category, as grouped bars (a Figure)."""
+    from inferlab.measure.plots import new_figure
+
+    summary = results["summary"]
+    cats = list(summary)
+    fig, ax = new_figure(figsize=(10, 4.5))
+    width = 0.27
+    for k, (key, label) in enumerate((("coverage", "coverage (compiled / schemas)"),
+                                      ("completeness", "completeness (valid accepted)"),
+                                      ("soundness", "soundness (invalid rejected)"))):
+        values = [100 * (summary[c][key] or 0) for c in cats]
+        ax.bar([i + (k - 1) * width for i in range(len(cats))], values, width, label=label)
+    ax.set_xticks(range(len(cats)), [c.replace("_", " ") for c in cats], rotation=30, ha="right")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"schema-bench: {summary['all']['schemas']} schemas")
+    ax.legend(loc="lower left", fontsize=8)
+    return fig
