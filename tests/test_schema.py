@@ -199,6 +199,14 @@ def test_false_root_is_unsatisfiable():
         compile_schema(False)
 
 
+def test_an_impossible_optional_property_is_left_out_exactly():
+    schema = {"type": "object", "properties": {"mode": {"type": "object", "enum": ["a", "b"]},
+                                               "n": {"type": "integer"}}, "additionalProperties": False}
+    check(schema, [{}, {"n": 1}], [{"mode": "a"}, {"n": 1, "mode": "b"}])
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        compile_schema({**schema, "required": ["mode"]})
+
+
 def test_lenient_lists_every_unenforced_constraint():
     schema = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2},
                                                "b": {"type": "array", "uniqueItems": True}},

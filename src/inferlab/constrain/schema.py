@@ -826,9 +826,9 @@ class _Compiler:
                 continue
             seen.add(_json_key(v))
             kept.append(_lit(text) if not self.ws else self.spaced_literal(v))
-        if not kept:
-            raise self.error("enum" if "enum" in node else "const", where,
-                             "no listed value satisfies the rest of the schema")
+        if not kept:  # dropped exactly where the schema lets it be absent, an error elsewhere
+            raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
+                         "the rest of the schema")
         return _group(kept)
 
     def spaced_literal(self, value) -> str:
@@ -1054,8 +1054,8 @@ class _Compiler:
         required = list(dict.fromkeys(node.get("required", [])))
         extra = node.get("additionalProperties")
         extra_ptr = _child(ptr, "additionalProperties")
-        if extra is None and self.allow_extra_keys:
-            extra = True
+        if extra is None and (self.allow_extra_keys or not props):
+            extra = True  # with no properties declared, forbidding extra keys would leave only {}
         gen_extra = extra is not None and extra is not False
         schemas = dict(props)
         for name in required:
@@ -1298,7 +1298,7 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
     try:
         regex = c.compile(schema, "")
     except _Unsat as exc:
-        raise SchemaError(f"unsatisfiable schema: {exc}") from None
+        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
     except RecursionError:
         raise SchemaError("schema nested too deeply to compile") from None
     return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
