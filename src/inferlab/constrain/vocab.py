@@ -69,10 +69,11 @@ def build_trie(token_bytes, special_ids=frozenset()) -> TokenTrie:
     ids = [i for i, b in enumerate(token_bytes) if b and i not in special_ids]
     ids.sort(key=token_bytes.__getitem__)
     order = np.asarray(ids, dtype=np.int32)                       # (N,) token ids, lexicographic
-    lengths = np.fromiter((len(token_bytes[i]) for i in ids), dtype=np.int64, count=len(ids))
+    sorted_bytes = list(map(token_bytes.__getitem__, ids))
+    lengths = np.fromiter(map(len, sorted_bytes), dtype=np.int64, count=len(ids))
     width = int(lengths.max()) if len(ids) else 0
     # Padded byte matrix of the sorted tokens; the pad never matters because lengths mask it.
-    flat = np.frombuffer(b"".join(token_bytes[i] for i in ids), dtype=np.uint8)
+    flat = np.frombuffer(b"".join(sorted_bytes), dtype=np.uint8)
     mat = np.zeros((len(ids), width), dtype=np.uint8)             # (N, L)
     rows = np.repeat(np.arange(len(ids)), lengths)
     cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
