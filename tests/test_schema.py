@@ -298,6 +298,17 @@ EXTRA_CASES = {
          "additionalProperties": False},
         [{}, {"b": 1}, {"a": 1, "b": 10}], [{"a": 1}, {"a": 1, "b": 9}]),
     "not with a type": ({"not": {"type": ["string", "null"]}, "type": ["string", "integer", "null"]}, [1], ["a", None]),
+    "oneOf of shapes told apart by a required key": (
+        {"oneOf": [{"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+                   {"type": "object", "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}},
+                    "required": ["id"]}]},
+        [{"error": "e"}, {"id": "1"}, {"id": "1", "ok": True}], [{"error": "e", "id": "1"}, {}, {"ok": True}]),
+    "oneOf of arrays told apart by length": (
+        {"oneOf": [{"type": "array", "maxItems": 0}, {"type": "array", "minItems": 1, "items": {"type": "integer"}}]},
+        [[], [1, 2]], [["a"]]),
+    "oneOf with an anyOf branch": (
+        {"oneOf": [{"anyOf": [{"type": "boolean"}, {"type": "string"}]}, {"type": "array", "items": {"type": "null"}}]},
+        [True, "s", [None]], [1, [1]]),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
         [-1, 50, 100], [0, 49, 101, -2]),
@@ -316,6 +327,14 @@ def test_exclusive_bound_rejects_texts_that_round_onto_it():
     assert not re.fullmatch(regex, "1.0000000000000001")
     assert re.fullmatch(regex, "1.0000000000001")
     assert float("1.0000000000001") > 1
+
+
+def test_oneof_shapes_with_extra_keys_allowed_are_refused():
+    # {"a": 1, "b": 2} would match both branches once extra keys are allowed
+    schema = {"oneOf": [{"type": "object", "required": ["a"], "properties": {"a": {}}, "additionalProperties": True},
+                        {"type": "object", "required": ["b"], "properties": {"b": {}}, "additionalProperties": True}]}
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
+        compile_schema(schema)
 
 
 def test_overlapping_integer_ranges_in_oneof_are_refused():

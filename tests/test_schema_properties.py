@@ -95,7 +95,9 @@ def extend(children):
         return s
 
     any_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"anyOf": bs})
-    return st.one_of(obj(), arr(), any_of)
+    # oneOf compiles only when its branches are provably exclusive; jsonschema checks "exactly one"
+    one_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"oneOf": bs})
+    return st.one_of(obj(), arr(), any_of, one_of)
 
 
 SCHEMAS = st.recursive(leaf(), extend, max_leaves=6)

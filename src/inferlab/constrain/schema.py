@@ -703,7 +703,7 @@ class _Compiler:
             if "number" in types:
                 types.discard("integer")
             return [t for t in ("null", "boolean", "object", "array", "integer", "number", "string") if t in types]
-        families = [f for f, keys in _FAMILY_KEYWORDS.items() if any(k in node for k in keys)]
+        families = _keyword_families(node)
         if not families:
             return ["any"]
         self.narrow(f"no type at #{ptr}: generating {'/'.join(families)} only (the types its keywords constrain)")
@@ -758,12 +758,44 @@ class _Compiler:
             self.narrow(str(exc) + ": the branch is cut")
 
     def check_disjoint(self, branches, ptr) -> None:
-        for i in range(len(branches)):
-            for j in range(i + 1, len(branches)):
-                if not self.disjoint(branches[i][0], branches[j][0], branches[i][2], branches[j][2]):
-                    self.refuse("oneOf", ptr, f"branches {branches[i][1]} and {branches[j][1]} are not provably "
+        """oneOf compiled as anyOf is exact when no text generated for one branch validates
+        another: an accepted instance then matches exactly one branch."""
+        for i, (a, a_ptr, sa) in enumerate(branches):
+            for j, (b, b_ptr, sb) in enumerate(branches):
+                if i != j and not self.excludes(a, b, sa, sb):
+                    self.refuse("oneOf", ptr, f"branches {a_ptr} and {b_ptr} are not provably "
                                 "disjoint (oneOf then differs from anyOf)")
                     return
+
+    def excludes(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance that the regex of `a` generates satisfies `b`."""
+        if self.disjoint(a, b, sa, sb, depth):
+            return True
+        if depth > 8:
+            return False
+        try:
+            a, _, sa = self.flatten(a, "", sa)
+            b, _, sb = self.flatten(b, "", sb)
+        except _Unsat:
+            return True
+        if not (isinstance(a, dict) and isinstance(b, dict)) or "anyOf" in a or "oneOf" in a:
+            return False
+        # generated objects must lack, or have a value outside, a property b requires
+        if not (_generated_types(a) <= {"object"} or _value_types(b) <= {"object"}):
+            return False
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        for name in b.get("required", []):
+            if name not in pa and name not in a.get("required", []) and not self.generates_extra_keys(a):
+                return True
+            if name in pa and name in pb and self.excludes(pa[name], pb[name], sa, sb, depth + 1):
+                return True
+        return False
+
+    def generates_extra_keys(self, node) -> bool:
+        extra = node.get("additionalProperties")
+        if extra is None:
+            return self.allow_extra_keys or not node.get("properties")
+        return extra is not False
 
     def disjoint(self, a, b, sa=(), sb=(), depth=0) -> bool:
         """True only if no instance satisfies both a and b (a sufficient test)."""
@@ -778,9 +810,17 @@ class _Compiler:
             return True
         if a is True or b is True:
             return False
+        for x, y, sx, sy in ((a, b, sa, sb), (b, a, sb, sa)):
+            # x within the union of its anyOf/oneOf branches: disjoint if each branch is
+            branches = x.get("anyOf") or x.get("oneOf")
+            if isinstance(branches, list) and all(self.disjoint(br, y, sx, sy, depth + 1) for br in branches):
+                return True
         if not _intersect_types(_value_types(a), _value_types(b)):
             return True
         ta, tb = _value_types(a), _value_types(b)
+        if ta <= {"array"} and tb <= {"array"} and _intervals_disjoint(
+                (a.get("minItems"), True, a.get("maxItems"), True), (b.get("minItems"), True, b.get("maxItems"), True)):
+            return True
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
             return True
@@ -1256,6 +1296,21 @@ def _intervals_disjoint(a, b) -> bool:
         hi, hi_incl, lo, lo_incl = x[2], x[3], y[0], y[1]
         return hi is not None and lo is not None and (hi < lo or (hi == lo and not (hi_incl and lo_incl)))
     return before(a, b) or before(b, a)
+
+
+def _keyword_families(node) -> list[str]:
+    """The types whose keywords a schema without "type" uses (what it is generated as)."""
+    return [f for f, keys in _FAMILY_KEYWORDS.items() if any(k in node for k in keys)]
+
+
+def _generated_types(node) -> set:
+    """The JSON types compile() generates for a flattened schema."""
+    values = _values(node)
+    if values is not None:
+        return {_json_type(v) for v in values}
+    if "type" in node:
+        return _type_set(node["type"])
+    return set(_keyword_families(node)) or set(_TYPES)
 
 
 def _type_set(t) -> set[str]:
