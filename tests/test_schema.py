@@ -340,3 +340,19 @@ def test_oneof_shapes_with_extra_keys_allowed_are_refused():
 def test_overlapping_integer_ranges_in_oneof_are_refused():
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
         compile_schema({"type": "integer", "oneOf": [{"maximum": 5}, {"minimum": 5}]})
+
+
+def test_too_large_recursion_falls_back_to_a_shallower_depth(monkeypatch):
+    from inferlab.constrain import schema as schema_module
+    tree = {"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}},
+                                                              "name": {"type": "string"}},
+                            "additionalProperties": False}}, "$ref": "#/$defs/t"}
+    sizes = {d: len(compile_schema(tree, max_ref_depth=d).regex) for d in (2, 3)}
+    assert sizes[2] < sizes[3]
+    monkeypatch.setattr(schema_module, "MAX_REGEX_CHARS", (sizes[2] + sizes[3]) // 2)
+    compiled = compile_schema(tree, max_ref_depth=3)
+    assert compiled.ref_depth == 2
+    assert any("recursion unrolled to depth 2" in n for n in compiled.narrowed)
+    monkeypatch.setattr(schema_module, "MAX_REGEX_CHARS", 10)
+    with pytest.raises(schema_module.SchemaTooLarge):
+        compile_schema(tree, max_ref_depth=3)

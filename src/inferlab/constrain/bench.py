@@ -113,12 +113,7 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
     t0 = time.perf_counter()
     try:
-        compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=config.max_ref_depth)
-        ast = rx.parse(compiled.regex)
-        size = nfa_size_estimate(ast)
-        if size > BENCH_MAX_NFA:
-            raise InferlabError(f"the regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
-        dfa = compile_ast(ast, max_states=config.max_states)
+        compiled, dfa = compile_within_limits(schema, config)
     except SchemaError as exc:
         res.reason = str(exc)
         return res
@@ -147,6 +142,24 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     if vocab is not None and first_accepted is not None:
         _time_mask(res, dfa, vocab, first_accepted, config)
     return res
+
+
+def compile_within_limits(schema, config: BenchConfig):
+    """schema -> (CompiledSchema, DFA); a recursive schema whose automaton is over the limits is
+    retried with a shallower max_ref_depth (its ref_depth and narrowed say so)."""
+    depth = config.max_ref_depth
+    while True:
+        compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=depth)
+        try:
+            ast = rx.parse(compiled.regex)
+            size = nfa_size_estimate(ast)
+            if size > BENCH_MAX_NFA:
+                raise InferlabError(f"the regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
+            return compiled, compile_ast(ast, max_states=config.max_states)
+        except InferlabError:
+            if compiled.ref_depth <= 1:
+                raise
+            depth = compiled.ref_depth - 1
 
 
 def nfa_size_estimate(node) -> int:

@@ -127,6 +127,10 @@ class SchemaError(InferlabError):
     """A schema the compiler cannot translate exactly; the message names keyword and pointer."""
 
 
+class SchemaTooLarge(SchemaError):
+    """The regex would exceed MAX_REGEX_CHARS or MAX_SUBSCHEMAS (an unrolled blow-up)."""
+
+
 @dataclass(frozen=True)
 class CompiledSchema:
     regex: str
@@ -460,6 +464,7 @@ class _Compiler:
         self.narrowed: list[str] = []
         self.ref_depth = 0
         self.calls = 0
+        self.recursive = False  # some $ref target was entered again inside itself
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -516,6 +521,7 @@ class _Compiler:
                 if depth > self.max_ref_depth:
                     raise _Unsat(f"recursion through #{tptr} deeper than max_ref_depth={self.max_ref_depth}", cut=True)
                 self.ref_depth = max(self.ref_depth, depth)
+                self.recursive = self.recursive or depth > 1
                 stack = stack + (tptr,)
                 rest = {k: v for k, v in node.items() if k != "$ref"}
                 if self.old_draft or not _constraining(rest):
@@ -615,11 +621,11 @@ class _Compiler:
     def compile(self, node, ptr: str, stack: tuple = ()) -> str:
         self.calls += 1
         if self.calls > MAX_SUBSCHEMAS:
-            raise SchemaError(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
+            raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
                               "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
         out = self._compile(node, ptr, stack)
         if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
-            raise SchemaError(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
+            raise SchemaTooLarge(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
                               "lower max_ref_depth or simplify the schema")
         return out
 
@@ -1344,20 +1350,30 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
                    allow_extra_keys: bool = False, any_depth: int = 2) -> CompiledSchema:
     """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
 
+    max_ref_depth: the deepest unrolling of a recursive $ref; when that regex is too large
+    (SchemaTooLarge), shallower depths are tried, and ref_depth and `narrowed` say which was used.
     allow_extra_keys: where additionalProperties is absent, generate extra keys (the JSON-Schema
     default) instead of forbidding them (the default here, as xgrammar's strict mode does).
     any_depth: nesting depth generated for unconstrained values.
     """
-    c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=max_ref_depth,
-                  allow_extra_keys=allow_extra_keys, any_depth=any_depth)
-    try:
-        regex = c.compile(schema, "")
-    except _Unsat as exc:
-        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
-    except RecursionError:
-        raise SchemaError("schema nested too deeply to compile") from None
-    return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
-                          narrowed=tuple(c.narrowed), whitespace=whitespace)
+    for depth in range(max_ref_depth, 0, -1):
+        c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=depth,
+                      allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+        try:
+            regex = c.compile(schema, "")
+        except _Unsat as exc:
+            raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+        except RecursionError:
+            raise SchemaError("schema nested too deeply to compile") from None
+        except SchemaTooLarge:
+            if not c.recursive or depth == 1:
+                raise
+            continue
+        if depth < max_ref_depth:
+            c.narrow(f"recursion unrolled to depth {depth}: max_ref_depth={max_ref_depth} gave a regex too large")
+        return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
+                              narrowed=tuple(c.narrowed), whitespace=whitespace)
+    raise AssertionError("unreachable: depth 1 either returns or raises")
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False) -> str:
