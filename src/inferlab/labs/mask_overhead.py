@@ -273,7 +273,7 @@ _PARTS = (("rest_of_decoder_ms", "rest of decoder (matmul, softmax, sample)", "t
 def overhead_figure(results: dict):
     """Stacked per-step breakdown, one panel per vocabulary, bars: no mask, naive, indexed."""
     table = results["table"]
-    fig, axes = new_figure(1, len(table), figsize=(4.2 * len(table), 4.5))
+    fig, axes = new_figure(1, len(table), figsize=(4.2 * len(table), 5.0))
     axes = np.atleast_1d(axes)
     for ax, entry in zip(axes, table):
         bars = [("no mask", entry["no_mask"]["breakdown"])] + [(k, r["breakdown"]) for k, r in entry["masks"].items()]
@@ -282,11 +282,16 @@ def overhead_figure(results: dict):
             vals = np.array([b.get(key, 0.0) for _, b in bars])
             ax.bar([n for n, _ in bars], vals, bottom=bottom, color=color, label=label)
             bottom += vals
-        for i, total in enumerate(bottom):
-            ax.annotate(f"{total:.3g} ms", (i, total), ha="center", va="bottom", fontsize=8)
+        for i, (_, b) in enumerate(bars):
+            mask_ms = b["mask_build_ms"] + b["mask_apply_ms"]
+            mask_text = f"{mask_ms:.3g} ms" if mask_ms >= 1 else f"{mask_ms * 1e3:.3g} us"
+            note = f"{bottom[i]:.3g} ms" + (f"\nmask {mask_text} ({mask_ms / b['step_ms']:.1%})" if i else "")
+            ax.annotate(note, (i, bottom[i]), ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, bottom.max() * 1.25)
         ax.set_title(f"vocab {entry['vocab_size']:,}")
         ax.set_ylabel("ms per decode step (traced run)")
-    axes[0].legend(fontsize=7, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
     fig.suptitle("Per-step breakdown (Block B)")
     return fig
 
