@@ -117,3 +117,11 @@ def test_uri_hand_cases(text, good):
 ])
 def test_hostname_hand_cases(text, good):
     assert ok("hostname", text) == good
+
+
+@pytest.mark.parametrize("text,good", [
+    ("a/b", True), ("../x?y#z", True), ("//host/p", True), ("", True), ("#frag", True),
+    ("http://x/y", True), ("a b", False), ("%zz", False), ("http://h:port/", False),
+])
+def test_uri_reference_hand_cases(text, good):
+    assert ok("uri-reference", text) == good

@@ -309,6 +309,7 @@ EXTRA_CASES = {
     "oneOf with an anyOf branch": (
         {"oneOf": [{"anyOf": [{"type": "boolean"}, {"type": "string"}]}, {"type": "array", "items": {"type": "null"}}]},
         [True, "s", [None]], [1, [1]]),
+    "int32 format": ({"type": "integer", "format": "int32"}, [2147483647, -2147483648, 0], []),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
         [-1, 50, 100], [0, 49, 101, -2]),
@@ -335,6 +336,12 @@ def test_oneof_shapes_with_extra_keys_allowed_are_refused():
                         {"type": "object", "required": ["b"], "properties": {"b": {}}, "additionalProperties": True}]}
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
         compile_schema(schema)
+
+
+def test_int32_range_is_enforced_and_recorded():
+    compiled = compile_schema({"type": "integer", "format": "int32"})
+    assert not re.fullmatch(compiled.regex, "2147483648") and not re.fullmatch(compiled.regex, "-2147483649")
+    assert any("int32" in n for n in compiled.narrowed)
 
 
 def test_overlapping_integer_ranges_in_oneof_are_refused():

@@ -11,6 +11,7 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - email      RFC 5322 §3.4.1 addr-spec, dot-atom local part and dot-atom domain of hostname labels
 - uuid       RFC 4122 §3 textual form (8-4-4-4-12 hex digits, either case)
 - uri        RFC 3986 §3 URI (scheme ":" hier-part [ "?" query ] [ "#" fragment ])
+- uri-reference  RFC 3986 §4.1 URI-reference (a URI or a relative reference)
 - ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
 - hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens
 """
@@ -63,6 +64,14 @@ _HIER_PART = (
 )
 _QUERY = rf"(?:{_PCHAR}|[/?])*"
 URI = rf"[A-Za-z][A-Za-z0-9+.-]*:{_HIER_PART}(?:\?{_QUERY})?(?:#{_QUERY})?"
+_SEGMENT_NZ_NC = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"  # no ":" (it would read as a scheme)
+_RELATIVE_PART = (
+    rf"(?://{_AUTHORITY}(?:/{_SEGMENT})*"
+    rf"|/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+    rf"|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"      # path-noscheme
+    r"|)"
+)
+URI_REFERENCE = rf"(?:{URI}|{_RELATIVE_PART}(?:\?{_QUERY})?(?:#{_QUERY})?)"
 
 FORMATS = {
     "date": DATE,
@@ -71,9 +80,15 @@ FORMATS = {
     "email": EMAIL,
     "uuid": UUID,
     "uri": URI,
+    "uri-reference": URI_REFERENCE,
     "ipv4": IPV4,
     "hostname": HOSTNAME,
 }
+
+# OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
+INTEGER_FORMATS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+# a JSON number is read as a double anyway: nothing to enforce
+NUMBER_FORMATS = {"double"}
 
 NARROWINGS = {
     "date": "years 0001-9999 (Python's date has no year 0)",
@@ -81,5 +96,6 @@ NARROWINGS = {
     "date-time": "years 0001-9999, no leap second :60, upper-case 'T' and 'Z' only",
     "email": "no quoted local part, comments or domain literal",
     "uri": "no IP-literal ([...]) host",
+    "uri-reference": "no IP-literal ([...]) host",
     "hostname": "at most 4 labels of at most 62 characters",
 }

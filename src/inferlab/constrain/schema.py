@@ -24,10 +24,11 @@ Supported keywords
   items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
-  date-time, email, uuid, uri, ipv4, hostname). Length bounds combine with a pattern or format
-  only where they can be intersected exactly;
+  date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds combine with a
+  pattern or format only where they can be intersected exactly;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
-  as exact digit-range regexes (constrain.numbers); multipleOf 1;
+  as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
+  OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
 - number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant
   digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
@@ -914,8 +915,24 @@ class _Compiler:
             hi, hi_incl = x, False
         return lo, lo_incl, hi, hi_incl
 
+    def numeric_format(self, node, ptr, *, integer: bool):
+        """format on a number: OpenAPI int32/int64 as a range (a narrowing), double as nothing,
+        string formats do not apply; anything else is refused."""
+        name = node.get("format")
+        if name is None or name in formats.FORMATS or (name in formats.NUMBER_FORMATS):
+            return None
+        if integer and name in formats.INTEGER_FORMATS:
+            self.narrow(f"format {name} at #{ptr}: the OpenAPI range is enforced (JSON Schema ignores it)")
+            return formats.INTEGER_FORMATS[name]
+        self.refuse("format", _child(ptr, "format"), f"unknown format {name!r} for a number")
+        return None
+
     def compile_integer(self, node, ptr, stack) -> str:
         self.check_multiple_of(node, ptr, integer=True)
+        fmt_range = self.numeric_format(node, ptr, integer=True)
+        if fmt_range is not None:
+            node = {**node, "allOf": [{"minimum": fmt_range[0], "maximum": fmt_range[1]}]}
+            node = self.flatten(node, ptr, stack)[0]
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _INTEGER
@@ -942,6 +959,7 @@ class _Compiler:
         if self.check_multiple_of(node, ptr, integer=False):
             # an integer-valued number: integer texts, or an integer with a zero fraction
             return f"{self.compile_integer({k: v for k, v in node.items() if k != 'multipleOf'}, ptr, stack)}(?:\\.0+)?"
+        self.numeric_format(node, ptr, integer=False)
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _NUMBER
