@@ -180,3 +180,24 @@ def test_shipped_weights_load_and_generate():
     manifest = json.loads((default_model_dir() / "manifest.json").read_text())
     assert {"command", "commit", "steps"} <= set(manifest["config"])
     assert manifest["config"]["command"].startswith("inferlab train ")
+
+
+def test_cli_refuses_an_existing_out_without_force_before_training(tmp_path, capsys):
+    from inferlab.cli import main
+
+    out = tmp_path / "model"
+    out.mkdir()
+    assert main(["train", "--out", str(out), "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--force" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag,value", [("--steps", "0"), ("--lr", "-1"), ("--batch-size", "x")])
+def test_cli_rejects_bad_numbers_with_one_line(flag, value, capsys):
+    from inferlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["train", flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err and len(err.splitlines()) == 1
