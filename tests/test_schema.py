@@ -310,6 +310,12 @@ EXTRA_CASES = {
         {"oneOf": [{"anyOf": [{"type": "boolean"}, {"type": "string"}]}, {"type": "array", "items": {"type": "null"}}]},
         [True, "s", [None]], [1, [1]]),
     "int32 format": ({"type": "integer", "format": "int32"}, [2147483647, -2147483648, 0], []),
+    "patternProperties as a map": (
+        {"type": "object", "patternProperties": {"^[a-z]+$": {"type": "object", "properties": {
+            "n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n"], "additionalProperties": False}},
+         "additionalProperties": False},
+        [{}, {"ab": {"n": 1}}, {"ab": {"s": "x", "n": 1}, "cd": {"n": 2}}], [{"Ab": {"n": 1}}, {"ab": {"s": "x"}}]),
+    "maxProperties 0": ({"type": "object", "maxProperties": 0}, [{}], [{"a": 1}]),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
         [-1, 50, 100], [0, 49, 101, -2]),

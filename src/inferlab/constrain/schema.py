@@ -1118,7 +1118,10 @@ class _Compiler:
         required = list(dict.fromkeys(node.get("required", [])))
         extra = node.get("additionalProperties")
         extra_ptr = _child(ptr, "additionalProperties")
-        if extra is None and (self.allow_extra_keys or not props):
+        pattern_props = node.get("patternProperties") or {}
+        if node.get("maxProperties") == 0:
+            props, extra, pattern_props = {}, False, {}  # only {} (an error below if a key is required)
+        if extra is None and (self.allow_extra_keys or not (props or pattern_props)):
             extra = True  # with no properties declared, forbidding extra keys would leave only {}
         gen_extra = extra is not None and extra is not False
         schemas = dict(props)
@@ -1127,7 +1130,21 @@ class _Compiler:
                 if extra is False:
                     raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
                 schemas[name] = True if extra is None else extra
-        pattern_props = node.get("patternProperties") or {}
+        map_rx = None
+        if pattern_props and not schemas and not gen_extra and len(pattern_props) == 1:
+            # a map: every key matches the one pattern and has its schema (keys may repeat; the
+            # value json.loads keeps is then valid as well)
+            (pat, sub), = pattern_props.items()
+            pat_ptr = _child(ptr, "patternProperties", pat)
+            key_ast = self.pattern_ast(pat, pat_ptr)
+            if key_ast is not None:
+                try:
+                    map_rx = f'"{_emit_json(key_ast)}"' + self.tok(":") + self.compile(sub, pat_ptr, stack)
+                except _Unsat as exc:
+                    self.note_cut(exc)
+                if extra is None:
+                    self.narrow(f"additionalProperties absent at #{ptr}: only keys matching the pattern are generated")
+                extra, pattern_props = False, {}
         if pattern_props:
             if gen_extra:
                 self.refuse("patternProperties", _child(ptr, "patternProperties"),
@@ -1150,11 +1167,11 @@ class _Compiler:
                 if name in required:
                     raise
                 self.note_cut(exc)
-        extra_rx = None
+        extra_rx = map_rx
         if gen_extra:
             value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
             extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
-        elif extra is None:
+        elif extra is None and map_rx is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
         body = self.object_body(members, extra_rx, nonempty=nonempty)
@@ -1240,8 +1257,11 @@ class _Compiler:
             order = [n for n in list(props) + list(node.get("required", [])) if n in instance]
             order = list(dict.fromkeys(order)) + [n for n in instance if n not in props and n not in node.get("required", [])]
             parts = []
+            patterns = node.get("patternProperties") or {}
             for name in order:
                 sub = props.get(name, extra)
+                if name not in props:
+                    sub = next((ps for pat, ps in patterns.items() if _searches(pat, name)), sub)
                 sub_ptr = _child(ptr, "properties", name) if name in props else _child(ptr, "additionalProperties")
                 parts.append(dumps(name) + ":" + self.canonical(instance[name], sub, sub_ptr, stack))
             return "{" + ",".join(parts) + "}"
@@ -1263,6 +1283,13 @@ class _Compiler:
 @lru_cache(maxsize=None)
 def _format_ast(name: str):
     return rx.parse(formats.FORMATS[name])
+
+
+def _searches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
 
 
 def _key_not_in(names: list[str]) -> str:
