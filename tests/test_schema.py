@@ -369,3 +369,30 @@ def test_too_large_recursion_falls_back_to_a_shallower_depth(monkeypatch):
     monkeypatch.setattr(schema_module, "MAX_REGEX_CHARS", 10)
     with pytest.raises(schema_module.SchemaTooLarge):
         compile_schema(tree, max_ref_depth=3)
+
+
+NOT_CASES = {
+    "not {} forbids a property": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "old": {"not": {}}}},
+        [{"a": 1}, {}], [{"old": 1}, {"a": 1, "old": None}]),
+    "not required": (
+        {"type": "object", "properties": {"image": {"type": "string"}, "build": {"type": "string"}},
+         "not": {"required": ["image", "build"]}, "additionalProperties": False},
+        [{}, {"image": "x"}, {"build": "y"}], [{"image": "x", "build": "y"}]),
+    "not anyOf of required": (
+        {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}},
+         "not": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, "additionalProperties": False},
+        [{}, {"c": None}], [{"a": None}, {"b": None, "c": None}]),
+    "not type": ({"not": {"type": ["array", "object", "null"]}}, ["s", 1, True], [None, [], {}]),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_CASES))
+def test_not_forms(name):
+    schema, good, bad = NOT_CASES[name]
+    check(schema, good, bad)
+
+
+def test_not_integer_on_numbers_is_refused():
+    with pytest.raises(SchemaError, match="^not at #/not"):
+        compile_schema({"type": "number", "not": {"type": "integer"}})

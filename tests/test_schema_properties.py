@@ -80,6 +80,8 @@ def extend(children):
             s["additionalProperties"] = True
         elif extra == "schema":
             s["additionalProperties"] = draw(children)
+        if props and draw(st.integers(0, 3)) == 0:
+            s["not"] = {"required": draw(st.lists(st.sampled_from(sorted(props)), min_size=1, unique=True))}
         return s
 
     @st.composite

@@ -32,6 +32,10 @@ def add_arguments(p):
                    help="vocabulary for the mask timing: 512, cl100k, qwen, a tokenizer.json path, "
                         "or none to skip it (default 512)")
     p.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
+    p.add_argument("--any-depth", type=int, default=2, choices=range(0, 5), metavar="0..4",
+                   help="nesting generated for unconstrained values (default 2)")
+    p.add_argument("--allow-extra-keys", action="store_true",
+                   help="generate extra keys where additionalProperties is absent (default: not generated)")
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
@@ -78,7 +82,8 @@ def _load_vocab(name: str):
 
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
-                         whitespace=args.whitespace, max_states=args.max_states)
+                         whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
+                         allow_extra_keys=args.allow_extra_keys)
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(list_cases(config.directory, config.limit, config.seed))
     vocab = _load_vocab(args.vocab)

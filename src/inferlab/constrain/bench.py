@@ -43,6 +43,8 @@ class BenchConfig:
     seed: int = 0                  # fixes the stratified sample
     whitespace: str = "compact"
     max_ref_depth: int = 3
+    any_depth: int = 2             # nesting generated for unconstrained values (compile_schema's)
+    allow_extra_keys: bool = False
     max_states: int = BENCH_MAX_STATES
     mask_samples: int = 5          # timing samples per schema (each >= mask_min_sample_s of work)
     mask_min_sample_s: float = 0.05
@@ -127,7 +129,8 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     res.narrowed = len(compiled.narrowed)
     first_accepted = None
     for test in tests:
-        text = canonical_json(test["data"], schema, max_ref_depth=config.max_ref_depth)
+        text = canonical_json(test["data"], schema, max_ref_depth=config.max_ref_depth,
+                              allow_extra_keys=config.allow_extra_keys)
         accepted = dfa.fullmatch(text)
         if test["valid"]:
             res.valid_total += 1
@@ -149,7 +152,8 @@ def compile_within_limits(schema, config: BenchConfig):
     retried with a shallower max_ref_depth (its ref_depth and narrowed say so)."""
     depth = config.max_ref_depth
     while True:
-        compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=depth)
+        compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=depth,
+                                  any_depth=config.any_depth, allow_extra_keys=config.allow_extra_keys)
         try:
             ast = rx.parse(compiled.regex)
             size = nfa_size_estimate(ast)

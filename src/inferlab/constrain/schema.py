@@ -639,7 +639,9 @@ class _Compiler:
         if any(k in node for k in _DEPENDENCY_KEYWORDS):
             return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
         if "not" in node:
-            node = self.not_type(node, ptr)
+            rewritten = self.without_not(node, ptr, stack)
+            if rewritten is not node:
+                return self.compile(rewritten, ptr, stack)
         for key, reason in _UNSUPPORTED.items():
             if key in node:
                 self.refuse(key, _child(ptr, key), reason)
@@ -682,22 +684,40 @@ class _Compiler:
         rest = {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
         return {"allOf": [rest, *branches]}
 
-    def not_type(self, node, ptr) -> dict:
-        """`not: {type: T}` removes T from the allowed types; other `not`s stay unsupported."""
+    def without_not(self, node, ptr, stack) -> dict:
+        """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.
+
+        not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
+        not {required: [a, b]}: an object without a or without b; not {anyOf: [...]} of those: all
+        of the negations; not {allOf: [...]}: their required names together."""
         neg = node["not"]
-        if not (isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"type"}):
+        rest = {k: v for k, v in node.items() if k != "not"}
+        if isinstance(neg, dict):
+            try:
+                neg = self.flatten(neg, _child(ptr, "not"), stack)[0]
+            except _Unsat:
+                return rest  # not (nothing) = anything
+        if neg is True or neg == {} or (isinstance(neg, dict) and not _constraining(neg)):
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        if neg is False:
+            return rest
+        if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"type"}:
+            banned = _type_set(neg["type"])
+            if "number" in banned:
+                banned |= {"integer"}
+            allowed = _type_set(rest["type"]) if "type" in rest else set(_TYPES) | {"integer"}
+            if "number" in allowed:
+                allowed |= {"integer"}  # "number" includes the integers
+            if "integer" in banned and "number" not in banned and "number" in allowed:
+                return node  # "a number that is not an integer" has no exact regex here
+            if not allowed - banned:
+                raise _Unsat(f"not at #{ptr}: no type is left")
+            rest["type"] = sorted(allowed - banned)
+            return rest
+        positive = _negation(neg)
+        if positive is None:
             return node
-        banned = _type_set(neg["type"])
-        allowed = _type_set(node["type"]) if "type" in node else set(_TYPES) | {"integer"}
-        if "number" in allowed and "integer" in banned and "number" not in banned:
-            return node  # "a number that is not an integer" has no exact regex here
-        if "number" in banned:
-            banned = banned | {"integer"}
-        out = {k: v for k, v in node.items() if k != "not"}
-        out["type"] = sorted(allowed - banned)
-        if not out["type"]:
-            raise _Unsat(f"not at #{ptr}: no type is left")
-        return out
+        return self.merge(rest, positive, ptr, stack) if positive else rest
 
     def types_of(self, node, ptr) -> list[str]:
         if "type" in node:
@@ -1347,6 +1367,32 @@ def _intervals_disjoint(a, b) -> bool:
         hi, hi_incl, lo, lo_incl = x[2], x[3], y[0], y[1]
         return hi is not None and lo is not None and (hi < lo or (hi == lo and not (hi_incl and lo_incl)))
     return before(a, b) or before(b, a)
+
+
+def _negation(neg):
+    """A schema equivalent to `not neg` for negated `required` forms; else None."""
+    names = _required_names(neg)
+    if names is not None:  # an object missing at least one of the names
+        branches = [{"properties": {n: False}} for n in names]
+        return {"type": "object", **({"anyOf": branches} if len(branches) > 1 else branches[0])}
+    if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"anyOf"} and \
+            all(_required_names(b) is not None for b in neg["anyOf"]):
+        return {"type": "object", "allOf": [_negation(b) for b in neg["anyOf"]]}  # none of them
+    return None
+
+
+def _required_names(node):
+    """The names a schema made only of `required` (also inside allOf) asks for; else None."""
+    if not isinstance(node, dict):
+        return None
+    keys = set(node) - _ANNOTATIONS
+    if keys == {"required"} and isinstance(node["required"], list) and node["required"]:
+        return list(node["required"])
+    if keys == {"allOf"}:
+        names = [_required_names(b) for b in node["allOf"]]
+        if all(n is not None for n in names):
+            return list(dict.fromkeys(n for ns in names for n in ns))
+    return None
 
 
 def _keyword_families(node) -> list[str]:
