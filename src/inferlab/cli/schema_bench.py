@@ -32,8 +32,8 @@ def add_arguments(p):
                    help="vocabulary for the mask timing: 512, cl100k, qwen, a tokenizer.json path, "
                         "or none to skip it (default 512)")
     p.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
-    p.add_argument("--any-depth", type=int, default=2, choices=range(0, 5), metavar="0..4",
-                   help="nesting generated for unconstrained values (default 2)")
+    p.add_argument("--any-depth", type=int, default=1, choices=range(0, 5), metavar="0..4",
+                   help="nesting generated for unconstrained values (default 1)")
     p.add_argument("--allow-extra-keys", action="store_true",
                    help="generate extra keys where additionalProperties is absent (default: not generated)")
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
