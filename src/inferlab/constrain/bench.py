@@ -103,7 +103,7 @@ def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
 
 def _reason_key(message: str) -> str:
     """A refusal message without its pointer, for the histogram."""
-    key = re.sub(r" at #\S*: ", ": ", message)   # pointers may hold ':' themselves
+    key = re.sub(r" at #\S*?: ", ": ", message)   # pointers may hold ":" (not ": ") themselves
     key = re.sub(r" #\S*", "", key)
     key = re.sub(r"/\S*", "", key)
     key = re.sub(r"\d+", "N", key)
