@@ -127,6 +127,8 @@ CASES = {
     "pattern with length bounds": (
         {"type": "string", "pattern": "^[A-Z][a-z]*$", "minLength": 2, "maxLength": 4},
         ["Ab", "Abcd"], ["A", "Abcde", "ab"]),
+    "unanchored pattern as long as the string": (
+        {"type": "string", "pattern": "[A-Z]{2}", "minLength": 2, "maxLength": 2}, ["AB"], ["ABC", "aB", "A"]),
     "pattern with \\d and negated classes": (
         {"type": "string", "pattern": "^\\d+[^\\d]$"}, ["12x", "1-"], ["12", "123", "x1"]),
     "no type: keywords of one family": ({"minLength": 2}, ["ab"], ["a"]),

@@ -422,6 +422,9 @@ def _with_length(node, lo: int, hi: int | None):
             var.append(k)
     if not var:
         return node if lo <= fixed and (hi is None or fixed <= hi) else rx.Alt(())
+    if len(var) > 1 and hi == fixed and lo <= fixed and all(_length_range(items[k])[0] == 0 for k in var):
+        # every variable part must be empty (e.g. "[A-Z]{2}" searched in a string of length 2)
+        return rx.Concat(tuple(item for k, item in enumerate(items) if k not in var))
     if len(var) != 1:
         return None
     rep = items[var[0]]
