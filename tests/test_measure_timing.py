@@ -5,6 +5,7 @@ and the statistics exact, so the expected values below are derived by hand.
 """
 
 import gc
+import itertools
 import time
 
 import pytest
@@ -146,3 +147,36 @@ def test_bad_arguments():
         measure(lambda: None, samples=0)
     with pytest.raises(ValueError):
         summarize([])
+
+
+def test_interleaved_takes_one_sample_of_each_in_turn(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    order = []
+
+    def make(name, ns):
+        def fn():
+            order.append(name)
+            clock.work(ns)
+        return fn
+
+    stats = timing.measure_interleaved({"a": make("a", 1_000_000), "b": make("b", 2_000_000)},
+                                       samples=3, min_sample_s=0.05, warmup=1)
+    # a: 1 ms -> calibration 1 call, then ceil(1.2 * 50 / 1) = 60 calls; b: 2 ms -> 1, then 30.
+    assert stats["a"].iters_per_sample == 60 and stats["b"].iters_per_sample == 30
+    assert stats["a"].median == pytest.approx(1e-3) and stats["b"].median == pytest.approx(2e-3)
+    assert stats["a"].n == stats["b"].n == 3
+    # After warm-up (a, b) and calibration (a x 61, b x 31), the samples alternate 60 a, 30 b, ...
+    timed = order[2 + 61 + 31:]
+    runs = [(name, sum(1 for _ in group)) for name, group in itertools.groupby(timed)]
+    assert runs == [("a", 60), ("b", 30)] * 3
+
+
+def test_interleaved_restores_gc_after_an_error(monkeypatch):
+    assert gc.isenabled()
+
+    def boom():
+        raise RuntimeError("x")
+
+    with pytest.raises(RuntimeError):
+        timing.measure_interleaved({"ok": lambda: None, "boom": boom}, samples=2, min_sample_s=0.0)
+    assert gc.isenabled()

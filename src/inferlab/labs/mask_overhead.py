@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from inferlab.constrain import compile_mask
 from inferlab.labs import Lab, LabOptions
-from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure, new_figure
+from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved, new_figure
 from inferlab.measure.progress import progress_bar
 from inferlab.model.checkpoints import load_default_model
 from inferlab.model.config import GPTConfig
@@ -85,25 +86,49 @@ def model_for(vocab: str, seed: int):
 
 # --- Block A: timing --------------------------------------------------------------------------
 
-def time_generate(model, tok, prompt: str, mask, *, max_new_tokens: int, config: MaskLabConfig,
-                  trials: int) -> dict:
-    """Median wall time of one generate() call over `trials` samples; ms per step = call / steps.
-
-    The same seed makes every call decode the same tokens, so the steps per call are constant and
-    dividing the per-call median by them is exact. Tracing is off (tracer=None); measure()
-    discards the warm-up call, disables gc and aggregates >= 50 ms per sample.
-    """
-    def run():
-        return generate(model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens, seed=config.seed,
-                        temperature=config.temperature)
-
-    g = run()
-    stats = measure(run, samples=trials, warmup=1)
+def _row(g, stats) -> dict:
+    """One generate() configuration: ms per step = per-call median / steps of that call. The
+    same seed makes every call decode the same tokens, so the steps per call are constant."""
     steps = g.n_steps
     return {"steps": steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
             "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos",
             "ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
             "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy, "call": stats.to_json("ms")}
+
+
+def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,
+               trials: int) -> dict:
+    """Block A for runs compared by ratio: no mask ("none") and each mask in `masks`.
+
+    Tracing is off; measure_interleaved discards a warm-up call of each, disables gc, aggregates
+    >= 50 ms per sample and takes one sample of each configuration in turn, so load drift on a
+    shared machine lands on all of them rather than in the ratio.
+    """
+    runs = {name: partial(generate, model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens,
+                          seed=config.seed, temperature=config.temperature)
+            for name, mask in {"none": None, **masks}.items()}
+    paths = {name: run() for name, run in runs.items()}
+    stats = measure_interleaved(runs, samples=trials, warmup=1)
+    rows = {name: _row(paths[name], stats[name]) for name in runs}
+    base = rows.pop("none")
+    for name, row in rows.items():
+        row.update(ratio=row["ms_per_step"] / base["ms_per_step"], baseline_ms_per_step=base["ms_per_step"],
+                   trials=trials, agreement=agreement(base, row, masks[name], tok.eos_id))
+    return {"none": base, **rows}
+
+
+def timed_rows(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,
+               trials: int) -> dict:
+    """time_group, re-measured with 32 trials when a ratio is borderline (seed 000: ~1.5x)."""
+    rows = time_group(model, tok, prompt, masks, max_new_tokens=max_new_tokens, config=config, trials=trials)
+    borderline = any(abs(r["ratio"] / BORDERLINE_RATIO - 1) <= BORDERLINE_BAND for k, r in rows.items() if k != "none")
+    if borderline and trials < BORDERLINE_TRIALS:
+        rows = time_group(model, tok, prompt, masks, max_new_tokens=max_new_tokens, config=config,
+                          trials=BORDERLINE_TRIALS)
+        for k, r in rows.items():
+            if k != "none":
+                r["trials_raised_to"] = BORDERLINE_TRIALS
+    return rows
 
 
 def agreement(base: dict, masked: dict, mask, eos_id: int) -> dict:
@@ -150,41 +175,38 @@ def breakdown(model, tok, prompt: str, mask, *, max_new_tokens: int, config: Mas
 def measure_vocab(vocab: str, config: MaskLabConfig, step) -> dict:
     model, tok, description = model_for(vocab, config.seed)
     prompt, schema = default_prompt(), conjugation_schema()
-    large = tok.vocab_size >= config.large_vocab
     entry = {"vocab": vocab, "vocab_size": tok.vocab_size, "model": description, "prompt": prompt, "masks": {}}
-    step(f"{vocab}: no mask")
-    entry["no_mask"] = time_generate(model, tok, prompt, None, max_new_tokens=config.max_new_tokens,
-                                     config=config, trials=config.trials)
+    step(f"{vocab}: compile and time")
+    compiled = {kind: compile_mask(schema, tok, kind) for kind in config.masks}
+    # The naive mask walks every token in Python (~0.1 s a step at 100k+ tokens): at large
+    # vocabularies it is timed over fewer steps, against a no-mask run of the same length.
+    short = {"naive"} & set(compiled) if tok.vocab_size >= config.large_vocab else set()
+    groups = [(config.max_new_tokens, config.trials, [k for k in compiled if k not in short])]
+    if short:
+        groups.append((config.naive_large_vocab_tokens, max(2, config.trials // 3), sorted(short)))
+    lengths = {}
+    for n_new, trials, kinds in groups:
+        rows = timed_rows(model, tok, prompt, {k: compiled[k][0] for k in kinds}, max_new_tokens=n_new,
+                          config=config, trials=trials)
+        base = rows.pop("none")
+        if n_new == config.max_new_tokens:
+            entry["no_mask"] = base
+        entry["masks"].update(rows)
+        lengths.update({k: n_new for k in kinds})
+    step(f"{vocab}: traced breakdown")
     entry["no_mask"]["breakdown"] = breakdown(model, tok, prompt, None, max_new_tokens=config.max_new_tokens,
                                               config=config)
-    for kind in config.masks:
-        step(f"{vocab}: {kind} mask")
-        mask, report = compile_mask(schema, tok, kind)
-        short = kind == "naive" and large
-        n_new = config.naive_large_vocab_tokens if short else config.max_new_tokens
-        base = entry["no_mask"] if not short else time_generate(
-            model, tok, prompt, None, max_new_tokens=n_new, config=config, trials=config.trials)
-        trials = config.trials if not short else max(2, config.trials // 3)
-        row = time_generate(model, tok, prompt, mask, max_new_tokens=n_new, config=config, trials=trials)
-        row["ratio"] = row["ms_per_step"] / base["ms_per_step"]
-        if not short and abs(row["ratio"] / BORDERLINE_RATIO - 1) <= BORDERLINE_BAND and trials < BORDERLINE_TRIALS:
-            # Seed 000: a borderline ratio from 10 trials is noise-prone; re-measure both with 32.
-            base = time_generate(model, tok, prompt, None, max_new_tokens=n_new, config=config, trials=BORDERLINE_TRIALS)
-            row = time_generate(model, tok, prompt, mask, max_new_tokens=n_new, config=config, trials=BORDERLINE_TRIALS)
-            row["ratio"] = row["ms_per_step"] / base["ms_per_step"]
-            row["trials_raised_to"] = BORDERLINE_TRIALS
-        row.update(compile_ms=report.compile_ms, vocab_preprocessing_ms=report.vocab_preprocessing_ms,
-                   schema_to_dfa_ms=report.schema_to_dfa_ms, index_build_ms=report.index_build_ms,
-                   dfa_states=report.dfa_states, max_new_tokens=n_new, baseline_ms_per_step=base["ms_per_step"],
-                   agreement=agreement(base, row, mask, tok.eos_id),
-                   breakdown=breakdown(model, tok, prompt, mask, max_new_tokens=n_new, config=config))
+    for kind, (mask, report) in compiled.items():
+        row = entry["masks"][kind]
+        row.update(compile_ms=report.compile_ms, schema_to_dfa_ms=report.schema_to_dfa_ms,
+                   index_build_ms=report.index_build_ms, dfa_states=report.dfa_states, max_new_tokens=lengths[kind],
+                   breakdown=breakdown(model, tok, prompt, mask, max_new_tokens=lengths[kind], config=config))
         if hasattr(mask, "index"):
             row["index"] = {"nbytes": int(mask.index.nbytes), "states": int(mask.index.n_rows)}
-        entry["masks"][kind] = row
-        entry["vocab_preprocessing_ms"] = max(entry.get("vocab_preprocessing_ms", 0.0), report.vocab_preprocessing_ms)
-        if kind == "indexed" and config.peers:
-            step(f"{vocab}: peers")
-            entry["peers"] = peers_on_path(schema, tok, mask, row)
+    entry["vocab_preprocessing_ms"] = max((r.vocab_preprocessing_ms for _, r in compiled.values()), default=0.0)
+    if config.peers and "indexed" in compiled:
+        step(f"{vocab}: peers")
+        entry["peers"] = peers_on_path(schema, tok, compiled["indexed"][0], entry["masks"]["indexed"])
     return entry
 
 
@@ -241,7 +263,7 @@ def headline(entry: dict) -> dict:
 
 def measure_all(config: MaskLabConfig) -> dict:
     results = {"schema_version": 1, "experiment": EXPERIMENT}
-    n_steps = len(config.vocabs) * (1 + len(config.masks) + bool(config.peers)) + 1
+    n_steps = len(config.vocabs) * (2 + bool(config.peers)) + 1
     with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
         step("roofline")
         roof, depends_on = resolve_roofline(config)
@@ -345,19 +367,19 @@ def _f(x, fmt=".3g") -> str:
 
 
 def _block_a_table(results: dict) -> list[str]:
-    lines = ["| vocab | mask | steps | ms/step (median) | p10-p90 | ratio vs no mask | compile (ms) | tokens agree until |",
+    lines = ["| vocab | mask | steps (samples) | ms/step (median) | p10-p90 | ratio vs no mask | compile (ms) | tokens agree until |",
              "|---|---|---|---|---|---|---|---|"]
     # compile = schema -> regex -> DFA (+ index build); the vocabulary preprocessing (trie) is
     # paid once per tokenizer and listed under the table.
     for e in results["table"]:
         n = e["no_mask"]
-        lines.append(f"| {e['vocab_size']:,} | none | {n['steps']} | {_f(n['ms_per_step'])} | "
+        lines.append(f"| {e['vocab_size']:,} | none | {n['steps']} ({n['call']['n']}) | {_f(n['ms_per_step'])} | "
                      f"{_f(n['ms_per_step_p10'])}-{_f(n['ms_per_step_p90'])} | 1 | - | - |")
         for kind, r in e["masks"].items():
             ag = r["agreement"]
             agree = (f"step {ag['agree_prefix']} ({'mask filtered the unmasked choice' if ag['explained_by_mask'] else 'NOT explained by the mask'})"
                      if ag["diverged"] else f"all {ag['agree_prefix']} steps")
-            lines.append(f"| {e['vocab_size']:,} | {kind} | {r['steps']} | {_f(r['ms_per_step'])} | "
+            lines.append(f"| {e['vocab_size']:,} | {kind} | {r['steps']} ({r['call']['n']}) | {_f(r['ms_per_step'])} | "
                          f"{_f(r['ms_per_step_p10'])}-{_f(r['ms_per_step_p90'])} | {_f(r['ratio'])}"
                          f"{' (32 trials)' if r.get('trials_raised_to') else ''} | {_f(r['compile_ms'])} | {agree} |")
     return lines

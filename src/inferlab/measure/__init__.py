@@ -12,10 +12,10 @@ from inferlab.measure.artifacts import (
 )
 from inferlab.measure.machine import blas_threads, machine_info, versions
 from inferlab.measure.plots import new_figure
-from inferlab.measure.timing import Stats, gc_disabled, measure, summarize
+from inferlab.measure.timing import Stats, gc_disabled, measure, measure_interleaved, summarize
 
 __all__ = [
     "ExperimentWriter", "SchemaMismatch", "Stats", "atomic_write_bytes", "atomic_write_json",
     "atomic_write_text", "blas_threads", "build_manifest", "gc_disabled", "machine_info",
-    "measure", "new_figure", "save_figure", "summarize", "validate", "versions",
+    "measure", "measure_interleaved", "new_figure", "save_figure", "summarize", "validate", "versions",
 ]

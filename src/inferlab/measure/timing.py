@@ -131,3 +131,26 @@ def measure(fn: Callable[[], object], *, samples: int = 30, min_sample_s: float 
             stats = summarize(per_call, iters_per_sample=iters, noise_threshold=noise_threshold)
             if not stats.noisy or len(per_call) >= limit:
                 return stats
+
+
+def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 30, min_sample_s: float = 0.05,
+                        warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD) -> dict[str, Stats]:
+    """Time several functions whose ratio is the result, one sample of each in turn (A B A B ...).
+
+    On a shared machine the load drifts during a run; measuring A's samples and then B's puts
+    the drift into the ratio. Interleaving spreads it over both. Each function gets its own
+    warm-up and calibration, as in measure(); gc is off throughout and restored after.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    per_call: dict[str, list[float]] = {name: [] for name in fns}
+    with gc_disabled():
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+        iters = {name: _calibrate(fn, min_sample_s) for name, fn in fns.items()}
+        for _ in range(samples):
+            for name, fn in fns.items():
+                per_call[name].append(_time_calls(fn, iters[name]) / iters[name] / 1e9)
+    return {name: summarize(per_call[name], iters_per_sample=iters[name], noise_threshold=noise_threshold)
+            for name in fns}
