@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     except InferlabError as exc:
         print(f"inferlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # stdout closed early (`inferlab ... --json | head`): not an error of ours. Point stdout at
+        # devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"inferlab {args.command}: interrupted", file=sys.stderr)
         return 130
