@@ -317,6 +317,10 @@ EXTRA_CASES = {
             "n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n"], "additionalProperties": False}},
          "additionalProperties": False},
         [{}, {"ab": {"n": 1}}, {"ab": {"s": "x", "n": 1}, "cd": {"n": 2}}], [{"Ab": {"n": 1}}, {"ab": {"s": "x"}}]),
+    "patternProperties matching every key": (
+        {"type": "object", "properties": {"basic": {"type": "string", "minLength": 1}},
+         "patternProperties": {".*": {"type": "string"}}, "required": ["basic"]},
+        [{"basic": "x"}, {"basic": "x", "more": "y"}], [{"basic": ""}, {"basic": "x", "more": 1}, {"basic": 1}]),
     "maxProperties 0": ({"type": "object", "maxProperties": 0}, [{}], [{"a": 1}]),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},

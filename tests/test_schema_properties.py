@@ -82,6 +82,8 @@ def extend(children):
             s["additionalProperties"] = draw(children)
         if props and draw(st.integers(0, 3)) == 0:
             s["not"] = {"required": draw(st.lists(st.sampled_from(sorted(props)), min_size=1, unique=True))}
+        if draw(st.integers(0, 3)) == 0:
+            s["patternProperties"] = {draw(st.sampled_from([".*", "^[a-z]+$", "^x", "é"])): draw(children)}
         return s
 
     @st.composite

@@ -273,5 +273,5 @@ def plot_summary(results: dict):
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
     ax.set_title(f"schema-bench: {summary['all']['schemas']} schemas")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return fig

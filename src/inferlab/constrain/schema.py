@@ -1153,6 +1153,12 @@ class _Compiler:
                 if extra is False:
                     raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
                 schemas[name] = True if extra is None else extra
+        if len(pattern_props) == 1 and _universal_pattern(next(iter(pattern_props))):
+            # a pattern every key matches (".*"): it applies to every key, additionalProperties to none
+            (pat, sub), = pattern_props.items()
+            schemas = {name: sub if v is True else {"allOf": [v, sub]} for name, v in schemas.items()}
+            extra, extra_ptr, pattern_props = sub, _child(ptr, "patternProperties", pat), {}
+            gen_extra = sub is not False
         map_rx = None
         if pattern_props and not schemas and not gen_extra and len(pattern_props) == 1:
             # a map: every key matches the one pattern and has its schema (keys may repeat; the
@@ -1306,6 +1312,16 @@ class _Compiler:
 @lru_cache(maxsize=None)
 def _format_ast(name: str):
     return rx.parse(formats.FORMATS[name])
+
+
+def _universal_pattern(pattern: str) -> bool:
+    """Does the pattern's search succeed on every string? (An unanchored alternative that can
+    match the empty string, such as ".*" or "".)"""
+    try:
+        alts = _ecma_to_dialect(pattern)
+        return any(not start and not end and _length_range(rx.parse(text))[0] == 0 for text, start, end in alts)
+    except InferlabError:
+        return False
 
 
 def _searches(pattern: str, text: str) -> bool:
