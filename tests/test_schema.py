@@ -129,6 +129,11 @@ CASES = {
         ["Ab", "Abcd"], ["A", "Abcde", "ab"]),
     "unanchored pattern as long as the string": (
         {"type": "string", "pattern": "[A-Z]{2}", "minLength": 2, "maxLength": 2}, ["AB"], ["ABC", "aB", "A"]),
+    "pattern and length bounds, a subset": (
+        {"type": "string", "pattern": "^\\d{2,5}-?\\d{1,4}-?\\d{4}$", "minLength": 10, "maxLength": 13},
+        ["1234567890"], ["123456789", "12345678901234", "abcdefghij"]),
+    "unanchored pattern with minLength keeps the padding": (
+        {"type": "string", "pattern": "ab", "minLength": 5}, ["xyzab"], ["ab", "xyzwv"]),
     "pattern with \\d and negated classes": (
         {"type": "string", "pattern": "^\\d+[^\\d]$"}, ["12x", "1-"], ["12", "123", "x1"]),
     "no type: keywords of one family": ({"minLength": 2}, ["ab"], ["a"]),
@@ -348,6 +353,12 @@ def test_oneof_shapes_with_extra_keys_allowed_are_refused():
                         {"type": "object", "required": ["b"], "properties": {"b": {}}, "additionalProperties": True}]}
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
         compile_schema(schema)
+
+
+def test_length_subset_is_recorded_as_a_narrowing():
+    compiled = compile_schema({"type": "string", "pattern": "[0-9a-f]+", "minLength": 4, "maxLength": 4})
+    assert re.fullmatch(compiled.regex, '"beef"') and not re.fullmatch(compiled.regex, '"xbeef"')
+    assert any("a subset is generated" in n for n in compiled.narrowed)
 
 
 def test_int32_range_is_enforced_and_recorded():

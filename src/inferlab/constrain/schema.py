@@ -411,7 +411,7 @@ def _length_range(node) -> tuple[int, int | None]:
 def _with_length(node, lo: int, hi: int | None):
     """Intersect the AST's language with lengths in [lo, hi], exactly, or return None if this
     shape is not handled (only one variable-length part, a repeated single character, is)."""
-    items = list(node.items) if isinstance(node, rx.Concat) else [node]
+    items = _flat_items(node)
     fixed = 0
     var = []
     for k, item in enumerate(items):
@@ -438,13 +438,81 @@ def _with_length(node, lo: int, hi: int | None):
     return rx.Concat(tuple(items))
 
 
+_ANYWHERE = rx.Repeat(rx.parse(_ANY_CHAR), 0, None)  # the padding of an unanchored search
+
+
+def _flat_items(node) -> list:
+    """The sequence of a (nested) Concat, flattened."""
+    if not isinstance(node, rx.Concat):
+        return [node]
+    return [leaf for item in node.items for leaf in _flat_items(item)]
+
+
+def _length_subset(ast, lo: int, hi: int | None):
+    """A subset of the AST's strings with lengths in [lo, hi], for the shapes _with_length cannot
+    intersect exactly: the search padding is dropped, then the length budget is split evenly over
+    the repeated parts (each a repeat of a fixed-length item). None if the shape is not handled."""
+    out = []
+    for alt in (ast.items if isinstance(ast, rx.Alt) else (ast,)):
+        node = None
+        for items in ([i for i in _flat_items(alt) if i != _ANYWHERE], _flat_items(alt)):
+            node = _with_length(rx.Concat(tuple(items)), lo, hi) or _split_budget(items, lo, hi)
+            if node is not None and not _is_empty(node):
+                break  # else: keep the padding, which may be what reaches minLength
+        if node is None:
+            return None
+        if not _is_empty(node):
+            out.append(node)
+    return out[0] if len(out) == 1 else rx.Alt(tuple(out))
+
+
+def _is_empty(node) -> bool:
+    return isinstance(node, rx.Alt) and not node.items
+
+
+def _split_budget(items: list, lo: int, hi: int | None):
+    fixed, reps = 0, []
+    for k, item in enumerate(items):
+        a, b = _length_range(item)
+        if a == b:
+            fixed += a
+            continue
+        if not isinstance(item, rx.Repeat):
+            return None
+        width, width_hi = _length_range(item.item)
+        if width != width_hi or width == 0:
+            return None
+        fixed += item.min * width
+        reps.append((k, width))
+    items = list(items)
+    need = lo - fixed
+    for k, width in reps:  # the minimum first, taken by the repeated parts in order
+        if need <= 0:
+            break
+        rep = items[k]
+        take = -(-need // width) if rep.max is None else min(rep.max - rep.min, -(-need // width))
+        items[k] = rx.Repeat(rep.item, rep.min + take, rep.max)
+        fixed += take * width
+        need -= take * width
+    if need > 0:
+        return rx.Alt(())
+    if hi is not None:  # then what is left of maxLength, split evenly
+        if hi < fixed:
+            return rx.Alt(())
+        share = (hi - fixed) // len(reps)
+        for k, width in reps:
+            rep = items[k]
+            cap = rep.min + share // width
+            items[k] = rx.Repeat(rep.item, rep.min, cap if rep.max is None else min(rep.max, cap))
+    return rx.Concat(tuple(items))
+
+
 def _pattern_ast(pattern: str):
     """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches."""
     alts = []
-    anywhere = rx.Repeat(rx.parse(_ANY_CHAR), 0, None)
     for text, start, end in _ecma_to_dialect(pattern):
         core = rx.parse(text)
-        items = ([] if start else [anywhere]) + [core] + ([] if end else [anywhere])
+        items = ([] if start else [_ANYWHERE]) + [core] + ([] if end else [_ANYWHERE])
         alts.append(rx.Concat(tuple(items)) if len(items) > 1 else core)
     return alts[0] if len(alts) == 1 else rx.Alt(tuple(alts))
 
@@ -1043,9 +1111,15 @@ class _Compiler:
                 if a >= lo and (hi is None or (b is not None and b <= hi)):
                     limited = ast
                 else:
+                    limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
-                    self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format cannot be intersected")
-                    limited = ast
+                    if limited is None:
+                        self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format "
+                                    "cannot be intersected")
+                        limited = ast
+                    else:
+                        self.narrow(f"{key} at #{ptr} with a pattern/format: a subset is generated (no search "
+                                    "padding; the length budget split evenly over the repeated parts)")
             ast = limited
         if isinstance(ast, rx.Alt) and not ast.items:
             raise self.error("pattern" if "pattern" in node else "format", ptr,
