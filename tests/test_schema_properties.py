@@ -56,7 +56,10 @@ def leaf(draw):
             s["maxLength"] = lo + draw(st.integers(0, 4))
         return s
     if kind == "pattern":
-        return {"type": "string", "pattern": draw(PATTERNS)}
+        s = {"type": "string", "pattern": draw(PATTERNS)}
+        if draw(st.booleans()):  # length bounds on a pattern: exact, or a recorded subset
+            s.update(_bounds(draw, "minLength", "maxLength", st.integers(0, 4), st.integers(2, 7)))
+        return s
     if kind == "format":
         return {"type": "string", "format": draw(FORMATS)}
     if kind in ("boolean", "null"):
