@@ -17,15 +17,21 @@ Supported keywords
   (a required name missing from properties gets the additionalProperties schema),
   additionalProperties false / schema / true: extra keys come after the declared ones and never
   repeat a declared name. Absent additionalProperties: extra keys are not generated unless
-  `allow_extra_keys=True` (a narrowing, recorded). patternProperties is applied to the declared
-  names it matches when no extra key can be generated. minProperties / maxProperties only where
-  the generated objects always satisfy them;
+  `allow_extra_keys=True` or no property is declared (a narrowing, recorded).
+  patternProperties: applied to the declared names it matches when no extra key can be
+  generated; a single pattern with no declared properties is a map (its keys match the pattern);
+  a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
+  0, and otherwise only where the generated objects always satisfy them. dependencies,
+  dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
+  and what it needs", as exact alternatives;
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
   items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
-  date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds combine with a
-  pattern or format only where they can be intersected exactly;
+  date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds with a pattern or
+  format: intersected exactly where the shape allows (one repeated part), else a recorded subset
+  (search padding dropped, the length budget split over repeated parts of fixed width), else an
+  error;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
@@ -33,8 +39,11 @@ Supported keywords
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant
   digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
 - boolean, null;
-- anyOf; oneOf when its branches are provably disjoint (different types, disjoint enum/const
-  values, or a required property with disjoint values), since then oneOf == anyOf;
+- anyOf; oneOf when no text generated for one branch validates another (types, enum/const
+  values, numeric ranges, array lengths, a required key the other branch never writes or with
+  values it cannot take), since then oneOf == anyOf on what is generated;
+- not: not {} (nothing), not {type}, not {required: [...]} (an object missing one of them), not
+  {anyOf: [{required}...]}; other forms are errors;
   allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
   each side's additionalProperties, anyOf/oneOf distributed);
 - $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
@@ -44,11 +53,12 @@ Supported keywords
 - annotations and unknown keywords (title, description, default, examples, $schema, $id,
   $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
 
-Everything else that constrains instances (not, if/then/else, multipleOf other than 1, contains,
-uniqueItems, propertyNames, dependencies, dependentRequired, dependentSchemas,
-unevaluated*, $dynamicRef, formats not listed, ...) is an error unless lenient.
-Unsatisfiable schemas (minLength > maxLength, minimum > maximum, an enum with no value of the
-type, false at the root, ...) are errors.
+Everything else that constrains instances (other `not`s, if/then/else, multipleOf other than 1,
+contains, uniqueItems, propertyNames, unevaluated*, $dynamicRef, formats not listed, ...) is an
+error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
+maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
+value of the type, an empty merge) is left out exactly where the schema allows absence (an
+optional property, an anyOf branch, an empty array) and is an error elsewhere.
 
 Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
