@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -68,12 +69,15 @@ def _command(args) -> str:
 
 
 def _git_commit() -> str:
-    """The code's commit, with "+dirty" when tracked package files differ from it; "unknown" outside git."""
+    """HEAD, with "+dirty" when a loaded inferlab module differs from it (other files in the tree
+    cannot change the weights); "unknown" outside git."""
     here = Path(__file__).parent
+    loaded = sorted({m.__file__ for name, m in list(sys.modules.items())
+                     if name.split(".")[0] == "inferlab" and getattr(m, "__file__", None)})
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", str(here.parent)], cwd=here,
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *loaded], cwd=here,
                                capture_output=True).returncode != 0
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -107,6 +111,7 @@ def _loss_figure(logs, val_curve: list[tuple[int, float]]):
 def run(args) -> int:
     # Refuse a bad --out before training for minutes; save_model checks again when it writes.
     ExperimentWriter(args.out, force=args.force)
+    commit = _git_commit()     # now: the code that trains is loaded and may be edited during the run
     console = Console(stderr=True)
     config = GPTConfig()
     tc = tr.TrainConfig(steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
@@ -166,7 +171,7 @@ def run(args) -> int:
                "valid_schema": gens["valid_schema"], "right_form": gens["right_form"]}
     manifest = build_manifest(
         experiment=EXPERIMENT, seed=args.seed, depends_on=None, results_summary=summary, threads=args.threads,
-        config={"command": _command(args), "commit": _git_commit(), "steps": tc.steps,
+        config={"command": _command(args), "commit": commit, "steps": tc.steps,
                 "train": dataclasses.asdict(tc), "model": dataclasses.asdict(config),
                 "corpus": {"holdout_every": corpus.HOLDOUT_EVERY, "holdout_offset": corpus.HOLDOUT_OFFSET}})
     out = save_model(model, tokenizer, args.out, force=args.force, manifest=manifest)
