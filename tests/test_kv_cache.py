@@ -1,11 +1,11 @@
 """KV caches: cached decode equals full recompute; paged equals contiguous; nbytes by hand."""
 
-import importlib.util
 
 import numpy as np
 import pytest
 
 from inferlab.errors import InferlabError
+from inferlab.kv.formulas import kv_cache_bytes
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
 from inferlab.model.kv_cache import BlockPool, ContiguousKVCache, PagedKVCache
@@ -72,11 +72,7 @@ def test_nbytes_by_hand():
     assert ContiguousKVCache(GPTConfig()).nbytes == 524288
 
 
-@pytest.mark.skipif(importlib.util.find_spec("inferlab.kv.formulas") is None,
-                    reason="inferlab.kv.formulas (the KV calculator) has not landed yet")
 def test_nbytes_equals_kv_calculator():
-    from inferlab.kv.formulas import kv_cache_bytes
-
     for config in CONFIGS.values():
         args = dict(layers=config.n_layers, kv_heads=config.kv_heads, head_dim=config.d_head,
                     batch=1, dtype_bytes=4)
