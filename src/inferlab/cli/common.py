@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -12,14 +13,25 @@ from inferlab.errors import InferlabError
 from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value}")
-    return value
+def _number(kind: type, ok, wanted: str):
+    """An argparse type: text -> kind, refused with "expected <wanted>" unless ok(value)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text}")
+        return value
+    parse.__name__ = wanted          # argparse names the type in its messages
+    return parse
+
+
+positive_int = _number(int, lambda v: v > 0, "a positive whole number")
+non_negative_int = _number(int, lambda v: v >= 0, "a whole number >= 0")
+positive_float = _number(float, lambda v: 0 < v < math.inf, "a positive number")
+temperature = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = greedy)")
+probability = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def thread_count(text: str) -> int:

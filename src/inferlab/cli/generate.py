@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from inferlab.cli.common import positive_int, print_json
+from inferlab.cli.common import non_negative_int, positive_int, print_json, probability, temperature
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.model.checkpoints import load_default_model, load_model
@@ -18,45 +17,15 @@ NAME = "generate"
 HELP = "generate text with MiniGPT or a model folder (ours or Hugging Face GPT-2), optionally JSON-schema constrained"
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
-
-
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0 = greedy), got {text}")
-    return value
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
-    return value
-
-
 def add_arguments(p):
     p.add_argument("prompt", nargs="?", default="", help="text to continue (default: empty, start from EOS)")
     p.add_argument("--model", type=Path, help="model folder: ours or a Hugging Face GPT-2 one "
                    "(default: the shipped MiniGPT)")
-    p.add_argument("--max-new-tokens", type=_non_negative_int, default=64, help="at most this many tokens (default 64)")
+    p.add_argument("--max-new-tokens", type=non_negative_int, default=64, help="at most this many tokens (default 64)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    p.add_argument("--temperature", type=_temperature, default=1.0, help="0 = greedy (default 1.0)")
+    p.add_argument("--temperature", type=temperature, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-k", type=positive_int, help="sample among the k most likely tokens")
-    p.add_argument("--top-p", type=_probability, help="sample among the smallest set of tokens of probability >= p")
+    p.add_argument("--top-p", type=probability, help="sample among the smallest set of tokens of probability >= p")
     p.add_argument("--trace", type=Path, metavar="FILE", help="write per-step spans as Chrome trace-event JSON")
     p.add_argument("--force", action="store_true", help="replace an existing --trace FILE")
     p.add_argument("--schema", type=Path, metavar="FILE", help="constrain the output to this JSON schema")

@@ -7,7 +7,6 @@ manifest.json) plus loss.png and report.json. The shipped default model is exact
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shlex
 import subprocess
@@ -18,14 +17,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from inferlab.cli.common import positive_int, thread_count
+from inferlab.cli.common import positive_float, positive_int, thread_count
 from inferlab.errors import InferlabError
-from inferlab.measure.artifacts import ExperimentWriter, atomic_write_json, build_manifest, save_figure
+from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
 from inferlab.measure.plots import new_figure
 from inferlab.model import corpus
 from inferlab.model import train as tr
-from inferlab.model.checkpoints import save_model
+from inferlab.model.checkpoints import model_writer
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
 from inferlab.model.tokenizer import ENDOFTEXT, train_bpe
@@ -37,16 +36,6 @@ VOCAB_SIZE = GPTConfig().vocab_size    # the BPE is trained to exactly the model
 VAL_POINTS = 30                        # held-out loss evaluations along a run (the loss curve's points)
 TARGETS = {"parse_json": 0.90, "right_form_regular": 0.80}   # issue 4's acceptance targets
 EXPERIMENT = "minigpt-train"
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
 
 
 def add_arguments(p) -> None:
@@ -109,7 +98,7 @@ def _loss_figure(logs, val_curve: list[tuple[int, float]]):
 
 
 def run(args) -> int:
-    # Refuse a bad --out before training for minutes; save_model checks again when it writes.
+    # Refuse a bad --out before training for minutes; model_writer checks again when it writes.
     ExperimentWriter(args.out, force=args.force)
     commit = _git_commit()     # now: the code that trains is loaded and may be edited during the run
     console = Console(stderr=True)
@@ -174,9 +163,10 @@ def run(args) -> int:
         config={"command": _command(args), "commit": commit, "steps": tc.steps,
                 "train": dataclasses.asdict(tc), "model": dataclasses.asdict(config),
                 "corpus": {"holdout_every": corpus.HOLDOUT_EVERY, "holdout_offset": corpus.HOLDOUT_OFFSET}})
-    out = save_model(model, tokenizer, args.out, force=args.force, manifest=manifest)
-    atomic_write_json(out / "report.json", report)
-    save_figure(_loss_figure(logs, val_curve), out / "loss.png")
+    writer = model_writer(model, tokenizer, args.out, force=args.force, manifest=manifest)
+    writer.add_json("report.json", report)
+    writer.add_figure("loss.png", _loss_figure(logs, val_curve))
+    out = writer.commit()    # weights, tokenizer, report and curve land together or not at all
 
     console.print(f"wrote {out}/ in {train_s:.0f} s of training: held-out loss {val_loss:.4f}; "
                   f"greedy unmasked on {gens['n']} held-out prompts: {gens['parse_json']:.1%} parse as JSON, "

@@ -87,6 +87,12 @@ def load_model(folder) -> Checkpoint:
 
 def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dict | None = None) -> Path:
     """Write our folder atomically (all files or none); an existing folder needs force=True."""
+    return model_writer(model, tokenizer, out, force=force, manifest=manifest).commit()
+
+
+def model_writer(model: GPT, tokenizer, out, *, force: bool = False, manifest: dict | None = None) -> ExperimentWriter:
+    """Our folder's files collected but not yet written: a caller adds its own (a training
+    report, a loss curve) and commits them all at once."""
     writer = ExperimentWriter(Path(out), force=force)
     writer.add_json("config.json", {"format": FORMAT, "format_version": FORMAT_VERSION,
                                     "config": dataclasses.asdict(model.config)})
@@ -95,7 +101,7 @@ def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dic
         writer.add_json("tokenizer.json", tokenizer.to_hf_json())
     if manifest is not None:
         writer.add_json("manifest.json", manifest)
-    return writer.commit()
+    return writer
 
 
 def _load_own(folder: Path, doc: dict) -> GPT:
