@@ -413,3 +413,24 @@ def test_not_forms(name):
 def test_not_integer_on_numbers_is_refused():
     with pytest.raises(SchemaError, match="^not at #/not"):
         compile_schema({"type": "number", "not": {"type": "integer"}})
+
+
+def test_oneof_of_required_keys_means_exactly_one():
+    schema = {"type": "object", "properties": {"tags": {"type": "string"}, "ids": {"type": "string"}},
+              "oneOf": [{"required": ["tags"]}, {"required": ["ids"]}], "additionalProperties": False}
+    check(schema, [{"tags": "a"}, {"ids": "b"}], [{}, {"tags": "a", "ids": "b"}])
+
+
+def test_oneof_of_types_that_overlap_is_rewritten_exactly():
+    check({"oneOf": [{"type": "string"}, {"type": ["string", "null"]}]}, [None], ["s", 1])
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):  # "a number but not an integer"
+        compile_schema({"oneOf": [{"type": "number"}, {"type": ["integer", "string"]}]})
+
+
+def test_allof_pattern_keys_still_meet_the_other_sides_additional_properties():
+    # found by hypothesis: "b" forbids every key, the pattern schema allows any key with an int
+    inner = {"type": "object", "properties": {}, "additionalProperties": False,
+             "patternProperties": {".*": {"type": "integer"}}}
+    schema = {"type": "object", "properties": {"b": {"type": "object", "properties": {}, "additionalProperties": False}},
+              "patternProperties": {".*": inner}, "additionalProperties": False}
+    check(schema, [{}, {"b": {}}, {"x": {"k": 1}}], [{"b": {"k": 1}}, {"x": {"k": "s"}}])

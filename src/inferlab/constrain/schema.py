@@ -658,10 +658,15 @@ class _Compiler:
         out["properties"] = props
         if "additionalProperties" in a or "additionalProperties" in b:
             out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
-        if "patternProperties" in a and "patternProperties" in b:
-            out["patternProperties"] = {**a["patternProperties"], **b["patternProperties"]}
-            if set(a["patternProperties"]) & set(b["patternProperties"]):
-                self.refuse("allOf", "", "patternProperties with the same pattern on both sides")
+        if "patternProperties" in a or "patternProperties" in b:
+            # a key one side's pattern admits still meets the other side's additionalProperties
+            # (a narrowing where the other side has a matching pattern or declares the key)
+            merged = {}
+            for side, other_extra in ((a, xb), (b, xa)):
+                for pat, sub in (side.get("patternProperties") or {}).items():
+                    parts = [x for x in (merged.get(pat), sub, other_extra) if x is not None and x is not True]
+                    merged[pat] = True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
+            out["patternProperties"] = merged
 
     def merge_keyword(self, key, av, bv, a, b, ptr):
         if key == "type":
@@ -841,16 +846,26 @@ class _Compiler:
         if not isinstance(branches_raw, list) or not branches_raw:
             raise self.error(key, _child(ptr, key), "must be a non-empty array")
         rest = {k: v for k, v in node.items() if k != key}
-        branches = []
+        branches, flats = [], []
         for k, branch in enumerate(branches_raw):
             bptr = _child(ptr, key, k)
             try:
                 flat, _, bstack = self.flatten(branch, bptr, stack)
+                flats.append(flat)
                 branches.append((self.merge(rest, flat, bptr, bstack) if rest else flat, bptr, bstack))
             except _Unsat as exc:
+                if key == "oneOf" and exc.cut:
+                    raise  # a branch not unrolled still counts for "exactly one"
                 self.note_cut(exc)
         if key == "oneOf":
-            self.check_disjoint(branches, _child(ptr, key))
+            clash = self.first_clash(branches)
+            if clash is not None:
+                if all(_negatable(f) for f in flats):
+                    # exactly one: each branch without any of the others, then plain alternatives
+                    exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
+                    return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
+                self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
+                            "disjoint (oneOf then differs from anyOf)")
         parts = []
         for merged, bptr, bstack in branches:
             try:
@@ -865,15 +880,15 @@ class _Compiler:
         if exc.cut:
             self.narrow(str(exc) + ": the branch is cut")
 
-    def check_disjoint(self, branches, ptr) -> None:
+    def first_clash(self, branches):
         """oneOf compiled as anyOf is exact when no text generated for one branch validates
-        another: an accepted instance then matches exactly one branch."""
+        another: an accepted instance then matches exactly one branch. The first pair (pointers)
+        where that is not provable, or None."""
         for i, (a, a_ptr, sa) in enumerate(branches):
             for j, (b, b_ptr, sb) in enumerate(branches):
                 if i != j and not self.excludes(a, b, sa, sb):
-                    self.refuse("oneOf", ptr, f"branches {a_ptr} and {b_ptr} are not provably "
-                                "disjoint (oneOf then differs from anyOf)")
-                    return
+                    return a_ptr, b_ptr
+        return None
 
     def excludes(self, a, b, sa=(), sb=(), depth=0) -> bool:
         """True only if no instance that the regex of `a` generates satisfies `b`."""
@@ -884,8 +899,8 @@ class _Compiler:
         try:
             a, _, sa = self.flatten(a, "", sa)
             b, _, sb = self.flatten(b, "", sb)
-        except _Unsat:
-            return True
+        except _Unsat as exc:
+            return not exc.cut  # an empty schema is disjoint from all; a cut one is unknown
         if not (isinstance(a, dict) and isinstance(b, dict)) or "anyOf" in a or "oneOf" in a:
             return False
         # generated objects must lack, or have a value outside, a property b requires
@@ -912,8 +927,8 @@ class _Compiler:
         try:
             a, _, sa = self.flatten(a, "", sa)
             b, _, sb = self.flatten(b, "", sb)
-        except _Unsat:
-            return True
+        except _Unsat as exc:
+            return not exc.cut  # an empty schema is disjoint from all; a cut one is unknown
         if a is False or b is False:
             return True
         if a is True or b is True:
@@ -1282,8 +1297,11 @@ class _Compiler:
                 self.note_cut(exc)
         extra_rx = map_rx
         if gen_extra:
-            value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
-            extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
+            try:
+                value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
+                extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
+            except _Unsat as exc:  # no value fits: no extra key can be written
+                self.note_cut(exc)
         elif extra is None and map_rx is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
@@ -1482,6 +1500,17 @@ def _negation(neg):
             all(_required_names(b) is not None for b in neg["anyOf"]):
         return {"type": "object", "allOf": [_negation(b) for b in neg["anyOf"]]}  # none of them
     return None
+
+
+def _negatable(node) -> bool:
+    """Can `not node` be rewritten exactly (see _Compiler.without_not)?"""
+    if not isinstance(node, dict):
+        return False
+    keys = set(node) - _ANNOTATIONS
+    if keys == {"type"}:  # not integer (but number) has no exact regex here
+        types = _type_set(node["type"])
+        return "integer" not in types or "number" in types
+    return _negation(node) is not None
 
 
 def _required_names(node):
