@@ -28,7 +28,7 @@ from inferlab.model.corpus import conjugation_schema, examples
 from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
 from inferlab.model.tokenizer import load_vocab
-from inferlab.model.trace import Tracer
+from inferlab.model.trace import SPANS, Tracer
 from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
 from inferlab.roofline import Roofline, load_roofline, measure_roofline
 
@@ -156,8 +156,7 @@ def breakdown(model, tok, prompt: str, mask, *, max_new_tokens: int, config: Mas
                  temperature=config.temperature, tracer=tracer)
     s = tracer.summary()
     steps = max(g.n_steps, 1)
-    per = {name: s.get(name, {"total_ms": 0.0})["total_ms"] / steps for name in
-           ("step", "forward", "mask_build", "mask_apply", "sample")}
+    per = {name: s.get(name, {"total_ms": 0.0})["total_ms"] / steps for name in SPANS}
     per["rest_of_decoder"] = per["step"] - per["mask_build"] - per["mask_apply"]
     out = {f"{k}_ms": v for k, v in per.items()}
     stats = getattr(mask, "stats", None)

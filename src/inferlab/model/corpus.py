@@ -26,7 +26,6 @@ from importlib import resources
 
 TENSES = ("presente", "pretérito", "futuro")
 PERSONS = ("yo", "tú", "él", "nosotros", "vosotros", "ellos")
-KINDS = ("regular", "irregular", "synthetic")
 
 # Regular verbs: no stem change, no -car/-gar/-zar/-ger/-cer/-uir spelling change and no written
 # accent on the stem (enviar > envío, continuar > continúo, reunir > reúno are left out), so the
