@@ -114,3 +114,11 @@ def test_bad_flags_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "twice" in err[-1]
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_default_vocabularies_skip_what_is_not_installed(monkeypatch):
+    monkeypatch.setattr(mo, "vocab_installed", lambda name: name != "cl100k")
+    vocabs, skipped = mo.default_vocabs(quick=False)
+    assert vocabs == ("512", "qwen")
+    assert len(skipped) == 1 and "cl100k" in skipped[0] and "inferlab[vocab]" in skipped[0]
+    assert mo.default_vocabs(quick=True) == (("512", "qwen"), [])

@@ -139,3 +139,10 @@ def test_bad_rank_file_names_the_line(tmp_path):
 def test_unknown_vocabulary_name():
     with pytest.raises(InferlabError, match="'512', 'cl100k', 'qwen'"):
         load_vocab("gpt5")
+
+
+def test_vocab_installed_finds_the_package_files():
+    from inferlab.model.tokenizer import vocab_installed
+
+    assert vocab_installed("512")
+    assert vocab_installed("cl100k") and vocab_installed("qwen")   # the test extra installs both

