@@ -132,9 +132,9 @@ def readme(results: dict) -> str:
         lines.append(f"| {name} | {row['inferlab']:.1f} | {row['likwid']:.1f} | {row['ratio']:.2f} | {verdict} |")
     lines += ["", "likwid kernels: " + ", ".join(f"{q} = `{k}`" for q, k in results["likwid_kernels"].items()) + ".",
               "", "How to read it:",
-              "- likwid's stream kernel is one fused pass (A = B*c + C); numpy's triad makes two passes "
-              "(multiply into a, then add into a) and moves 40 B/element for the 24 counted, so a triad "
-              "ratio below 1 comes from numpy's extra pass, not from the measurement.",
+              "- likwid's stream kernel is one fused pass (A = B*c + C); numpy's triad is two ufunc passes "
+              "(multiply into a, then add into a), run block by block so the second pass stays in cache; what "
+              "remains is numpy's per-block call overhead and the extra cache traffic.",
               "- likwid's plain copy uses ordinary stores, which first read each destination line "
               "(write-allocate: 24 B/element moved for 16 counted); glibc's memcpy behind np.copyto uses "
               "non-temporal stores for large copies, so the like-for-like partner of our copy is likwid's "

@@ -258,3 +258,12 @@ def test_likwid_ratios_and_kernels(likwid_compare):
     merged = likwid_compare.merge_runs({"triad": {"1": {"best": 10.0, "runs": [1]}}},
                                        {"triad": {"1": {"best": 11.0, "runs": [2]}}})
     assert merged["triad"]["1"] == {"best": 11.0, "runs": [1, 2]}
+
+
+def test_blocked_triad_equals_the_whole_array_expression(monkeypatch):
+    monkeypatch.setattr(roofline, "TRIAD_BLOCK", 7)   # many blocks and a ragged last one
+    rng = np.random.default_rng(0)
+    b, c = rng.random(100), rng.random(100)
+    a = np.empty(100)
+    roofline._stream_call("triad", a, b, c)()
+    assert np.array_equal(a, b + roofline.STREAM_SCALAR * c)

@@ -147,9 +147,10 @@ def readme(results: dict, manifest: dict, out: Path) -> str:
     lines += ["", "Bytes are counted as STREAM counts them: copy (c=a) and scale (b=s*c) 16 B/element, "
               "add (c=a+b) and triad (a=b+s*c) 24 B/element. Two effects make the real traffic larger, "
               "so these figures are what STREAM would report, not what the memory bus carried:",
-              "- numpy has no fused triad: `np.multiply(c, s, out=a); np.add(a, b, out=a)` makes two "
-              "passes, reading c, writing a, then reading a and b and writing a again: 40 B/element "
-              "moved for the 24 counted (5/3 more), which is why numpy's triad can read below add.",
+              "- numpy has no fused triad: `np.multiply(c, s, out=a); np.add(a, b, out=a)` is two passes. "
+              "They run block by block (1 MiB per array), so the second pass reads a's block from cache "
+              "and DRAM sees STREAM's single pass; over whole arrays it would move 40 B/element for the "
+              "24 counted.",
               "- write-allocate: a store to a line not in cache first reads that line, so each written "
               "array costs 2x its size unless the copy uses non-temporal stores (glibc's memcpy, behind "
               "`np.copyto`, does for large copies). Counting it, copy moves 24 B/element and add/triad 32.",
