@@ -91,6 +91,8 @@ def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, mo
     for kind in ("naive", "indexed"):
         row = entry["masks"][kind]
         assert row["ratio"] == pytest.approx(row["ms_per_step"] / row["baseline_ms_per_step"])
+        rp = row["ratio_paired"]
+        assert 0 < rp["p10"] <= rp["median"] <= rp["p90"]
         b = row["breakdown"]
         assert b["rest_of_decoder_ms"] == pytest.approx(b["step_ms"] - b["mask_build_ms"] - b["mask_apply_ms"])
         # Same seed: tokens agree until the mask filters out the unmasked choice, never otherwise.
