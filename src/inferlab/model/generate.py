@@ -153,13 +153,13 @@ def _step(model, pending, cache, mask, rng, sampling, tracer, step) -> int | Non
         mask.apply(logits, m)
         if tracer is not None:
             tracer.record("mask_apply", t, step)
-        if logits.max() == -np.inf:
-            return None
     t = tracer.now() if tracer is not None else 0
     token = sample(logits, rng, sampling)
     if tracer is not None:
         tracer.record("sample", t, step)
-    return token
+    # Gumbel-max never picks a -inf logit while any finite one remains, so a -inf pick means the
+    # mask allowed nothing: an O(1) check instead of scanning all V logits every step.
+    return None if logits[token] == -np.inf else token
 
 
 def generate(model, tokenizer, prompt: str, mask: TokenMask | None = None, max_new_tokens: int = 64,
