@@ -155,7 +155,7 @@ def compare(config: RooflineConfig, repeats: int) -> dict:
     steps = ceiling_steps(config) + 2 * len(kernels) * len(config.thread_counts)
     with progress_bar(steps, "likwid vs inferlab") as step:
         before = likwid_side(kernels, config.thread_counts, -(-repeats // 2), llc, step)
-        bandwidth, peak = measure_ceilings(config, step)
+        bandwidth, peak, _ = measure_ceilings(config, step)
         after = likwid_side(kernels, config.thread_counts, repeats // 2, llc, step)
     likwid = merge_runs(before, after)
     version = subprocess.run(["likwid-bench", "-h"], capture_output=True, text=True).stdout

@@ -21,6 +21,7 @@ from inferlab.labs.roofline import LAB, write_roofline
 from inferlab.measure.artifacts import load_schema
 from inferlab.roofline import (Roofline, RooflineConfig, load_roofline, plateau_roofs,
                                theoretical_peak)
+from verdict_checks import check_verdicts
 
 TINY_LLC = 256 * 1024
 TINY_CACHES = [{"level": 1, "type": "Data", "size_bytes": 32 * 1024, "shared_cpu_list": "0"},
@@ -90,14 +91,58 @@ def test_cache_levels_bands(tiny_machine):
     assert levels[2]["band_bytes"] == [4 * TINY_LLC, None]
 
 
-def test_plateau_roofs_take_the_best_point_inside_each_band():
+def test_plateau_roofs_take_the_highest_median_inside_each_band():
     levels = [{"name": "L1", "band_bytes": [0, 100]}, {"name": "L2", "band_bytes": [400, 1000]},
               {"name": "DRAM", "band_bytes": [4000, None]}]
-    points = [{"working_set_bytes": ws, "GBps_best": g} for ws, g in
+    # GBps_best carries a lone outlier (999) that must not lift any roof
+    points = [{"working_set_bytes": ws, "GBps_median": g, "GBps_best": 999.0} for ws, g in
               [(50, 90.0), (100, 95.0), (200, 70.0), (500, 60.0), (1000, 55.0), (2000, 40.0),
                (4000, 10.0), (8000, 11.0)]]
-    assert plateau_roofs(points, levels) == {"L1": 95.0, "L2": 60.0, "DRAM": 11.0}
+    roofs = plateau_roofs(points, levels)
+    assert roofs == {"L1": 95.0, "L2": 60.0, "DRAM": 11.0}
     assert plateau_roofs(points[:2], levels)["DRAM"] is None
+    assert roofline.unordered_roofs(roofs) == []
+    assert roofline.unordered_roofs({"L1": 50.0, "L2": 80.0, "L3": None, "DRAM": 9.0}) == [
+        "L2 (80 GB/s) above L1 (50 GB/s)"]
+
+
+def test_stream_arrays_use_the_per_instance_llc_and_are_capped(monkeypatch):
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
+    n, llc, known, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
+    assert (n * 8, llc, known, capped) == (128 * 2**20, 32 * 2**20, True, False)
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 120 * 2**20)   # a VM's huge LLC
+    n, _, _, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
+    assert n * 8 == roofline.STREAM_MAX_ARRAY_BYTES and capped
+
+
+def test_ridge_and_ceilings_ignore_a_lone_outlier():
+    """The ceilings are medians: one absurd trial (the 223 vs 8 GFLOP/s of issue 13) moves nothing."""
+    from inferlab.measure.timing import summarize
+
+    times = [0.010] * 9 + [0.0004]          # nine 10 ms trials and one impossible 0.4 ms one
+    e = roofline._bandwidth_entry(summarize(times), nbytes=10**8)
+    assert e["median"] == pytest.approx(10.0)  # 1e8 B / 10 ms = 10 GB/s
+    assert e["best"] == pytest.approx(250.0)
+
+
+def test_roofline_type_at_one_thread_count():
+    results = {"ridge": {"threads": 2},
+               "peak_GFLOPS": {"float32": {t: {"median": m, "p10": m * 0.9, "p90": m * 1.1} for t, m in
+                                           (("1", 40.0), ("2", 80.0))},
+                               "float64": {"1": {"median": 20.0}, "2": {"median": 40.0}}},
+               "bandwidth_GBps": {"triad": {t: {"median": b, "p10": b * 0.8, "p90": b * 1.25} for t, b in
+                                            (("1", 8.0), ("2", 10.0))}},
+               "cache_roofs_GBps": {"L1": 100.0, "DRAM": 9.0},
+               "wide_ceilings": ["triad, 2 thread(s): ..."]}
+    one, two = Roofline.from_results(results, 1), Roofline.from_results(results, 2)
+    assert (one.threads, one.peak_GFLOPS, one.bandwidth_GBps) == (1, 40.0, 8.0)
+    assert one.cache_roofs_GBps["L1"] == 100.0 and two.cache_roofs_GBps == {}   # cache roofs are 1-thread
+    assert two.wide and not one.wide
+    # ridge 80 / 10 = 8; conservative ends: 72 / 12.5 and 88 / 8
+    assert (two.ridge.value, two.ridge.p10, two.ridge.p90) == pytest.approx((8.0, 5.76, 11.0))
+    assert one.attainable_GFLOPS(0.5) == 4.0 and one.attainable_GFLOPS(100) == 40.0
+    assert one.bound_by(4.9) == "memory" and one.bound_by(5.0) == "compute"
+    assert Roofline.from_json(two.to_json()) == two
 
 
 @pytest.mark.parametrize("flags,ident,mhz,threads,expect64", [
@@ -134,22 +179,27 @@ def test_run_roofline_numbers_follow_from_the_times(tiny_machine):
             nbytes = e["bytes_per_elem"] * n
             assert e["best"] == pytest.approx(nbytes / (e["time"]["min_ms"] / 1e3) / 1e9)
             assert e["median"] == pytest.approx(nbytes / (e["time"]["median_ms"] / 1e3) / 1e9)
+            assert e["p10"] == pytest.approx(nbytes / (e["time"]["p90_ms"] / 1e3) / 1e9)
             assert e["trials"] >= 10 and e["best"] >= e["median"] > 0
     for dtype, per_t in r["peak_GFLOPS"].items():
         for t, e in per_t.items():
-            assert e["best"] == pytest.approx(2 * e["n"] ** 3 / (e["time"]["min_ms"] / 1e3) / 1e9)
-            assert e["best"] == max(e["by_n"].values())
+            assert e["median"] == pytest.approx(2 * e["n"] ** 3 / (e["time"]["median_ms"] / 1e3) / 1e9)
+            assert e["median"] == max(e["by_n"].values())
     ridge = r["ridge"]
     assert ridge["threads"] == 2
-    assert ridge["peak_GFLOPS"] == r["peak_GFLOPS"]["float32"]["2"]["best"]
-    assert ridge["bandwidth_GBps"] == r["bandwidth_GBps"]["triad"]["2"]["best"]
+    assert ridge["peak_GFLOPS"] == r["peak_GFLOPS"]["float32"]["2"]["median"]
+    assert ridge["bandwidth_GBps"] == r["bandwidth_GBps"]["triad"]["2"]["median"]
     assert r["ridge_point_flop_per_byte"] == pytest.approx(ridge["peak_GFLOPS"] / ridge["bandwidth_GBps"])
+    assert ridge["p10"] <= ridge["value"] <= ridge["p90"]
+    check_verdicts(r["verdicts"])
+    assert {v["id"] for v in r["verdicts"]} == {"triad_threads", "gemm_float32_threads", "gemv_memory_bound"}
     ws = [p["working_set_bytes"] for p in r["sweep"]["points"]]
     assert ws[0] <= 32 * 1024 and ws[-1] >= 4 * TINY_LLC  # L1-sized to DRAM-sized
     assert set(r["cache_roofs_GBps"]) == {"L1", "L2", "DRAM"}
     json.dumps(r, allow_nan=False)
 
     roof = Roofline.from_results(r)
+    assert roof.threads == 2
     assert roof.attainable_GFLOPS(1e-3) == pytest.approx(roof.bandwidth_GBps * 1e-3)
     assert roof.attainable_GFLOPS(1e6) == roof.peak_GFLOPS
     # at the ridge both roofs meet
@@ -192,10 +242,11 @@ def test_lab_is_registered_first():
     assert LAB.order == 1 and LAB.name == "01-roofline"
 
 
-@pytest.mark.slow
-def test_cli_quick_json(tmp_path, capsys):
+def test_cli_quick_json(tiny_machine, tmp_path, capsys, monkeypatch):
     from inferlab.cli import main
 
+    # the CLI path end to end on the tiny machine's config (a few seconds, not a real run)
+    monkeypatch.setattr(RooflineConfig, "for_run", classmethod(lambda cls, **kw: tiny_config(kw["threads"] or 2)))
     assert main(["roofline", "--quick", "--json", "--out", str(tmp_path / "r")]) == 0
     r = json.loads(capsys.readouterr().out)
     for key in ("bandwidth_GBps", "peak_GFLOPS", "ridge_point_flop_per_byte", "sweep"):

@@ -13,6 +13,11 @@ the machine it runs on:
   plus the theoretical peak from the CPU flags (SIMD width x FMA x pipes x cores x clock);
 - ridge point = peak GFLOP/s / DRAM GB/s: below it a kernel is memory-bound.
 
+Every ceiling is the MEDIAN of its trials with p10-p90 beside it, never the single best trial: a
+lone outlier moves neither. The 1-thread and N-thread runs of a kernel are interleaved, so their
+ratio is paired (the `verdicts` of results.json). `Roofline` is the one type every lab uses: the
+ceilings at one thread count, with their intervals.
+
 GB = 1e9 bytes, GFLOP = 1e9 FLOP throughout.
 """
 
@@ -21,8 +26,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from functools import partial
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -34,7 +40,8 @@ from inferlab.errors import InferlabError
 from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu_mhz, data_caches,
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import Stats, measure
+from inferlab.measure.timing import Stats, measure, measure_interleaved
+from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
 
 EXPERIMENT = "01-roofline"
 SCHEMA_VERSION = 1
@@ -52,6 +59,12 @@ FALLBACK_LLC_BYTES = 64 * 1024**2
 # Elements streamed per sweep call: enough that numpy's ~1 us call overhead is < 1% even in L1.
 SWEEP_STREAM_ELEMS = 4_000_000
 SWEEP_MIN_WS_BYTES = 4 * 1024
+# Each STREAM array at most this: three of them stay under 1 GiB even where a VM reports a huge
+# LLC (the README says when the cap cut an array below llc_multiple x LLC).
+STREAM_MAX_ARRAY_BYTES = 256 * 1024**2
+# A ceiling whose (p90 - p10) / median exceeds this is flagged, and labs that use it say so.
+WIDE_SPREAD = 0.25
+GEMV_INTENSITY = 0.5   # float32 GEMV: 2 FLOP per 4-byte weight read
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,7 @@ class RooflineConfig:
     sweep_points_per_octave: int = 4
     sweep_max_llc_multiple: int = 8   # sweep up to this x LLC (the DRAM plateau needs >= 4x)
     sweep_samples: int = 7
-    gemm_sizes: tuple[int, ...] = (512, 1024, 2048)  # the peak is the best of these
+    gemm_sizes: tuple[int, ...] = (512, 1024, 2048)  # the peak is the size with the highest median
     gemm_samples: int = 10
     min_sample_s: float = 0.05        # the harness rule: >= 50 ms of work per sample
 
@@ -124,37 +137,54 @@ def _parallel(calls: list[Callable[[], None]], pool: ThreadPoolExecutor | None) 
 
 
 def _bandwidth_entry(stats: Stats, nbytes: int) -> dict:
-    # Fastest time -> best bandwidth; p90 time -> p10 bandwidth.
-    return {"best": nbytes / stats.min / 1e9, "median": nbytes / stats.median / 1e9,
-            "p10": nbytes / stats.p90 / 1e9, "p90": nbytes / stats.p10 / 1e9,
+    # The ceiling is the median trial (robust to a lone fast or slow outlier); p90 time -> p10
+    # bandwidth. The single best trial is kept for reference only.
+    return {"median": nbytes / stats.median / 1e9, "p10": nbytes / stats.p90 / 1e9,
+            "p90": nbytes / stats.p10 / 1e9, "best": nbytes / stats.min / 1e9, "spread": stats.spread,
             "trials": stats.n, "noisy": stats.noisy, "time": stats.to_json("ms")}
 
 
-def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool]:
-    """(elements per array, LLC bytes used, LLC read from sysfs?)."""
+def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
+    """(elements per array, LLC bytes used, LLC read from sysfs?, array size capped?).
+
+    The LLC is the per-instance size a core reaches (sysfs cpu0 cache index*/size, one instance
+    shared by the CPUs in its shared_cpu_list), not lscpu's package total over all instances.
+    Each array is llc_multiple x that, capped at STREAM_MAX_ARRAY_BYTES so the three arrays stay
+    within a laptop's memory even where a VM reports a huge LLC.
+    """
     llc = last_level_cache_bytes()
     known = llc is not None
     llc = llc if known else FALLBACK_LLC_BYTES
-    return math.ceil(config.llc_multiple * llc / 8), llc, known
+    want = math.ceil(config.llc_multiple * llc / 8)
+    cap = STREAM_MAX_ARRAY_BYTES // 8
+    return min(want, cap), llc, known, want > cap
 
 
-def stream_bandwidth(config: RooflineConfig, threads: int, step: Callable[[str], None]) -> dict:
-    """{kernel: {best, median, p10, p90 GB/s, trials, ...}} with `threads` Python threads."""
-    n, _, _ = stream_array_elems(config)
-    a = np.full(n, 1.0)  # (n,) float64, each >= 4x LLC
+def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict]:
+    """({kernel: {str(threads): entry}}, {kernel: paired N/1-thread bandwidth ratio}).
+
+    The thread counts of one kernel are measured interleaved (1 thread, N threads, 1, N, ...) on
+    the same arrays, so their ratio is paired round by round.
+    """
+    n = stream_array_elems(config)[0]
+    a = np.full(n, 1.0)  # (n,) float64, each >= 4x LLC (or capped)
     b = np.full(n, 2.0)
     c = np.zeros(n)
-    parts = _chunks(n, threads)
-    out = {}
-    with ThreadPoolExecutor(threads) if threads > 1 else nullcontext() as pool:
+    out, ratios = {}, {}
+    top = config.thread_counts[-1]
+    with ThreadPoolExecutor(top) if top > 1 else nullcontext() as pool:
         for kernel in STREAM_KERNELS:
-            step(f"STREAM {kernel}, {threads} thread(s)")
-            call = _parallel([_stream_call(kernel, a[p], b[p], c[p]) for p in parts], pool)
-            stats = measure(call, samples=config.trials, warmup=1, min_sample_s=config.min_sample_s)
+            step(f"STREAM {kernel}, {' and '.join(map(str, config.thread_counts))} thread(s)")
+            calls = {str(t): _parallel([_stream_call(kernel, a[p], b[p], c[p]) for p in _chunks(n, t)],
+                                       pool if t > 1 else None)
+                     for t in config.thread_counts}
+            stats = measure_interleaved(calls, samples=config.trials, warmup=1, min_sample_s=config.min_sample_s)
             nbytes = STREAM_ARRAYS_TOUCHED[kernel] * n * a.itemsize
-            out[kernel] = {**_bandwidth_entry(stats, nbytes),
-                           "bytes_per_elem": STREAM_ARRAYS_TOUCHED[kernel] * a.itemsize}
-    return out
+            out[kernel] = {t: {**_bandwidth_entry(s, nbytes), "bytes_per_elem": STREAM_ARRAYS_TOUCHED[kernel] * a.itemsize}
+                           for t, s in stats.items()}
+            if top > 1:   # time(1) / time(N) = bandwidth(N) / bandwidth(1)
+                ratios[kernel] = paired_ratio(stats["1"], stats[str(top)]).to_json()
+    return out, ratios
 
 
 # --- working-set sweep -----------------------------------------------------------------------
@@ -208,30 +238,43 @@ def cache_levels(llc_multiple: int) -> list[dict]:
 
 
 def plateau_roofs(points: list[dict], levels: list[dict]) -> dict[str, float | None]:
-    """Best bandwidth of the sweep points inside each level's band (None if no point falls in)."""
+    """Highest median bandwidth of the sweep points inside each level's band (None if no point
+    falls in). Medians, not best samples: a lone fast sample cannot lift a roof."""
     roofs = {}
     for level in levels:
         lo, hi = level["band_bytes"]
-        inside = [p["GBps_best"] for p in points
+        inside = [p["GBps_median"] for p in points
                   if p["working_set_bytes"] >= lo and (hi is None or p["working_set_bytes"] <= hi)]
         roofs[level["name"]] = max(inside) if inside else None
     return roofs
 
 
+def unordered_roofs(roofs: dict[str, float | None]) -> list[str]:
+    """Cache levels whose roof is above the level before it ("L2 above L1"): the sweep could not
+    separate them on this run, and the README says so."""
+    known = [(name, bw) for name, bw in roofs.items() if bw is not None]
+    return [f"{b} ({bw_b:.0f} GB/s) above {a} ({bw_a:.0f} GB/s)"
+            for (a, bw_a), (b, bw_b) in zip(known, known[1:]) if bw_b > bw_a]
+
+
 # --- compute peak ----------------------------------------------------------------------------
 
-def gemm_gflops(dtype: str, n: int, threads: int, config: RooflineConfig) -> dict:
+def gemm_gflops(dtype: str, n: int, config: RooflineConfig) -> tuple[dict, dict | None]:
+    """({str(threads): entry}, paired N/1-thread GFLOP/s ratio or None), thread counts interleaved."""
     rng = np.random.default_rng(config.seed)
     a = rng.standard_normal((n, n)).astype(dtype)  # (n, n)
     b = rng.standard_normal((n, n)).astype(dtype)  # (n, n)
     c = np.empty((n, n), dtype=dtype)              # (n, n)
-    with blas_threads(threads):
-        stats = measure(lambda: np.matmul(a, b, out=c), samples=config.gemm_samples, warmup=1,
-                        min_sample_s=config.min_sample_s)
+    counts = [str(t) for t in config.thread_counts]
+    stats = measure_interleaved({t: (lambda: np.matmul(a, b, out=c)) for t in counts},
+                                around={t: partial(blas_threads, int(t)) for t in counts},
+                                samples=config.gemm_samples, warmup=1, min_sample_s=config.min_sample_s)
     flop = 2 * n**3
-    return {"n": n, "best": flop / stats.min / 1e9, "median": flop / stats.median / 1e9,
-            "p10": flop / stats.p90 / 1e9, "p90": flop / stats.p10 / 1e9, "noisy": stats.noisy,
-            "time": stats.to_json("ms")}
+    entries = {t: {"n": n, "median": flop / s.median / 1e9, "p10": flop / s.p90 / 1e9, "p90": flop / s.p10 / 1e9,
+                   "best": flop / s.min / 1e9, "spread": s.spread, "noisy": s.noisy, "time": s.to_json("ms")}
+               for t, s in stats.items()}
+    ratio = paired_ratio(stats["1"], stats[counts[-1]]).to_json() if len(counts) > 1 else None
+    return entries, ratio
 
 
 def theoretical_peak(threads: int) -> dict:
@@ -273,97 +316,196 @@ def theoretical_peak(threads: int) -> dict:
 # --- the whole run ---------------------------------------------------------------------------
 
 def ceiling_steps(config: RooflineConfig) -> int:
-    return (len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)) * len(config.thread_counts)
+    return len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)
 
 
-def measure_ceilings(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict]:
-    """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads]) for 1 and config.threads."""
-    bandwidth = {k: {} for k in STREAM_KERNELS}
-    peak = {"float32": {}, "float64": {}}
-    for t in config.thread_counts:
-        for kernel, entry in stream_bandwidth(config, t, step).items():
-            bandwidth[kernel][str(t)] = entry
-        for dtype in peak:
-            runs = []
-            for size in config.gemm_sizes:
-                step(f"GEMM {dtype} n={size}, {t} thread(s)")
-                runs.append(gemm_gflops(dtype, size, t, config))
-            best = max(runs, key=lambda r: r["best"])
-            peak[dtype][str(t)] = {**best, "by_n": {str(r["n"]): r["best"] for r in runs}}
-    return bandwidth, peak
+def measure_ceilings(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict, dict]:
+    """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads], paired thread ratios) for 1
+    and config.threads. A dtype's peak is the GEMM size with the highest median."""
+    bandwidth, ratios = stream_bandwidth(config, step)
+    peak = {}
+    gemm_ratios = {}
+    for dtype in ("float32", "float64"):
+        runs = []
+        for size in config.gemm_sizes:
+            step(f"GEMM {dtype} n={size}, {' and '.join(map(str, config.thread_counts))} thread(s)")
+            runs.append(gemm_gflops(dtype, size, config))
+        peak[dtype] = {}
+        for t in (str(t) for t in config.thread_counts):
+            best_n = max(range(len(runs)), key=lambda i: runs[i][0][t]["median"])
+            peak[dtype][t] = {**runs[best_n][0][t], "by_n": {str(r[t]["n"]): r[t]["median"] for r, _ in runs}}
+            if t == str(config.thread_counts[-1]) and runs[best_n][1] is not None:
+                gemm_ratios[dtype] = {**runs[best_n][1], "n": runs[best_n][0][t]["n"]}
+    return bandwidth, peak, {"stream": ratios, "gemm": gemm_ratios}
+
+
+def _interval(entry: dict) -> Interval:
+    return Interval(entry["median"], entry["p10"], entry["p90"])
+
+
+def wide_ceilings(bandwidth: dict, peak: dict) -> list[str]:
+    """The ceilings whose own p10-p90 spread exceeds WIDE_SPREAD of the median: labs that use
+    them say so."""
+    flags = []
+    for what, table, unit in (("triad", bandwidth["triad"], "GB/s"), ("float32 GEMM", peak["float32"], "GFLOP/s")):
+        for t, e in table.items():
+            if e["spread"] > WIDE_SPREAD:
+                flags.append(f"{what}, {t} thread(s): median {e['median']:.3g} {unit}, p10-p90 "
+                             f"{e['p10']:.3g}-{e['p90']:.3g} (spread {e['spread']:.0%})")
+    return flags
+
+
+def roofline_verdicts(results: dict) -> list[dict]:
+    """The roofline's claims: N threads beat 1 (triad, float32 GEMM), a float32 GEMV is memory-bound."""
+    out = []
+    top = results["thread_counts"][-1]
+    if top > 1:
+        tr = results["thread_ratios"]
+        out.append(decide("triad_threads", Interval(**tr["stream"]["triad"]), 1.0,
+                          quantity=f"triad bandwidth with {top} threads over 1 thread (paired, per round)",
+                          above=f"STREAM triad moves more bytes per second with {top} threads than with 1",
+                          below=f"STREAM triad moves fewer bytes per second with {top} threads than with 1",
+                          question=f"whether {top} threads change STREAM triad bandwidth").to_json())
+        g = tr["gemm"]["float32"]
+        out.append(decide("gemm_float32_threads", Interval(g["value"], g["p10"], g["p90"]), 1.0,
+                          quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread (paired)",
+                          above=f"float32 GEMM runs faster with {top} threads than with 1",
+                          below=f"float32 GEMM runs slower with {top} threads than with 1",
+                          question=f"whether {top} threads change float32 GEMM speed").to_json())
+    ridge = results["ridge"]
+    out.append(decide("gemv_memory_bound", Interval(ridge["value"], ridge["p10"], ridge["p90"]), GEMV_INTENSITY,
+                      quantity=f"the ridge point ({ridge['threads']} threads, FLOP/byte)",
+                      above=f"A float32 GEMV ({GEMV_INTENSITY} FLOP/byte) is memory-bound on this machine",
+                      below=f"A float32 GEMV ({GEMV_INTENSITY} FLOP/byte) is compute-bound on this machine",
+                      question="whether a float32 GEMV is memory- or compute-bound here").to_json())
+    return out
 
 
 def run_roofline(config: RooflineConfig) -> dict:
     """Measure everything; returns the results.json dict (see the module docstring)."""
-    n, llc, llc_known = stream_array_elems(config)
-    tkeys = [str(t) for t in config.thread_counts]
+    n, llc, llc_known, capped = stream_array_elems(config)
     sizes = sweep_sizes(config)
     with progress_bar(ceiling_steps(config) + len(sizes), "roofline") as step:
-        bandwidth, peak = measure_ceilings(config, step)
+        bandwidth, peak, ratios = measure_ceilings(config, step)
         points = []
         for ws in sizes:
             step(f"sweep {ws / 1024:.0f} KiB")
             points.append(sweep_point(ws, config))
     levels = cache_levels(config.llc_multiple)
-    top = tkeys[-1]
-    # The ridge uses float32 (the engine's dtype) GEMM with all threads over the DRAM triad.
-    ridge_peak = peak["float32"][top]["best"]
-    ridge_bw = bandwidth["triad"][top]["best"]
+    top = str(config.thread_counts[-1])
+    # The ridge uses float32 (the engine's dtype) GEMM with all threads over the DRAM triad, both
+    # medians; its interval pairs the low peak with the high bandwidth and vice versa.
+    ridge = quotient(_interval(peak["float32"][top]), _interval(bandwidth["triad"][top]))
     theory = theoretical_peak(config.threads)
-    return {
+    roofs = plateau_roofs(points, levels)
+    results = {
         "schema_version": SCHEMA_VERSION,
         "experiment": EXPERIMENT,
         "config": asdict(config),
+        "statistic": "median of trials (p10-p90 beside it); best trial kept for reference",
         "thread_counts": list(config.thread_counts),
         "stream": {"array_elems": n, "array_bytes": 8 * n, "dtype": "float64", "llc_bytes": llc,
-                   "llc_from_sysfs": llc_known, "scalar": STREAM_SCALAR},
+                   "llc_from_sysfs": llc_known, "llc_note": "per-instance size (sysfs cpu0), not the package total",
+                   "array_capped": capped, "max_array_bytes": STREAM_MAX_ARRAY_BYTES, "scalar": STREAM_SCALAR},
         "bandwidth_GBps": bandwidth,
         "peak_GFLOPS": peak,
+        "thread_ratios": ratios,
         "theoretical_peak_GFLOPS": theory,
         "measured_over_theoretical": {
-            d: (peak[d][top]["best"] / theory[d]["GFLOPS"]) if isinstance(theory[d], dict) else "unknown"
+            d: (peak[d][top]["median"] / theory[d]["GFLOPS"]) if isinstance(theory[d], dict) else "unknown"
             for d in peak},
-        "ridge_point_flop_per_byte": ridge_peak / ridge_bw,
-        "ridge": {"peak_GFLOPS": ridge_peak, "bandwidth_GBps": ridge_bw, "threads": int(top),
-                  "peak_from": f"peak_GFLOPS.float32.{top}.best",
-                  "bandwidth_from": f"bandwidth_GBps.triad.{top}.best"},
-        "ridge_points_flop_per_byte": {d: peak[d][top]["best"] / ridge_bw for d in peak},
+        "ridge_point_flop_per_byte": ridge.value,
+        "ridge": {"peak_GFLOPS": peak["float32"][top]["median"], "bandwidth_GBps": bandwidth["triad"][top]["median"],
+                  "threads": int(top), **ridge.to_json(), "spread": ridge.spread,
+                  "peak_from": f"peak_GFLOPS.float32.{top}.median",
+                  "bandwidth_from": f"bandwidth_GBps.triad.{top}.median"},
+        "ridge_points_flop_per_byte": {d: peak[d][top]["median"] / bandwidth["triad"][top]["median"] for d in peak},
+        "wide_ceilings": wide_ceilings(bandwidth, peak),
         "sweep": {"kernel": "acc = x + x + ... (np.add.reduce over a zero-stride view), float64",
                   "bytes_per_elem": 24, "threads": 1, "points": points, "levels": levels},
-        "cache_roofs_GBps": plateau_roofs(points, levels),
+        "cache_roofs_GBps": roofs,
+        "unordered_cache_roofs": unordered_roofs(roofs),
     }
+    results["verdicts"] = roofline_verdicts(results)
+    return results
 
 
 # --- the roofline as other labs use it -------------------------------------------------------
 
 @dataclass(frozen=True)
 class Roofline:
-    peak_GFLOPS: float                   # compute roof defining the ridge (dtype, threads below)
-    bandwidth_GBps: float                # DRAM roof: STREAM triad, best of the trials
-    ridge_point_flop_per_byte: float     # peak_GFLOPS / bandwidth_GBps
-    cache_roofs_GBps: dict[str, float | None] = field(default_factory=dict)  # "L1".. "DRAM", 1 thread
+    """The ceilings at ONE thread count: every lab places its kernels under this type."""
+
+    threads: int
+    peak: Interval                       # float32 GEMM GFLOP/s, median (p10-p90) at `threads`
+    bandwidth: Interval                  # DRAM roof: STREAM triad GB/s, median (p10-p90)
+    cache_roofs_GBps: dict[str, float | None] = field(default_factory=dict)  # "L1".. only when threads == 1
     peaks_GFLOPS: dict[str, float] = field(default_factory=dict)             # per dtype, same threads
-    dtype: str = "float32"
-    threads: int = 1
+    wide: tuple[str, ...] = ()           # ceilings flagged for a wide spread (wide_ceilings)
+    source: str | None = None            # the manifest it came from; None: measured now
+
+    @property
+    def peak_GFLOPS(self) -> float:
+        return self.peak.value
+
+    @property
+    def bandwidth_GBps(self) -> float:
+        return self.bandwidth.value
+
+    @property
+    def ridge(self) -> Interval:
+        """peak / bandwidth in FLOP/byte, with its conservative p10-p90."""
+        return quotient(self.peak, self.bandwidth)
+
+    @property
+    def ridge_point_flop_per_byte(self) -> float:
+        return self.ridge.value
 
     @classmethod
-    def from_results(cls, results: dict) -> "Roofline":
-        ridge = results["ridge"]
-        t = str(ridge["threads"])
-        return cls(peak_GFLOPS=ridge["peak_GFLOPS"], bandwidth_GBps=ridge["bandwidth_GBps"],
-                   ridge_point_flop_per_byte=results["ridge_point_flop_per_byte"],
-                   cache_roofs_GBps=dict(results["cache_roofs_GBps"]),
-                   peaks_GFLOPS={d: v[t]["best"] for d, v in results["peak_GFLOPS"].items()},
-                   dtype="float32", threads=ridge["threads"])
+    def from_results(cls, results: dict, threads: int | None = None, *, source: str | None = None) -> "Roofline":
+        """The ceilings of a roofline results dict at `threads` (None or not measured: the ridge's)."""
+        t = str(threads if threads is not None else results["ridge"]["threads"])
+        if t not in results["peak_GFLOPS"]["float32"] or t not in results["bandwidth_GBps"]["triad"]:
+            t = str(results["ridge"]["threads"])
+        wide = tuple(w for w in results.get("wide_ceilings", []) if f", {t} thread(s)" in w)
+        return cls(threads=int(t), peak=_interval(results["peak_GFLOPS"]["float32"][t]),
+                   bandwidth=_interval(results["bandwidth_GBps"]["triad"][t]),
+                   cache_roofs_GBps=dict(results["cache_roofs_GBps"]) if t == "1" else {},
+                   peaks_GFLOPS={d: v[t]["median"] for d, v in results["peak_GFLOPS"].items()},
+                   wide=wide, source=source)
 
     def attainable_GFLOPS(self, intensity: float, *, memory: str = "DRAM") -> float:
         """min(peak, roof x intensity): the roofline's bound for a kernel of this intensity."""
         bw = self.bandwidth_GBps if memory == "DRAM" else self.cache_roofs_GBps[memory]
         return min(self.peak_GFLOPS, bw * intensity)
 
+    def attainable_interval(self, intensity: float) -> Interval:
+        """The DRAM-roofline bound at this intensity with the ceilings' own p10-p90."""
+        return Interval(*(min(pk, bw * intensity) for pk, bw in
+                          ((self.peak.value, self.bandwidth.value), (self.peak.p10, self.bandwidth.p10),
+                           (self.peak.p90, self.bandwidth.p90))))
 
-def load_roofline(directory) -> Roofline:
-    """The Roofline of an earlier `inferlab roofline` run (its results.json)."""
+    def bound_by(self, intensity: float) -> str:
+        """'memory' left of the ridge point (medians), 'compute' at or right of it."""
+        return "memory" if intensity < self.ridge_point_flop_per_byte else "compute"
+
+    def to_json(self) -> dict:
+        return {"source": self.source or "measured now (no roofline experiment given or found)",
+                "threads": self.threads, "peak_GFLOPS": self.peak.to_json(), "bandwidth_GBps": self.bandwidth.to_json(),
+                "ridge_flop_per_byte": self.ridge.to_json(), "cache_roofs_GBps": self.cache_roofs_GBps,
+                "peaks_GFLOPS": self.peaks_GFLOPS, "wide_ceilings": list(self.wide)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Roofline":
+        """The inverse of to_json (what a lab stored in its own results.json)."""
+        measured_now = d["source"].startswith("measured now")
+        return cls(threads=d["threads"], peak=Interval(**d["peak_GFLOPS"]), bandwidth=Interval(**d["bandwidth_GBps"]),
+                   cache_roofs_GBps=dict(d["cache_roofs_GBps"]), peaks_GFLOPS=dict(d["peaks_GFLOPS"]),
+                   wide=tuple(d["wide_ceilings"]), source=None if measured_now else d["source"])
+
+
+def read_roofline_results(directory) -> dict:
+    """results.json of an earlier `inferlab roofline` run; InferlabError (one line) otherwise."""
     path = Path(directory) / "results.json"
     try:
         results = json.loads(path.read_text())
@@ -371,43 +513,62 @@ def load_roofline(directory) -> Roofline:
         raise InferlabError(f"{path} not found; run `inferlab roofline` first") from None
     except json.JSONDecodeError as exc:
         raise InferlabError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if results.get("experiment") != EXPERIMENT:
-        raise InferlabError(f"{path}: /experiment is {results.get('experiment')!r}, expected {EXPERIMENT!r}")
+    if not isinstance(results, dict) or results.get("experiment") != EXPERIMENT:
+        got = results.get("experiment") if isinstance(results, dict) else None
+        raise InferlabError(f"{path}: /experiment is {got!r}, expected {EXPERIMENT!r}")
+    return results
+
+
+def load_roofline(directory, threads: int | None = None) -> Roofline:
+    """The Roofline of an earlier `inferlab roofline` run, at `threads` (None: the ridge's)."""
+    results = read_roofline_results(directory)
     try:
-        return Roofline.from_results(results)
+        return Roofline.from_results(results, threads, source=str(Path(directory) / "manifest.json"))
     except (KeyError, TypeError) as exc:
-        raise InferlabError(f"{path}: missing roofline key {exc}") from None
+        raise InferlabError(f"{Path(directory) / 'results.json'}: missing roofline key {exc} "
+                            "(written by an older inferlab? rerun `inferlab roofline`)") from None
 
 
-def measure_roofline(quick: bool, threads: int | None) -> Roofline:
-    """Measure the roofline now (for labs that need it on the fly), without writing files."""
-    return Roofline.from_results(run_roofline(RooflineConfig.for_run(quick=quick, threads=threads)))
+def resolve_roofline(directory, *, threads: int) -> Roofline:
+    """The roofline a lab places its kernels under: the one in `directory` (a run of the same
+    `run all`, or --roofline DIR); measured now with the quick configuration only when none exists."""
+    if directory is not None:
+        return load_roofline(directory, threads)
+    results = run_roofline(RooflineConfig.for_run(quick=True, threads=max(threads, 1)))
+    return Roofline.from_results(results, threads)
 
 
-def draw_roofline(ax, results: dict) -> None:
-    """Log-log roofline on ax: DRAM roof, cache roofs, compute roofs, the ridge labelled.
+ROOF_STYLES = {"L1": ("tab:cyan", (0, (1, 1))), "L2": ("tab:olive", (0, (5, 2))),
+               "L3": ("tab:brown", (0, (6, 2, 1, 2)))}
 
-    Other labs overlay their kernels as (intensity, GFLOP/s) points on the same axes.
-    """
-    roof = Roofline.from_results(results)
-    intensity = np.geomspace(1 / 64, 256, 400)  # (P,) FLOP/byte
+
+def draw_roofline(ax, roof: Roofline, *, theory: dict | None = None, span=(1 / 64, 256)) -> None:
+    """Log-log roofline of ONE thread count on ax: DRAM roof (p10-p90 band shaded), cache roofs
+    (1 thread only), compute roofs. Labs overlay their kernels as (intensity, GFLOP/s) points."""
+    intensity = np.geomspace(span[0], span[1], 400)  # (P,) FLOP/byte
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    t = roof.threads
     for name, bw in roof.cache_roofs_GBps.items():
         if bw is None or name == "DRAM":
             continue
-        ax.plot(intensity, np.minimum(bw * intensity, roof.peak_GFLOPS), "--", lw=1,
-                label=f"{name} roof {bw:.0f} GB/s (1 thread)")
-    ax.plot(intensity, np.minimum(roof.bandwidth_GBps * intensity, roof.peak_GFLOPS), "k-", lw=2.5,
-            label=f"DRAM roof {roof.bandwidth_GBps:.1f} GB/s (triad, {roof.threads} thr)")
+        color, dash = ROOF_STYLES.get(name, ("grey", "--"))
+        ax.plot(intensity, np.minimum(bw * intensity, roof.peak_GFLOPS), color=color, ls=dash, lw=1.6,
+                label=f"{name} roof {bw:.0f} GB/s (sweep median, {t} thread)")
+    bw = roof.bandwidth
+    ax.fill_between(intensity, np.minimum(bw.p10 * intensity, roof.peak.p10),
+                    np.minimum(bw.p90 * intensity, roof.peak.p90), color="k", alpha=0.12, lw=0,
+                    label="p10-p90 of the DRAM and float32 roofs")
+    ax.plot(intensity, np.minimum(bw.value * intensity, roof.peak_GFLOPS), "k-", lw=2.5,
+            label=f"DRAM roof {bw.value:.1f} GB/s (triad median, {t} thr)")
     for dtype, gflops in roof.peaks_GFLOPS.items():
         ax.axhline(gflops, color="C3" if dtype == "float32" else "C4", lw=1.5,
-                   label=f"{dtype} GEMM {gflops:.0f} GFLOP/s ({roof.threads} thr)")
-    theory = results["theoretical_peak_GFLOPS"]
+                   label=f"{dtype} GEMM {gflops:.3g} GFLOP/s (median, {t} thr)")
     for dtype in ("float32", "float64"):
-        if isinstance(theory.get(dtype), dict):
-            ax.axhline(theory[dtype]["GFLOPS"], color="C3" if dtype == "float32" else "C4", lw=1,
-                       ls=":", label=f"{dtype} theoretical {theory[dtype]['GFLOPS']:.0f} GFLOP/s")
+        th = (theory or {}).get(dtype)
+        if isinstance(th, dict):
+            ax.axhline(th["GFLOPS"], color="C3" if dtype == "float32" else "C4", lw=1, ls=":",
+                       label=f"{dtype} theoretical {th['GFLOPS']:.0f} GFLOP/s ({theory['cores']} core(s))")
     ridge = roof.ridge_point_flop_per_byte
     ax.plot([ridge], [roof.peak_GFLOPS], "ko")
     ax.annotate(f"ridge {ridge:.2f} FLOP/B", (ridge, roof.peak_GFLOPS), xytext=(8, -18),

@@ -18,6 +18,7 @@ class LabOptions:
     force: bool = False       # replace an existing folder
     threads: int | None = None  # BLAS threads; None = the lab's own default
     seed: int = 0
+    budget_s: float | None = None  # extra seconds to resolve comparisons; None = the lab's default
 
     def sibling(self, name: str) -> Path | None:
         """The folder `name` beside this lab's out when it holds a finished run (results.json),
@@ -32,6 +33,22 @@ class Lab:
     name: str                  # folder name, e.g. "15-attention-perf"
     title: str
     run: Callable[[LabOptions], dict]  # returns the results dict it wrote
+    # The report: README, figures and the reproducing script, rendered from the folder's
+    # results.json and manifest.json alone (`inferlab report DIR`). name -> str | Figure.
+    report: Callable[[dict, dict, Path], dict[str, object]] | None = None
+
+
+def add_report(writer, files: dict[str, object]) -> None:
+    """Put a report's files into an ExperimentWriter: text as UTF-8, figures as PNG."""
+    for name, item in files.items():
+        if isinstance(item, str):
+            writer.add_text(name, item)
+        else:
+            writer.add_figure(name, item)
+
+
+def lab_named(name: str) -> Lab | None:
+    return next((lab for lab in all_labs() if lab.name == name), None)
 
 
 def all_labs() -> list[Lab]:

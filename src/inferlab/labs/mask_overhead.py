@@ -29,8 +29,9 @@ from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
 from inferlab.model.tokenizer import load_vocab, vocab_installed
 from inferlab.model.trace import SPANS, Tracer
+from inferlab import roofline
 from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
-from inferlab.roofline import Roofline, load_roofline, measure_roofline
+from inferlab.roofline import Roofline
 
 EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
@@ -227,10 +228,8 @@ def peers_on_path(schema: dict, tok, mask, row: dict) -> dict:
 
 # --- roofline placement and the headline numbers ------------------------------------------------
 
-def resolve_roofline(config: MaskLabConfig) -> tuple[Roofline, str | None]:
-    if config.roofline_dir is not None:
-        return load_roofline(config.roofline_dir), str(Path(config.roofline_dir) / "manifest.json")
-    return measure_roofline(quick=True, threads=config.threads), None
+def resolve_roofline(config: MaskLabConfig) -> Roofline:
+    return roofline.resolve_roofline(config.roofline_dir, threads=config.threads)
 
 
 def roofline_placement(entry: dict, roof: Roofline) -> dict:
@@ -283,7 +282,8 @@ def measure_all(config: MaskLabConfig) -> dict:
     n_steps = len(config.vocabs) * (2 + bool(config.peers)) + 1
     with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
         step("roofline")
-        roof, depends_on = resolve_roofline(config)
+        roof = resolve_roofline(config)
+        depends_on = roof.source
         table = [measure_vocab(v, config, step) for v in config.vocabs]
         default = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), table[0])
         results.update(headline(default))

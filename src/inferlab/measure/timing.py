@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -133,24 +133,63 @@ def measure(fn: Callable[[], object], *, samples: int = 30, min_sample_s: float 
                 return stats
 
 
+class Budget:
+    """Seconds a lab may spend measuring more to resolve its comparisons, shared by its calls."""
+
+    def __init__(self, seconds: float):
+        if not seconds >= 0:
+            raise ValueError(f"budget must be >= 0 seconds, got {seconds}")
+        self.seconds = float(seconds)
+        self._deadline = time.perf_counter() + self.seconds
+
+    def left(self) -> float:
+        return max(0.0, self._deadline - time.perf_counter())
+
+
 def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 30, min_sample_s: float = 0.05,
-                        warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD) -> dict[str, Stats]:
+                        warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
+                        around: dict[str, Callable[[], AbstractContextManager]] | None = None,
+                        more: Callable[[dict[str, Stats]], bool] | None = None,
+                        budget: Budget | None = None) -> dict[str, Stats]:
     """Time several functions whose ratio is the result, one sample of each in turn (A B A B ...).
 
     On a shared machine the load drifts during a run; measuring A's samples and then B's puts
-    the drift into the ratio. Interleaving spreads it over both. Each function gets its own
-    warm-up and calibration, as in measure(); gc is off throughout and restored after.
+    the drift into the ratio. Interleaving spreads it over both, and sample i of every function
+    comes from the same round, so per-round ratios (verdicts.paired_ratio) are paired.
+    Each function gets its own warm-up and calibration, as in measure(); gc is off throughout
+    and restored after. around[name]() is a context entered outside the timer for each of that
+    function's samples (e.g. a BLAS thread limit), so one run can compare thread counts.
+
+    Adaptive: after `samples` rounds, while more(stats) is true (a comparison is still
+    unresolved) and `budget` has time left, further rounds are taken, in batches of
+    max(samples // 2, 2), and Stats.n says how many rounds were taken in all.
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    around = around or {}
+    enter = lambda name: around[name]() if name in around else nullcontext()  # noqa: E731
     per_call: dict[str, list[float]] = {name: [] for name in fns}
+    iters: dict[str, int] = {}
     with gc_disabled():
-        for fn in fns.values():
-            for _ in range(warmup):
-                fn()
-        iters = {name: _calibrate(fn, min_sample_s) for name, fn in fns.items()}
-        for _ in range(samples):
-            for name, fn in fns.items():
-                per_call[name].append(_time_calls(fn, iters[name]) / iters[name] / 1e9)
-    return {name: summarize(per_call[name], iters_per_sample=iters[name], noise_threshold=noise_threshold)
-            for name in fns}
+        for name, fn in fns.items():
+            with enter(name):
+                for _ in range(warmup):
+                    fn()
+                iters[name] = _calibrate(fn, min_sample_s)
+
+        def rounds(count: int) -> None:
+            for _ in range(count):
+                for name, fn in fns.items():
+                    with enter(name):
+                        per_call[name].append(_time_calls(fn, iters[name]) / iters[name] / 1e9)
+
+        def stats() -> dict[str, Stats]:
+            return {name: summarize(per_call[name], iters_per_sample=iters[name], noise_threshold=noise_threshold)
+                    for name in fns}
+
+        rounds(samples)
+        result = stats()
+        while more is not None and budget is not None and budget.left() > 0 and more(result):
+            rounds(max(samples // 2, 2))
+            result = stats()
+    return result

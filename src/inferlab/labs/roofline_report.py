@@ -1,0 +1,209 @@
+"""The 01-roofline report: README.md, roofline.png, sweep.png and bench.py, from the folder's
+results.json and manifest.json alone (plus benchmarks/likwid_compare.py's folder beside it, when
+one exists). `inferlab report DIR` calls `render`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from inferlab.measure import new_figure
+from inferlab.measure.verdicts import verdict_lines
+from inferlab.roofline import EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, draw_roofline
+
+LIKWID_EXPERIMENT = "01-roofline-likwid"
+
+
+def bench_script(config: dict) -> str:
+    return f'''"""Reproduce this folder's measurements through the package; prints results.json to stdout.
+
+Equivalent to `inferlab roofline --threads {config["threads"]}{" --quick" if config["quick"] else ""} --json`, without writing files.
+"""
+import json
+
+from inferlab.roofline import RooflineConfig, run_roofline
+
+config = RooflineConfig(**{_config_literal(config)})
+print(json.dumps(run_roofline(config), indent=2))
+'''
+
+
+def _config_literal(config: dict) -> str:
+    return "{" + ", ".join(f"{k!r}: {tuple(v) if isinstance(v, list) else v!r}" for k, v in config.items()) + "}"
+
+
+def sweep_figure(results: dict):
+    """Bandwidth against working-set size, cache sizes marked, each level's plateau drawn."""
+    fig, ax = new_figure(figsize=(7.5, 4.5))
+    points = results["sweep"]["points"]
+    ws = np.array([p["working_set_bytes"] for p in points]) / 1024  # (P,) KiB
+    ax.plot(ws, [p["GBps_median"] for p in points], "o-", label="median of samples (used for the roofs)")
+    ax.plot(ws, [p["GBps_best"] for p in points], ".:", alpha=0.6, label="best sample (reference)")
+    for level in results["sweep"]["levels"]:
+        lo, hi = level["band_bytes"]
+        roof = results["cache_roofs_GBps"][level["name"]]
+        if level["size_bytes"]:
+            ax.axvline(level["size_bytes"] / 1024, color="grey", lw=0.8, ls=":")
+            ax.text(level["size_bytes"] / 1024, 0.98, level["name"],
+                    transform=ax.get_xaxis_transform(), ha="right", va="top", fontsize=8)
+        if roof is not None:
+            right = (hi or lo * 2) / 1024
+            ax.hlines(roof, max(lo / 1024, ws[0]), right, colors="C3", lw=2)
+            ax.text(right, roof, f" {level['name']} {roof:.0f} GB/s", fontsize=7, va="bottom", ha="right")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("working set (KiB)")
+    ax.set_ylabel("GB/s (STREAM add counting, 24 B/elem)")
+    ax.set_title("working-set sweep, 1 thread: the plateau of each cache level")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def roofline_figure(results: dict):
+    """One panel per thread count: every roof in a panel was measured at that panel's count."""
+    counts = results["thread_counts"]
+    fig, axes = new_figure(1, len(counts), figsize=(7.0 * len(counts), 5.2))
+    for ax, t in zip(np.atleast_1d(axes), counts):
+        draw_roofline(ax, Roofline.from_results(results, t), theory=results["theoretical_peak_GFLOPS"])
+        ax.set_title(f"{t} thread(s): every roof here measured with {t} thread(s)"
+                     + (" (cache roofs: 1-thread sweep)" if t == 1 else ""), fontsize=9)
+    fig.suptitle("roofline of this machine (medians; shaded: p10-p90)")
+    return fig
+
+
+def _fmt(x, digits=1) -> str:
+    return "unknown" if not isinstance(x, (int, float)) else f"{x:.{digits}f}"
+
+
+def machine_lines(manifest: dict) -> list[str]:
+    hw, blas = manifest["hardware"], manifest["versions"]["blas"]
+    env = {k: v for k, v in hw.get("env", {}).items() if v is not None}
+    return [f"- CPU: {hw['cpu_model']}, {hw['cores']} cores, {hw['logical_cpus']} logical CPUs; "
+            "caches: " + ", ".join(f"L{c['level']} {c['type']} {c['size_bytes'] // 1024} KiB"
+                                   for c in hw.get("caches", [])),
+            f"- governor at run: {hw['cpu_governor_at_run']}"
+            + (f" ({hw['governor_note']})" if hw.get("governor_note") else ""),
+            "- BLAS: " + (", ".join(f"{b['internal_api']} {b['version']}, kernel {b['kernel']}, "
+                                    f"{b['threading_layer']}" for b in blas) or "none found"),
+            "- environment: " + (", ".join(f"{k}={v}" for k, v in env.items()) if env
+                                 else "no OPENBLAS_*/OMP_* variables set")]
+
+
+def _likwid_lines(folder: Path) -> list[str]:
+    path = folder.parent / LIKWID_EXPERIMENT / "results.json"
+    if not path.is_file():
+        return [f"No likwid comparison next to this folder yet: `python benchmarks/likwid_compare.py "
+                f"--out {folder.parent / LIKWID_EXPERIMENT}` runs likwid-bench and this roofline in one go."]
+    lk = json.loads(path.read_text())
+    lines = [f"From [{LIKWID_EXPERIMENT}](../{LIKWID_EXPERIMENT}/README.md) (run {lk.get('date', '?')}, "
+             f"threads {', '.join(map(str, lk['threads']))}, likwid kernels {', '.join(lk['likwid_kernels'].values())}):", "",
+             "| quantity | inferlab | likwid-bench | inferlab / likwid |", "|---|---|---|---|"]
+    for name, row in lk["ratios"].items():
+        lines.append(f"| {name} | {_fmt(row['inferlab'])} | {_fmt(row['likwid'])} | {_fmt(row['ratio'], 2)} |")
+    return lines
+
+
+def _ceiling_notes(r: dict) -> list[str]:
+    lines = []
+    if r["wide_ceilings"]:
+        lines += [f"**Wide ceilings** (p10-p90 wider than {WIDE_SPREAD:.0%} of the median; labs that use "
+                  "them say so): " + "; ".join(r["wide_ceilings"]) + ".", ""]
+    if r["unordered_cache_roofs"]:
+        lines += ["**Cache roofs out of order** on this run (the sweep could not separate the levels, "
+                  "usually load from other processes): " + "; ".join(r["unordered_cache_roofs"]) + ".", ""]
+    return lines
+
+
+def readme(results: dict, manifest: dict, folder: Path) -> str:
+    r, ridge = results, results["ridge"]
+    t = str(ridge["threads"])
+    theory = r["theoretical_peak_GFLOPS"]
+    s = r["stream"]
+    lines = [f"# {EXPERIMENT}: the roofline of this machine", "",
+             f"Measured {manifest['date']} with `inferlab roofline --threads {r['config']['threads']}"
+             + (" --quick" if r["config"]["quick"] else "")
+             + "`. Every number says the thread count it used. GB = 1e9 bytes. **Statistic**: every "
+             "ceiling is the **median** of its trials, with p10-p90 beside it (a lone fast or slow "
+             "trial moves neither); the best trial is listed for reference only.", "",
+             "## Machine", "", *machine_lines(manifest), "",
+             "## Ridge point", "",
+             f"**{r['ridge_point_flop_per_byte']:.2f} FLOP/byte** (p10-p90 {ridge['p10']:.2f}-{ridge['p90']:.2f}) = "
+             f"float32 GEMM median {ridge['peak_GFLOPS']:.1f} GFLOP/s / DRAM triad median "
+             f"{ridge['bandwidth_GBps']:.1f} GB/s, both with {ridge['threads']} thread(s) "
+             f"(`{ridge['peak_from']}` / `{ridge['bandwidth_from']}`). The interval pairs the GEMM's p10 "
+             "with the triad's p90 and vice versa, so a rerun's ridge should land inside it. "
+             f"A float32 GEMV (2 FLOP per 4-byte weight, 0.5 FLOP/B) is bounded by "
+             f"{min(ridge['peak_GFLOPS'], 0.5 * ridge['bandwidth_GBps']):.1f} GFLOP/s here. "
+             f"With float64 GEMM as the roof the ridge is {r['ridge_points_flop_per_byte']['float64']:.2f} FLOP/B.",
+             "", "Verdicts of this run (each decided by its own p10-p90 interval):", "",
+             *verdict_lines(r["verdicts"]), "", *_ceiling_notes(r),
+             "![roofline](roofline.png)", "",
+             "## DRAM bandwidth (STREAM)", "",
+             f"Arrays of {s['array_elems']:,} float64 ({s['array_bytes'] / 2**20:.0f} MiB each, "
+             f"{s['array_bytes'] / s['llc_bytes']:.1f}x the {s['llc_bytes'] / 2**20:.0f} MiB last-level cache "
+             "that one core reaches (sysfs per-instance size)"
+             + ("" if s["llc_from_sysfs"] else "; LLC size unreadable: assumed")
+             + (f"; capped at {s['max_array_bytes'] / 2**20:.0f} MiB per array to bound memory, so below "
+                f"{r['config']['llc_multiple']}x the LLC" if s["array_capped"] else "") + "). "
+             f"The thread counts {', '.join(map(str, r['thread_counts']))} are measured interleaved, "
+             f"{r['config']['trials']} rounds after a discarded warm-up; each trial aggregates "
+             f">= {r['config']['min_sample_s'] * 1e3:.0f} ms.", "",
+             "| kernel | B/elem | threads | median GB/s | p10-p90 | best (ref.) | noisy |", "|---|---|---|---|---|---|---|"]
+    for kernel in STREAM_KERNELS:
+        for tk, e in r["bandwidth_GBps"][kernel].items():
+            lines.append(f"| {kernel} | {e['bytes_per_elem']} | {tk} | {e['median']:.1f} | "
+                         f"{e['p10']:.1f}-{e['p90']:.1f} | {e['best']:.1f} | {'yes' if e['noisy'] else 'no'} |")
+    lines += ["", "Bytes are counted as STREAM counts them: copy (c=a) and scale (b=s*c) 16 B/element, "
+              "add (c=a+b) and triad (a=b+s*c) 24 B/element. Two effects make the real traffic larger, "
+              "so these figures are what STREAM would report, not what the memory bus carried:",
+              "- numpy has no fused triad: `np.multiply(c, s, out=a); np.add(a, b, out=a)` is two passes. "
+              "They run block by block (1 MiB per array), so the second pass reads a's block from cache "
+              "and DRAM sees STREAM's single pass; over whole arrays it would move 40 B/element for the "
+              "24 counted.",
+              "- write-allocate: a store to a line not in cache first reads that line, so each written "
+              "array costs 2x its size unless the copy uses non-temporal stores (glibc's memcpy, behind "
+              "`np.copyto`, does for large copies). Counting it, copy moves 24 B/element and add/triad 32.",
+              "", "## Cache roofs (working-set sweep, 1 thread)", "",
+              f"Kernel: {r['sweep']['kernel']}, counted as STREAM add (24 B/element). A zero-stride view "
+              "repeats the same working set inside one numpy call, so numpy's per-call overhead does not "
+              "hide the L1 plateau. Each level's roof is the highest **median** point between 2x the "
+              "previous level's size and half its own (DRAM: >= 4x the LLC), as the Empirical Roofline "
+              "Toolkit reads plateaus.", "", "| level | size | roof GB/s |", "|---|---|---|"]
+    for level in r["sweep"]["levels"]:
+        size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
+        lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} |")
+    lines += ["", "![sweep](sweep.png)", "", "## Peak compute (GEMM, 2n^3 FLOP)", "",
+              "The peak of a dtype is the GEMM size with the highest median; thread counts interleaved.", "",
+              "| dtype | threads | n | median GFLOP/s | p10-p90 | best (ref.) | median by n |", "|---|---|---|---|---|---|---|"]
+    for dtype, per_t in r["peak_GFLOPS"].items():
+        for tk, e in per_t.items():
+            by_n = ", ".join(f"{n}: {g:.1f}" for n, g in e["by_n"].items())
+            lines.append(f"| {dtype} | {tk} | {e['n']} | {e['median']:.1f} | {e['p10']:.1f}-{e['p90']:.1f} | "
+                         f"{e['best']:.1f} | {by_n} |")
+    lines += ["", f"Theoretical peak from the CPU flags: ISA {theory['isa']}, FMA {'yes' if theory['fma'] else 'no'}, "
+              f"{theory['pipes_assumed']} vector pipes per core assumed, {theory['cores']} core(s), "
+              f"{_fmt(theory['ghz'], 2)} GHz (from {theory['ghz_source'] or 'nowhere'}"
+              + ("; the current clock under a hypervisor, turbo unknown" if theory["ghz_source"] == "current_mhz" else "")
+              + ")."]
+    for dtype in ("float32", "float64"):
+        th = theory[dtype]
+        if isinstance(th, dict):
+            lines.append(f"- {dtype}: {th['flop_per_cycle_per_core']} FLOP/cycle/core -> {th['GFLOPS']:.1f} GFLOP/s; "
+                         f"the measured median GEMM with {t} thread(s) is {100 * r['measured_over_theoretical'][dtype]:.0f}% of it.")
+        else:
+            lines.append(f"- {dtype}: unknown (SIMD width or clock not readable).")
+    lines += ["", "## Independent check: likwid-bench", "", *_likwid_lines(folder), "",
+              "## Caveats", "",
+              "- Results marked noisy have (p90-p10)/median above 10%: on a shared machine, rerun "
+              "when nothing else is running.",
+              "- Multi-threaded STREAM runs one Python thread per chunk (numpy releases the GIL in ufunc "
+              "loops); multi-threaded GEMM uses the BLAS's own threads, set with threadpoolctl.", ""]
+    return "\n".join(lines)
+
+
+def render(results: dict, manifest: dict, folder: Path) -> dict[str, object]:
+    return {"bench.py": bench_script(results["config"]), "roofline.png": roofline_figure(results),
+            "sweep.png": sweep_figure(results), "README.md": readme(results, manifest, Path(folder))}

@@ -1,0 +1,127 @@
+"""Verdicts: every comparison or threshold claim a lab makes, decided by its measured interval.
+
+A lab never writes "A is faster than B" from two medians. It measures an interval for the
+quantity the claim is about (a paired ratio from one interleaved run, a share of a roof, an
+intensity over the ridge point) and hands it to `decide`, which resolves the claim only when the
+whole p10-p90 interval lies on one side of the threshold. Otherwise the statement says the run
+cannot tell, and why (the interval straddles the threshold), and asserts no direction. READMEs
+quote `Verdict.statement` verbatim, so the prose is a function of the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+import numpy as np
+
+from inferlab.measure.timing import Stats
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A measured quantity: its median and the p10-p90 band around it."""
+
+    value: float
+    p10: float
+    p90: float
+
+    def __post_init__(self):
+        if not self.p10 <= self.value <= self.p90:
+            raise ValueError(f"interval must satisfy p10 <= value <= p90, got {self.p10}, {self.value}, {self.p90}")
+
+    @classmethod
+    def from_samples(cls, values: Iterable[float]) -> "Interval":
+        arr = np.asarray(list(values), dtype=float)  # (n,)
+        if arr.size == 0:
+            raise ValueError("an interval needs at least one sample")
+        p10, median, p90 = (float(v) for v in np.percentile(arr, [10, 50, 90]))
+        return cls(median, p10, p90)
+
+    @classmethod
+    def exact(cls, value: float) -> "Interval":
+        """A quantity with no measurement spread (e.g. a modelled intensity)."""
+        return cls(value, value, value)
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / value: the relative width, the figure a noisy run reports."""
+        return (self.p90 - self.p10) / self.value if self.value else float("inf")
+
+    def scaled(self, k: float) -> "Interval":
+        lo, hi = sorted((self.p10 * k, self.p90 * k))
+        return Interval(self.value * k, lo, hi)
+
+    def inverse(self) -> "Interval":
+        """1 / x: the ends swap (the inverse of a positive interval)."""
+        return Interval(1 / self.value, 1 / self.p90, 1 / self.p10)
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "p10": self.p10, "p90": self.p90}
+
+
+def paired_ratio(num: Stats, den: Stats, scale: float = 1.0) -> Interval:
+    """Per-round ratios num_i / den_i (x scale) of one interleaved run, as an Interval.
+
+    Sample i of both comes from the same round (measure_interleaved), taken back to back, so the
+    load drift between rounds cancels in each ratio.
+    """
+    if num.n != den.n:
+        raise ValueError(f"paired samples differ in count: {num.n} vs {den.n}")
+    ratios = np.asarray(num.samples) / np.asarray(den.samples) * scale  # (n,)
+    return Interval.from_samples(ratios)
+
+
+def quotient(num: Interval, den: Interval) -> Interval:
+    """num / den for two independently measured positive quantities, conservatively: the low end
+    pairs num's p10 with den's p90 (no pairing exists to cancel their noise)."""
+    return Interval(num.value / den.value, num.p10 / den.p90, num.p90 / den.p10)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    id: str
+    statement: str
+    value: float
+    p10: float
+    p90: float
+    threshold: float
+    resolved: bool
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _num(x: float, fmt: str) -> str:
+    return format(x, fmt)
+
+
+def decide(id: str, interval: Interval, threshold: float, *, quantity: str, above: str, below: str,
+           question: str, fmt: str = ".3g") -> Verdict:
+    """The claim about `quantity` that its interval supports.
+
+    above / below: the claim when the whole p10-p90 interval is above / below the threshold
+    ("with the naive mask a decode step is slower than without"); question: what an unresolved
+    run cannot tell ("whether the naive mask changes the step time"). Both sides are strict: an
+    interval touching the threshold is unresolved.
+    """
+    v, lo, hi = interval.value, interval.p10, interval.p90
+    numbers = f"{quantity} is {_num(v, fmt)} (p10-p90 {_num(lo, fmt)}-{_num(hi, fmt)})"
+    if lo > threshold:
+        statement = f"{above}: {numbers}, above {threshold:g} across the whole interval."
+    elif hi < threshold:
+        statement = f"{below}: {numbers}, below {threshold:g} across the whole interval."
+    else:
+        statement = (f"This run cannot tell {question}: {numbers}, an interval that straddles {threshold:g} "
+                     f"(spread {interval.spread:.0%} of the median); more samples or a quieter machine would decide it.")
+    return Verdict(id=id, statement=statement, value=v, p10=lo, p90=hi, threshold=threshold,
+                   resolved=bool(lo > threshold or hi < threshold))
+
+
+def unresolved_ids(verdicts: Iterable[Verdict]) -> list[str]:
+    return [v.id for v in verdicts if not v.resolved]
+
+
+def verdict_lines(verdicts: list[dict]) -> list[str]:
+    """README bullets quoting each verdict statement verbatim (results.json's `verdicts`)."""
+    return [f"- {v['statement']}" for v in verdicts]
