@@ -11,7 +11,9 @@ import pytest
 from inferlab.cli import main
 from inferlab.labs import mask_overhead as mo
 from inferlab.model.tokenizer import train_bpe
+from inferlab.measure.verdicts import Interval
 from inferlab.roofline import Roofline
+from verdict_checks import check_readme
 
 
 class _SetMask:
@@ -52,13 +54,13 @@ def test_agreement_finds_first_divergence_and_checks_the_mask():
 
 
 def test_headline_uses_the_seed_keys_and_each_rows_own_baseline():
-    entry = {"vocab_size": 512, "no_mask": {"ms_per_step": 2.0},
-             "masks": {"naive": {"ms_per_step": 3.0, "ratio": 1.5},
-                       "indexed": {"ms_per_step": 2.02, "ratio": 1.01}}}
+    entry = {"vocab_size": 512, "no_mask": {"ms_per_step": 2.0, "steps": 23},
+             "masks": {"naive": {"ms_per_step": 3.0, "ratio": 1.5, "ratio_paired": {"value": 1.4}},
+                       "indexed": {"ms_per_step": 2.02, "ratio": 1.01, "ratio_paired": {"value": 1.02}}}}
     h = mo.headline(entry)
-    assert h["vocab_size"] == 512 and h["per_step_ms_no_mask"] == 2.0
-    assert h["per_step_ms_with_mask"] == 3.0 and h["ratio"] == 1.5
-    assert h["ratio_indexed"] == 1.01
+    assert h["vocab_size"] == 512 and h["per_step_ms_no_mask"] == 2.0 and h["steps"] == 23
+    assert h["per_step_ms_with_mask"] == 3.0 and h["ratio"] == 1.4   # the paired ratio, not medians'
+    assert h["ratio_indexed"] == 1.02
 
 
 @pytest.fixture()
@@ -73,12 +75,12 @@ def tiny_vocab(tmp_path):
 
 def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, monkeypatch):
     # The roofline is measured elsewhere (tests/test_roofline.py); give the lab a fixed one.
-    roof = Roofline(peak_GFLOPS=100.0, bandwidth_GBps=10.0, ridge_point_flop_per_byte=10.0,
+    roof = Roofline(threads=1, peak=Interval.exact(100.0), bandwidth=Interval(10.0, 9.0, 11.0),
                     cache_roofs_GBps={"L1": 200.0, "DRAM": 10.0})
-    monkeypatch.setattr(mo, "resolve_roofline", lambda config: (roof, None))
+    monkeypatch.setattr(mo, "resolve_roofline", lambda config: roof)
     out = tmp_path / "exp"
     rc = main(["mask-overhead", "--vocab", str(tiny_vocab), "--trials", "2", "--max-new-tokens", "6",
-               "--out", str(out)])
+               "--budget-s", "0", "--out", str(out)])
     assert rc == 0
     assert {p.name for p in out.iterdir()} >= {"bench.py", "results.json", "overhead.png", "manifest.json",
                                                  "README.md", "scaling.png"}
@@ -92,7 +94,9 @@ def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, mo
         row = entry["masks"][kind]
         assert row["ratio"] == pytest.approx(row["ms_per_step"] / row["baseline_ms_per_step"])
         rp = row["ratio_paired"]
-        assert 0 < rp["p10"] <= rp["median"] <= rp["p90"]
+        assert 0 < rp["p10"] <= rp["value"] <= rp["p90"]
+        assert row["rounds"] == 2 == row["call"]["n"]     # no budget: no extra rounds
+        assert row["steps"] == entry["no_mask"]["steps"] or row["stop_reason"] != entry["no_mask"]["stop_reason"]
         b = row["breakdown"]
         assert b["rest_of_decoder_ms"] == pytest.approx(b["step_ms"] - b["mask_build_ms"] - b["mask_apply_ms"])
         # Same seed: tokens agree until the mask filters out the unmasked choice, never otherwise.
@@ -104,6 +108,10 @@ def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, mo
     readme = (out / "README.md").read_text()
     for heading in ("**1.", "**2.", "**3.", "**4."):
         assert heading in readme
+    assert {v["id"] for v in r["verdicts"]} == {"naive_vs_none_300", "indexed_vs_none_300",
+                                                "naive_vs_indexed_300", "naive_halves_throughput"}
+    check_readme(readme, r["verdicts"])
+    assert "1 new tokens" not in readme and f"took {entry['no_mask']['steps']}" in readme
     # An existing folder is not overwritten without --force (exit 2, one line).
     assert main(["mask-overhead", "--vocab", str(tiny_vocab), "--out", str(out)]) == 2
 

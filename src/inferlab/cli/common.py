@@ -73,3 +73,13 @@ def roofline_dir(args) -> Path | None:
     if not (args.roofline / "results.json").is_file():
         raise InferlabError(f"--roofline {args.roofline}: no results.json there (run `inferlab roofline` first)")
     return args.roofline
+
+
+non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+
+
+def add_budget_argument(p: argparse.ArgumentParser, *, default: float, quick: float) -> None:
+    """--budget-s: extra seconds of interleaved rounds a lab may spend on unresolved comparisons."""
+    p.add_argument("--budget-s", type=non_negative_float, default=None, metavar="SECONDS",
+                   help=f"extra seconds of interleaved rounds while a comparison is unresolved "
+                        f"(default {default:g}; --quick {quick:g}; 0 = none)")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from inferlab.cli.common import add_lab_arguments, add_roofline_argument, positive_int, print_json, roofline_dir
+from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roofline_argument, positive_int,
+                                 print_json, roofline_dir)
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
-from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
+from inferlab.labs.mask_overhead import (DEFAULT_BUDGET_S, EXPERIMENT, QUICK_BUDGET_S, MaskLabConfig,
+                                        run_mask_overhead)
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"
@@ -13,7 +15,9 @@ HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, acro
 
 def add_arguments(p) -> None:
     p.add_argument("--trials", type=positive_int, default=None,
-                   help="timed samples per configuration (default 10; --quick 3); the first call is discarded")
+                   help="interleaved rounds per configuration before any extra ones (default 10; --quick 5); "
+                        "a warm-up call is discarded first")
+    add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)
     p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
     p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
@@ -33,7 +37,7 @@ def config_from_args(args) -> MaskLabConfig:
         raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
     return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
                                vocabs=vocabs, masks=tuple(dict.fromkeys(args.mask)), peers=args.peers,
-                               threads=args.threads, roofline_dir=roofline_dir(args))
+                               threads=args.threads, budget_s=args.budget_s, roofline_dir=roofline_dir(args))
 
 
 def run(args) -> int:
@@ -44,6 +48,7 @@ def run(args) -> int:
     print(f"wrote {args.out}/")
     for e in results["table"]:
         cells = [f"no mask {e['no_mask']['ms_per_step']:.3g} ms/step"]
-        cells += [f"{k} {r['ms_per_step']:.3g} ms/step (x{r['ratio']:.3g})" for k, r in e["masks"].items()]
+        cells += [f"{k} {r['ms_per_step']:.3g} ms/step (paired x{r['ratio_paired']['value']:.3g})"
+                  for k, r in e["masks"].items()]
         print(f"  V={e['vocab_size']:>7,}: " + ", ".join(cells))
     return 0
