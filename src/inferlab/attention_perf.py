@@ -145,16 +145,6 @@ def seed_shortcut_threshold(d_k: float, i_crit: float) -> float | None:
     return 4 * d_k * i_crit / (d_k - 4 * i_crit)
 
 
-def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
-    """The roofline: min(pi, beta * I) in GFLOP/s (beta in GB/s, I in FLOP/byte)."""
-    return min(peak_gflops, bandwidth_gbs * intensity)
-
-
-def bound_by(intensity: float, i_crit: float) -> str:
-    """'memory' left of the ridge point, 'compute' at or right of it."""
-    return "memory" if intensity < i_crit else "compute"
-
-
 # --- the profiler ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

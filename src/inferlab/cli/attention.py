@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from inferlab.cli.common import add_lab_arguments, add_roofline_argument, positive_int, print_json, roofline_dir
+from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roofline_argument, positive_int,
+                                 print_json, roofline_dir)
 from inferlab.errors import InferlabError
 from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attention
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
 NAME = "attention"
 HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
@@ -16,6 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--d-model", type=positive_int, default=64, help="model width (default 64)")
     p.add_argument("--heads", type=positive_int, default=4, help="attention heads (default 4; d_head = d_model/heads)")
     add_roofline_argument(p)
+    add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
 
@@ -25,7 +28,8 @@ def config_from_args(args) -> AttentionLabConfig:
     if len(set(args.T)) != len(args.T):
         raise InferlabError(f"--T lists a length twice: {' '.join(map(str, args.T))}")
     return AttentionLabConfig.build(quick=args.quick, T_sweep=tuple(args.T), d_model=args.d_model,
-                                    n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir(args))
+                                    n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir(args),
+                                    budget_s=args.budget_s)
 
 
 def run(args) -> int:

@@ -6,8 +6,8 @@ from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roo
                                  print_json, roofline_dir)
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
-from inferlab.labs.mask_overhead import (DEFAULT_BUDGET_S, EXPERIMENT, QUICK_BUDGET_S, MaskLabConfig,
-                                        run_mask_overhead)
+from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"

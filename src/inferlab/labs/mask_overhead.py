@@ -25,7 +25,7 @@ from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import Budget
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
 from inferlab.measure.verdicts import Interval, decide, paired_ratio
 from inferlab.model.checkpoints import load_default_model
 from inferlab.model.config import GPTConfig
@@ -39,9 +39,6 @@ from inferlab.roofline import Roofline
 
 EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
-# Seconds the lab may spend on extra interleaved rounds while a comparison is unresolved.
-DEFAULT_BUDGET_S = 30.0
-QUICK_BUDGET_S = 5.0
 THROUGHPUT_HALVED = 2.0           # seed 000: Y/X < 0.5, i.e. a masked step over 2x the unmasked one
 # CPython list-of-lists DFA: one transition reads the token's byte, the row pointer and the
 # entry pointer. A lower bound on the bytes a naive check touches, for the roofline placement.

@@ -1,0 +1,320 @@
+"""The 15-attention-perf report: README.md, perf.png, roofline.png, flash.png and perf.py,
+rendered from the folder's results.json alone. Every comparison is a verdict's statement, quoted
+verbatim; the rest are numbers with their sample counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from inferlab.attention_perf import OPS, T2_OPS
+from inferlab.measure import new_figure
+from inferlab.measure.verdicts import verdict_lines
+from inferlab.roofline import Roofline, draw_roofline
+
+EXPERIMENT = "15-attention-perf"
+SUMMARY_T = 512   # the seed's results_summary keys are all "at_T_512"
+OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red", "av": "tab:green",
+             "out_proj": "tab:purple"}
+OTHER = ("other (mask, timers)", "lightgray")
+
+
+def _segments(points: list[dict]) -> list[tuple[str, str, np.ndarray]]:
+    """(label, colour, median ms per T) of the stacked forward: five ops and the unattributed rest."""
+    segs = [(name, OP_COLORS[name], np.array([p["ops"][name]["median_ms"] for p in points])) for name in OPS]
+    return segs + [(*OTHER, np.array([max(p["unattributed"]["median_ms"], 0.0) for p in points]))]
+
+
+def perf_figure(results: dict):
+    """Block C: per-op median ms against T (log-log, p10-p90 bars), and each op's share of the
+    composed forward (stacked to 100%, the forward's total in ms above each bar: the README's)."""
+    points = results["profile"]["points"]
+    T = np.array([p["T"] for p in points])
+    fig, (ax_ms, ax_pct) = new_figure(1, 2, figsize=(11.5, 4.6))
+    for name in OPS:
+        med = np.array([p["ops"][name]["median_ms"] for p in points])
+        err = np.array([[m - p["ops"][name]["p10_ms"], p["ops"][name]["p90_ms"] - m] for m, p in zip(med, points)]).T
+        ax_ms.errorbar(T, med, yerr=err, fmt="o-", color=OP_COLORS[name], label=name, capsize=3, ms=4)
+    ax_ms.plot(T, [p["forward_ms"] for p in points], "k--", lw=1, label="forward (sum of medians + rest)")
+    ax_ms.set_xscale("log", base=2)
+    ax_ms.set_yscale("log")
+    ax_ms.set_xticks(T, [str(t) for t in T])
+    ax_ms.set_xlabel("T (tokens)")
+    ax_ms.set_ylabel("median ms per forward (log; bars: p10-p90)")
+    ax_ms.legend(fontsize=8)
+    xs = np.arange(len(points))
+    heights = np.array([p["forward_ms"] for p in points])  # (n_T,)
+    bottom = np.zeros(len(points))
+    for label, color, ms in _segments(points):
+        ax_pct.bar(xs, 100 * ms / heights, bottom=bottom, color=color, label=label)
+        bottom += 100 * ms / heights
+    for x, h in zip(xs, heights):
+        ax_pct.annotate(f"{h:.3g} ms", (x, 100), ha="center", va="bottom", fontsize=8)
+    ax_pct.set_ylim(0, 110)
+    ax_pct.set_xticks(xs, [str(t) for t in T])
+    ax_pct.set_xlabel("T (tokens)")
+    ax_pct.set_ylabel("share of the forward (%)")
+    ax_pct.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.suptitle(f"Causal MHA forward, d_model={results['config']['d_model']}, {results['config']['n_heads']} heads, "
+                 f"{results['profile']['threads']} BLAS thread(s): time per op (left), share of the forward (right)")
+    return fig
+
+
+def roofline_figure(results: dict):
+    """Block D: each op as (intensity, GFLOP/s) under the roofline of the profile's thread count;
+    marker size grows with T and only the smallest and largest T are labelled."""
+    roof = Roofline.from_json(results["roofline"])
+    points = results["profile"]["points"]
+    fig, ax = new_figure(figsize=(8.5, 6))
+    intensities = [p["ops"][n]["intensity"] for p in points for n in OPS] + [
+        p["flash_intensity"] for p in results["flash"]["points"]]
+    lo, hi = min(intensities + [roof.ridge.value]) / 2, max(intensities + [roof.ridge.value]) * 2
+    draw_roofline(ax, roof, span=(lo, hi))
+    sizes = np.linspace(4, 10, len(points))
+    for name in OPS:
+        xs = [p["ops"][name]["intensity"] for p in points]
+        ys = [p["ops"][name]["gflops"] for p in points]
+        ax.plot(xs, ys, "-", color=OP_COLORS[name], lw=0.8)
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            ax.plot([x], [y], "o", color=OP_COLORS[name], ms=sizes[i], label=name if i == len(points) - 1 else None)
+        for i in {0, len(points) - 1}:
+            ax.annotate(f"T={points[i]['T']}", (xs[i], ys[i]), textcoords="offset points",
+                        xytext=(6, -10 if i == 0 else 4), fontsize=7, color=OP_COLORS[name])
+    fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
+    fx = [p["flash_intensity"] for p in fused]
+    ax.plot(fx, [roof.attainable_GFLOPS(i) for i in fx], "kD", mfc="none", ms=7,
+            label="flash core, modelled bytes (roof it could reach)")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte, seed 001's byte model)")
+    ax.set_ylabel("GFLOP/s (ops: measured median)")
+    ax.set_title(f"Attention ops under this machine's {roof.threads}-thread roofline "
+                 "(marker size grows with T)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    return fig
+
+
+def flash_figure(results: dict):
+    """Phase 27 preview: measured peak memory and modelled bytes of naive vs flash attention."""
+    points = results["flash"]["points"]
+    T = [p["T"] for p in points]
+    fig, (ax_mem, ax_bytes) = new_figure(1, 2, figsize=(11, 4.5))
+    mib = 1 / 2**20
+    ax_mem.plot(T, [p["naive_peak_bytes"] * mib for p in points], "o-", color="tab:red", label="naive (engine mha)")
+    ax_mem.plot(T, [p["flash_peak_bytes"] * mib for p in points], "s-", color="tab:green", label="flash_mha")
+    ax_mem.plot(T, [p["one_TxT_matrix_bytes"] * mib for p in points], "k:", label="one (H, T, T) float32 matrix")
+    ax_mem.set_ylabel("peak traced memory (MiB, tracemalloc)")
+    ax_mem.set_title("peak memory of one attention forward")
+    ax_bytes.plot(T, [p["naive_t2_bytes_model"] * mib for p in points], "o-", color="tab:red",
+                  label="naive scores+softmax+av")
+    ax_bytes.plot(T, [p["flash_bytes_model"] * mib for p in points], "s-", color="tab:green",
+                  label=f"flash, block {results['flash']['block']}")
+    ax_bytes.set_ylabel("modelled DRAM traffic (MiB)")
+    ax_bytes.set_title("bytes moved by the T^2 ops (model)")
+    for ax in (ax_mem, ax_bytes):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(T, [str(t) for t in T])
+        ax.set_xlabel("T (tokens)")
+        ax.legend(fontsize=8)
+    return fig
+
+
+def perf_script(config: dict) -> str:
+    """perf.py: reproduces this run through the package."""
+    roof = f"Path({config['roofline_dir']!r})" if config.get("roofline_dir") else "None"
+    return f'''"""Reproduce experiments/{EXPERIMENT} (seed 001) through the inferlab package.
+
+Usage: python perf.py [OUT] [--force]      (OUT defaults to experiments/{EXPERIMENT})
+The timed forward is inferlab.attention_perf.attention_forward_timed(x, mha): the engine's five ops
+(inferlab.model.attention), each bracketed by time.perf_counter_ns.
+"""
+import sys
+from pathlib import Path
+
+from inferlab.attention_perf import SweepConfig
+from inferlab.errors import InferlabError
+from inferlab.labs.attention import AttentionLabConfig, run_attention
+
+config = AttentionLabConfig(
+    sweep=SweepConfig(T_sweep={tuple(config["T_sweep"])!r}, d_model={config["d_model"]}, n_heads={config["n_heads"]},
+                      samples={config["samples"]}, min_sample_s={config["min_sample_s"]}, seed={config["seed"]}),
+    threads={config["threads"]}, all_threads={config["all_threads"]}, roofline_dir={roof},
+    quick={config["quick"]}, flash_T={tuple(config["flash_T"])!r}, flash_block={config["flash_block"]},
+    flash_samples={config["flash_samples"]}, budget_s={config["budget_s"]},
+)
+args = [a for a in sys.argv[1:] if a != "--force"]
+out = Path(args[0]) if args else Path("experiments/{EXPERIMENT}")
+try:
+    run_attention(config, out, force="--force" in sys.argv)
+except InferlabError as exc:
+    print(f"perf.py: error: {{exc}}", file=sys.stderr)
+    sys.exit(2)
+print(f"wrote {{out}}/")
+'''
+
+
+def _num(x, fmt: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _verdicts(results: dict, prefix: str) -> list[str]:
+    return verdict_lines([v for v in results["verdicts"] if v["id"].startswith(prefix)])
+
+
+def _t_star_sentence(t_star, d_k: int, limit_factor: int) -> str:
+    if t_star is None:
+        return (f"none: I_crit >= d_k/{limit_factor} = {d_k / limit_factor:g}, so no T puts scores/av "
+                "right of the ridge")
+    return f"T* = {t_star:.1f} (right of the ridge above it, left below)"
+
+
+def _timing_table(points: list[dict]) -> list[str]:
+    lines = ["| T | " + " | ".join(OPS) + " | forward (sum) | largest median |", "|---" * (len(OPS) + 3) + "|"]
+    for p in points:
+        cells = [f"{p['ops'][n]['median_ms']:.4g} ({p['ops'][n]['p10_ms']:.3g}-{p['ops'][n]['p90_ms']:.3g})"
+                 for n in OPS]
+        lines.append(f"| {p['T']} | " + " | ".join(cells)
+                     + f" | {p['forward_ms']:.4g} | {p['largest']} ({p['ops'][p['largest']]['pct_of_total']:.0f}%) |")
+    return lines
+
+
+def _roofline_table(points: list[dict]) -> list[str]:
+    lines = ["| op | " + " | ".join(f"T={p['T']}: I, GFLOP/s" for p in points) + " |",
+             "|---" * (len(points) + 1) + "|"]
+    for n in OPS:
+        cells = [f"{p['ops'][n]['intensity']:.3g}, {p['ops'][n]['gflops']:.3g}" for p in points]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def readme_text(results: dict) -> str:
+    """README.md from this run's own numbers: the setup, then Block E's three answers."""
+    cfg, roof, thr, summ = results["config"], results["roofline"], results["threshold"], results["summary"]
+    points = results["profile"]["points"]
+    d_k = cfg["d_head"]
+    flash = results["flash"]["points"]
+    big = flash[-1]
+    ridge = roof["ridge_flop_per_byte"]
+    L = [f"# {EXPERIMENT}: where the time goes in causal attention (seed 001)", ""]
+    L += [f"Causal multi-head attention, d_model = {cfg['d_model']}, {cfg['n_heads']} heads of d_head = {d_k}, "
+          f"float32, T in {cfg['T_sweep']}: the engine's own five ops (`inferlab.model.attention`, the code "
+          "`generate` runs), each bracketed by `perf_counter_ns` in `attention_forward_timed`. "
+          f"Each point: {cfg['samples']} samples, each >= {cfg['min_sample_s'] * 1e3:g} ms of back-to-back "
+          "forwards, after a discarded warm-up, gc disabled; median (p10-p90). "
+          f"Per-op profile with {cfg['threads']} BLAS thread(s), set with threadpoolctl. Comparisons are "
+          f"interleaved runs of {cfg['flash_samples']} rounds or more (more while unresolved, within a "
+          f"{cfg['budget_s']:g} s budget), each a verdict below."]
+    if cfg["quick"]:
+        L += ["", f"**Quick run**: {cfg['samples']} samples per point instead of 100, and the memory sweep "
+              f"stops at T = {max(cfg['flash_T'])}; the numbers are noisier."]
+    noisy = [f"{n}@T={p['T']}" for p in points for n in OPS if p["ops"][n]["noisy"]]
+    if noisy:
+        L += ["", f"Spread (p90-p10)/median above 10% (noisy, shared machine): {', '.join(noisy)}."]
+    L += ["", f"Roofline ({roof['source']}), the {roof['threads']}-thread ceilings: beta = "
+          f"{roof['bandwidth_GBps']['value']:.3g} GB/s (triad median, p10-p90 {roof['bandwidth_GBps']['p10']:.3g}-"
+          f"{roof['bandwidth_GBps']['p90']:.3g}), pi = {roof['peak_GFLOPS']['value']:.3g} GFLOP/s (float32 GEMM median), "
+          f"ridge point I_crit = pi/beta = {ridge['value']:.3g} FLOP/byte (p10-p90 {ridge['p10']:.3g}-{ridge['p90']:.3g})."]
+    if roof["wide_ceilings"]:
+        L += ["", "**Caution: this roofline has wide ceilings** (" + "; ".join(roof["wide_ceilings"])
+              + "); the verdicts that use it carry that spread."]
+    L += ["", "## Time per op (ms per forward, median (p10-p90))", "", *_timing_table(points), "",
+          "`forward (sum)` is the five op medians plus the median unattributed rest (building the causal mask, "
+          "the timer reads; total minus the five ops, sample by sample): "
+          + ", ".join(f"{p['unattributed']['median_ms']:.3g} ms at T={p['T']}" for p in points)
+          + ". It is the height of each bar in perf.png. The bracketing timer's own median: "
+          + ", ".join(f"{p['total']['median_ms']:.4g} ms at T={p['T']}" for p in points) + ".",
+          "", "![perf](perf.png)", "",
+          "The seed expects the projections to take most of the time at small T and the T^2 ops at large T:", "",
+          *_verdicts(results, "projections_vs_t2"), ""]
+    L += ["## Block E", "", "### 1. Which ops are memory-bound on this machine, and for which T?", "",
+          "Intensity I (FLOP/byte, the seed's byte model) and measured GFLOP/s (median):", "",
+          *_roofline_table(points), "",
+          "Each op's side of the ridge point, decided by the ridge's own p10-p90:", "",
+          *_verdicts(results, "bound_"), "",
+          "Softmax's intensity is 0.625 at every T. For scores and av, I = T d_k / (4 d_k + 2T) "
+          f"rises with T towards d_k/2 = {thr['intensity_limit']:g}. Solving I = I_crit exactly gives "
+          f"T* = 4 d_k I_crit / (d_k - 2 I_crit): {_t_star_sentence(thr['T_star_exact'], d_k, 2)}. "
+          "The seed's shortcut T d_k > 4(d_k + T) I_crit solves to T* = 4 d_k I_crit / (d_k - 4 I_crit): "
+          f"{_t_star_sentence(thr['T_star_seed_shortcut'], d_k, 4)}. The two differ because the shortcut's "
+          "denominator 4(d_k + T) counts 8 T^2 bytes for the T x T matrix where the seed's own byte formula "
+          "counts 4 T^2, so it caps the intensity at d_k/4 instead of d_k/2 and gives no T* once "
+          f"I_crit >= {d_k / 4:g}.", "", "![roofline](roofline.png)", ""]
+    over = [f"{n}@T={p['T']} ({p['ops'][n]['pct_of_attainable']:.0f}%)" for p in points for n in OPS
+            if p["ops"][n]["pct_of_attainable"] > 100]
+    if over:
+        L += [f"Points at more than 100% of the DRAM roofline ({', '.join(over)}): the op's bytes fit in a "
+              "cache whose roof is higher, or the measured ceilings are low (load lowers a measured peak).", ""]
+    soft = next((p for p in points if p["T"] == SUMMARY_T), points[-1])
+    sm = soft["ops"]["softmax"]
+    L += ["### 2. Softmax against its roof", "",
+          f"At T = {soft['T']} softmax runs at {sm['gflops']:.3g} GFLOP/s (median); its roof at I = 0.625 is "
+          f"beta x I = {sm['attainable_gflops']:.3g} GFLOP/s, so it reaches **{sm['pct_of_attainable']:.1f}% of "
+          f"the memory roof** (medians). The seed expects under 10%:", "",
+          *_verdicts(results, "softmax_below"), "",
+          "The engine's softmax is five numpy passes over the (H, T, T) array: max (read), subtract "
+          "(read, write a temporary), exp (read, write), sum (read), divide in place (read, write): "
+          "seven sweeps where the model counts two. At the other T: "
+          + ", ".join(f"{p['ops']['softmax']['pct_of_attainable']:.1f}% at T={p['T']}" for p in points) + "."]
+    if sm.get("fits_in", "DRAM") != "DRAM":
+        L += ["", f"At T = {soft['T']} softmax's modelled bytes ({sm['bytes'] / 2**20:.1f} MiB: S read, A written) "
+              f"fit in the {sm['fits_in']}, so its data need not come from DRAM; against the {sm['fits_in']} roof "
+              f"({roof['cache_roofs_GBps'][sm['fits_in']]:.3g} GB/s, 1 thread) it reaches "
+              f"{sm['pct_of_fitting_roof']:.1f}% (medians)."]
+    L += ["", "### 3. What would flash attention change on the roofline?", "",
+          "Flash attention keeps the FLOPs of scores, softmax and av; it changes the bytes, "
+          "because it never writes the T x T matrices S and A to memory. Fused and tiled, the three T^2 "
+          "ops become one op whose intensity grows with the tile size instead of staying near "
+          "0.6-8 FLOP/byte, so they climb the memory slope towards the compute roof.", "",
+          f"Measured here (`inferlab.flash`, tiles of {results['flash']['block']}, causal): at T = {big['T']} "
+          f"the modelled traffic of the T^2 ops is {big['naive_t2_bytes_model'] / 2**20:.1f} MiB naive and "
+          f"{big['flash_bytes_model'] / 2**20:.1f} MiB fused (intensity {big['naive_t2_intensity']:.2f} and "
+          f"{big['flash_intensity']:.1f} FLOP/byte, I_crit = {ridge['value']:.3g}); the peak traced memory of "
+          f"one attention forward (tracemalloc, exact for this run) is {big['naive_peak_bytes'] / 2**20:.1f} MiB naive "
+          f"and {big['flash_peak_bytes'] / 2**20:.2f} MiB flash; one (H, T, T) float32 matrix is "
+          f"{big['one_TxT_matrix_bytes'] / 2**20:.0f} MiB. The largest difference between the two outputs is "
+          f"{max(p['max_abs_diff'] for p in flash):.2g} (outputs up to {big['max_abs_output']:.2g}).", ""]
+    timed = [p for p in flash if "flash_forward" in p]
+    if timed:
+        L += ["Forward time, naive and flash (numpy, the same projections; median ms, interleaved): "
+              + ", ".join(f"T={p['T']}: {p['naive_forward']['median_ms']:.3g} and {p['flash_forward']['median_ms']:.3g}"
+                          for p in timed) + ". In numpy each tile is a Python-level loop iteration:", "",
+              *_verdicts(results, "flash_vs_naive"), ""]
+    L += ["![flash](flash.png)", ""]
+    L += ["## results_summary", "",
+          f"- softmax_GFLOPS_at_T_512 = {_num(summ['softmax_GFLOPS_at_T_512'])}",
+          f"- softmax_pct_of_total_at_T_512 = {_num(summ['softmax_pct_of_total_at_T_512'])}",
+          f"- scores_GFLOPS_at_T_512 = {_num(summ['scores_GFLOPS_at_T_512'])}",
+          f"- phase_27_motivation_pct_memory = {_num(summ['phase_27_motivation_pct_memory'])}: the share (%) "
+          "of the forward's median time at T = 512 spent in the T^2 ops that flash attention fuses "
+          "(scores, softmax, av) and whose median intensity is left of the median ridge point "
+          f"({', '.join(summ.get('phase_27_motivation_ops') or []) or 'none'}): the sum of their "
+          "`pct_of_total`. All three T^2 ops together take "
+          f"{_num(summ.get('t2_ops_pct_of_total_at_T_512'))}% of the forward at T = 512.", ""]
+    comp = results["threads_comparison"]
+    if comp:
+        one, many = comp[0]["threads"]
+        L += [f"## BLAS threads: {one} vs {many}", "",
+              f"The whole forward, {one} and {many} BLAS threads interleaved sample by sample (threadpoolctl "
+              "switches the limit between samples, outside the timer):", "",
+              f"| T | forward ms, {one} thread(s) | forward ms, {many} threads | paired time ratio {one}/{many} (p10-p90) | rounds |",
+              "|---|---|---|---|---|"]
+        for c in comp:
+            a, b, s = c["forward"][str(one)], c["forward"][str(many)], c["speedup"]
+            L.append(f"| {c['T']} | {a['median_ms']:.4g} | {b['median_ms']:.4g} | {s['value']:.2f} "
+                     f"({s['p10']:.2f}-{s['p90']:.2f}) | {a['n']} |")
+        L += ["", *_verdicts(results, "threads_"), ""]
+    L += ["## Notes", "",
+          "- The byte model is the seed's: one read of each input and one write of S/A. The engine's "
+          "`scores` op also scales S in place and adds the causal mask (two more read-write sweeps of "
+          "the T x T array), and softmax takes seven sweeps, so their real traffic is higher than modelled.",
+          "- The projections' byte formula (4 T d + 4 d^2) reads x and W but leaves out writing the output; "
+          "kept as the seed has it so the intensities match the curriculum.",
+          "- Reproduce with `python perf.py OUT` (through the package) or `inferlab attention`.", ""]
+    return "\n".join(L)
+
+
+def render(results: dict, manifest: dict, folder: Path) -> dict[str, object]:
+    return {"perf.py": perf_script(results["config"]), "perf.png": perf_figure(results),
+            "roofline.png": roofline_figure(results), "flash.png": flash_figure(results),
+            "README.md": readme_text(results)}
