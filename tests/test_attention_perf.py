@@ -298,3 +298,24 @@ def test_existing_out_is_refused_before_measuring(tmp_path, capsys):
     (tmp_path / "o").mkdir()
     assert main(["attention", "--out", str(tmp_path / "o")]) == 2
     assert "already exists; pass --force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("speedup,side", [((1.2, 1.1, 1.3), "faster"), ((0.8, 0.7, 0.9), "slower"),
+                                          ((1.0, 0.7, 1.4), None)])
+def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
+    """The report re-rendered from edited results: quiet, inverted and noisy thread comparisons."""
+    from copy import deepcopy
+
+    from inferlab.labs.attention import attention_verdicts
+    from inferlab.labs.attention_report import readme_text
+
+    r = deepcopy(lab_run[3])
+    for c in r["threads_comparison"]:
+        c["speedup"] = dict(zip(("value", "p10", "p90"), speedup))
+    r["verdicts"] = attention_verdicts(r)
+    text = readme_text(r)
+    check_readme(text, r["verdicts"])
+    thread_lines = [v["statement"] for v in r["verdicts"] if v["id"].startswith("threads_")]
+    assert len(thread_lines) == 2
+    for s in thread_lines:
+        assert (side in s) if side else ("cannot tell" in s and "faster" not in s and "slower" not in s)

@@ -21,7 +21,7 @@ from inferlab.labs.roofline import LAB, write_roofline
 from inferlab.measure.artifacts import load_schema
 from inferlab.roofline import (Roofline, RooflineConfig, load_roofline, plateau_roofs,
                                theoretical_peak)
-from verdict_checks import check_verdicts
+from verdict_checks import check_readme, check_verdicts
 
 TINY_LLC = 256 * 1024
 TINY_CACHES = [{"level": 1, "type": "Data", "size_bytes": 32 * 1024, "shared_cpu_list": "0"},
@@ -219,6 +219,10 @@ def test_lab_writes_a_valid_folder_and_load_roofline_reads_it(tiny_machine, tmp_
     assert manifest["results_summary"]["ridge_point_flop_per_byte"] == results["ridge_point_flop_per_byte"]
     readme = (out / "README.md").read_text()
     assert f"{results['ridge_point_flop_per_byte']:.2f} FLOP/byte" in readme
+    assert "**median**" in readme          # the README names the statistic of its ceilings
+    check_readme(readme, results["verdicts"])
+    assert manifest["provenance"]["inferlab"] and "run_cost" in manifest
+    assert manifest["run_cost"]["wall_s"] > 0
     compile((out / "bench.py").read_text(), "bench.py", "exec")
     roof = load_roofline(out)
     assert roof.ridge_point_flop_per_byte == results["ridge_point_flop_per_byte"]

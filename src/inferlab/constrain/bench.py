@@ -257,7 +257,8 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
 
 
 def plot_summary(results: dict):
-    """Coverage, completeness and soundness per category, as grouped bars (a Figure)."""
+    """Coverage, completeness and soundness per category, as grouped bars (a Figure). A share
+    with no cases to measure (None) is marked "no data", never drawn as 0%."""
     from inferlab.measure.plots import new_figure
 
     summary = results["summary"]
@@ -267,8 +268,14 @@ def plot_summary(results: dict):
     for k, (key, label) in enumerate((("coverage", "coverage (compiled / schemas)"),
                                       ("completeness", "completeness (valid accepted)"),
                                       ("soundness", "soundness (invalid rejected)"))):
-        values = [100 * (summary[c][key] or 0) for c in cats]
-        ax.bar([i + (k - 1) * width for i in range(len(cats))], values, width, label=label)
+        xs = [i + (k - 1) * width for i in range(len(cats))]
+        values = [summary[c][key] for c in cats]
+        ax.bar(xs, [100 * (v or 0) for v in values], width, label=label)
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 1, "no data", rotation=90, ha="center", va="bottom", fontsize=7, color="dimgrey")
+            elif v == 0:
+                ax.text(x, 1, "0%", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(cats)), [c.replace("_", " ") for c in cats], rotation=30, ha="right")
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)

@@ -3,11 +3,14 @@ kv_sizes.png, manifest.json, README.md and derive.py. Pure arithmetic: nothing i
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 from matplotlib.patches import Patch
 
 from inferlab.kv import derivations
 from inferlab.kv.units import fmt_binary
-from inferlab.labs import Lab, LabOptions
+from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
 
@@ -22,22 +25,38 @@ raise SystemExit(main(["kv", "derivations", "--force", "--out", str(Path(__file_
 '''
 
 
-def sizes_figure(models: list[dict]):
-    """Horizontal bars per model, 4k and 32k, log bytes; colour = attention kind, hatch = 32k."""
-    fig, ax = new_figure(figsize=(8.0, 0.42 * len(models) + 1.6))
+def sizes_figure(results: dict):
+    """Horizontal bars per model, 4k and 32k, on a log axis ticked in binary units (the labels'
+    units); colour = attention kind, hatch = 32k. Every bar is labelled. The chart is at fp16/bf16
+    for every model; a model whose own cache dtype differs (MiniGPT runs in fp32) says so."""
+    models = results["models"]
+    own_dtype = {row["model"]: row["dtype"] for row in results["forward"]}
+    fig, ax = new_figure(figsize=(9.0, 0.5 * len(models) + 1.8))
     ys = range(len(models))
     for offset, ctx, hatch in ((-0.2, "4096", None), (0.2, "32768", "//")):
         ax.barh([y + offset for y in ys], [m["totals"][ctx] for m in models], height=0.38,
                 color=[_COLORS[m["attention"]] for m in models], hatch=hatch, edgecolor="white")
-    ax.set_xscale("log")
-    ax.set_yticks(list(ys), [m["model"] + (f"  (window {m['sliding_window']} on {m['sliding_layers']}/{m['layers']} layers)"
-                                          if m["sliding_window"] else "")
-                             for m in models])
+        for y, m in zip(ys, models):
+            ax.annotate(fmt_binary(m["totals"][ctx]), (m["totals"][ctx], y + offset), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=6.5)
+
+    def label(m: dict) -> str:
+        text = m["model"]
+        if m["sliding_window"]:
+            text += f"  (window {m['sliding_window']} on {m['sliding_layers']}/{m['layers']} layers)"
+        if own_dtype.get(m["model"], "fp16") not in ("fp16", "bf16"):
+            text += f"  (shown at fp16; its own {own_dtype[m['model']]} cache is 2x: derivations.md)"
+        return text
+
+    ax.set_yticks(list(ys), [label(m) for m in models], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("KV cache per sequence, bytes (log scale); fp16/bf16 cache, batch 1")
-    for y, m in zip(ys, models):
-        ax.annotate(fmt_binary(m["totals"]["32768"]), (m["totals"]["32768"], y + 0.2), xytext=(3, 0),
-                    textcoords="offset points", va="center", fontsize=7)
+    ax.set_xscale("log", base=2)
+    lo = min(m["totals"]["4096"] for m in models)
+    hi = max(m["totals"]["32768"] for m in models)
+    ticks = [2**k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 2, 2)]
+    ax.set_xticks(ticks, [fmt_binary(t) for t in ticks], fontsize=8)
+    ax.set_xlim(ticks[0], ticks[-1] * 4)
+    ax.set_xlabel("KV cache per sequence (log scale, binary units); fp16/bf16 cache, batch 1")
     handles = [Patch(color=_COLORS[k], label=k) for k in ("MHA", "GQA", "MLA")]
     handles += [Patch(facecolor="grey", label="ctx 4k"), Patch(facecolor="grey", hatch="//", label="ctx 32k")]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
@@ -71,11 +90,8 @@ def _readme(r: dict) -> str:
 def run(opts: LabOptions) -> dict:
     writer = ExperimentWriter(opts.out, force=opts.force)   # fails before any work if out exists
     results = derivations.compute()
-    writer.add_text("derivations.md", derivations.render(results))
     writer.add_json("results.json", results)
-    writer.add_figure("kv_sizes.png", sizes_figure(results["models"]))
-    writer.add_text("README.md", _readme(results))
-    writer.add_text("derive.py", _DERIVE_PY)
+    add_report(writer, render(results, {}, opts.out))
     a100 = results["inverse"]["a100_llama_2_7b"]
     writer.add_json("manifest.json", build_manifest(
         experiment=derivations.EXPERIMENT, seed=opts.seed,
@@ -90,4 +106,11 @@ def run(opts: LabOptions) -> dict:
     return results
 
 
-LAB = Lab(order=22, name=derivations.EXPERIMENT, title="KV-cache sizing on paper (seed 002)", run=run)
+def render(results: dict, manifest: dict, folder: Path) -> dict[str, object]:
+    """The report: derivations.md, kv_sizes.png, README.md and derive.py from results.json."""
+    return {"derivations.md": derivations.render(results), "kv_sizes.png": sizes_figure(results),
+            "README.md": _readme(results), "derive.py": _DERIVE_PY}
+
+
+LAB = Lab(order=22, name=derivations.EXPERIMENT, title="KV-cache sizing on paper (seed 002)", run=run,
+          report=render)

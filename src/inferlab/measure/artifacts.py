@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from inferlab.errors import InferlabError
-from inferlab.measure.machine import machine_info, versions
+from inferlab.measure.machine import RunCost, machine_info, provenance, versions
 
 SCHEMA_VERSION = 1
 SCHEMA_NAMES = ("results", "manifest")
@@ -217,6 +217,7 @@ def build_manifest(*, experiment: str, seed: int, config: dict, depends_on: str 
         "config": config,
         "hardware": machine_info(threads),
         "results_summary": results_summary,
+        "provenance": provenance(),
     }
 
 
@@ -257,6 +258,7 @@ class ExperimentWriter:
             raise InferlabError(f"--out {self.out} exists and is not a folder")
         _check_writable(self.out)
         self._files: dict[str, bytes] = {}
+        self._cost = RunCost()   # the lab's wall time and peak RSS, into its manifest at commit
 
     def _put(self, name: str, data: bytes) -> None:
         if not name or "/" in name or "\\" in name or name.startswith("."):
@@ -283,6 +285,10 @@ class ExperimentWriter:
 
     def commit(self) -> Path:
         """Validate, write into a temp sibling folder, then rename it into place; returns out."""
+        if "manifest.json" in self._files:
+            manifest = json.loads(self._files["manifest.json"])
+            manifest["run_cost"] = self._cost.to_json()
+            self.add_json("manifest.json", manifest)
         self._validate()
         parent = self.out.absolute().parent
         parent.mkdir(parents=True, exist_ok=True)

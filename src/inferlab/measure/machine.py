@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
+import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -154,9 +157,11 @@ def versions() -> dict:
 
 
 def machine_info(threads: int | None) -> dict:
-    """The hardware block of a manifest. threads: the BLAS thread count the run used (None: as found)."""
+    """The hardware block of a manifest. threads: the BLAS thread count the run used (None: as found).
+    The BLAS libraries are read inside that thread limit, so their num_threads is the one the run had."""
     governor, note = cpu_governor()
-    blas = blas_info()
+    with blas_threads(threads):
+        blas = blas_info()
     if threads is None:
         found = [lib["num_threads"] for lib in blas if lib["user_api"] == "blas"]
         threads_used = found[0] if found else 1
@@ -180,3 +185,60 @@ def machine_info(threads: int | None) -> dict:
     if note:
         info["governor_note"] = note
     return info
+
+
+# --- what a run cost, and how to reproduce it ---------------------------------------------------
+
+_STATUS = Path("/proc/self/status")
+
+
+def reset_peak_rss() -> bool:
+    """Restart the kernel's peak-RSS counter (VmHWM) of this process, so a lab's own peak can be
+    read after it; False where /proc/self/clear_refs is unavailable (then the peak is the process's)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int | None:
+    """VmHWM of this process (bytes), else getrusage's ru_maxrss; None where neither exists."""
+    for line in (_read(_STATUS) or "").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # KiB on Linux
+
+
+class RunCost:
+    """Wall time and peak RSS since creation (a lab's run: ExperimentWriter starts one)."""
+
+    def __init__(self):
+        self.scope = "since the lab started" if reset_peak_rss() else "whole process (clear_refs unavailable)"
+        self._t0 = time.perf_counter()
+
+    def to_json(self) -> dict:
+        return {"wall_s": time.perf_counter() - self._t0, "peak_rss_bytes": peak_rss_bytes(),
+                "peak_rss_scope": self.scope}
+
+
+def _git(*args: str) -> str | None:
+    root = Path(inferlab.__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """How to reproduce a run: the exact command line, the package version, and the git commit
+    (with a dirty flag) when inferlab runs from a checkout (null fields otherwise)."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
+            "inferlab": inferlab.__version__, "git_commit": commit, "git_dirty": dirty}

@@ -1,0 +1,49 @@
+"""`inferlab report DIR`: re-render an experiment folder's README, figures and script from its
+results.json (and manifest.json) alone. results.json and manifest.json are never rewritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json_object
+from inferlab.labs import all_labs, lab_named
+from inferlab.measure import atomic_write_text, save_figure
+
+NAME = "report"
+HELP = "re-render an experiment folder (README, figures, script) from its results.json"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("dir", type=Path, metavar="DIR", help="an experiment folder written by a lab")
+
+
+def rerender(folder: Path) -> list[str]:
+    """Write the report files of `folder` again; returns their names."""
+    if not folder.is_dir():
+        raise InferlabError(f"{folder}: not a folder")
+    missing = "not an experiment folder (no results.json)"
+    results = read_json_object(folder / "results.json", missing=missing)
+    manifest = read_json_object(folder / "manifest.json", missing="not an experiment folder (no manifest.json)")
+    lab = lab_named(results.get("experiment"))
+    if lab is None or lab.report is None:
+        known = ", ".join(lab.name for lab in all_labs() if lab.report)
+        raise InferlabError(f"{folder}/results.json: /experiment is {results.get('experiment')!r}, "
+                            f"not a lab with a report ({known})")
+    try:
+        files = lab.report(results, manifest, folder)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise InferlabError(f"{folder}/results.json: cannot render the {lab.name} report "
+                            f"({type(exc).__name__}: {exc}); written by another inferlab version?") from None
+    for name, item in files.items():
+        if isinstance(item, str):
+            atomic_write_text(folder / name, item)
+        else:
+            save_figure(item, folder / name)
+    return list(files)
+
+
+def run(args) -> int:
+    names = rerender(args.dir)
+    print(f"re-rendered {args.dir}/: {', '.join(names)}")
+    return 0
