@@ -33,7 +33,7 @@ from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
 from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
 from inferlab.roofline import Roofline
 
-QUICK_SAMPLES = 15
+QUICK_SAMPLES = 10
 SOFTMAX_ROOF_PCT = 10.0   # seed 001: "softmax reaches < 10% of its roof"
 
 
@@ -54,13 +54,13 @@ class AttentionLabConfig:
               d_model: int = 64, n_heads: int = 4, threads: int = 1, roofline_dir: Path | None = None,
               budget_s: float | None = None) -> AttentionLabConfig:
         """The CLI's and `inferlab run all`'s config. --quick keeps every profile shape but takes
-        QUICK_SAMPLES samples per point and stops the memory sweep at T = 2048 (the README says so)."""
+        QUICK_SAMPLES samples per point and stops the memory sweep at T = 1024 (the README says so)."""
         sweep = SweepConfig(T_sweep=tuple(T_sweep), d_model=d_model, n_heads=n_heads,
                             samples=QUICK_SAMPLES if quick else SweepConfig.samples, seed=seed)
         config = cls(sweep=sweep, threads=threads, roofline_dir=roofline_dir, quick=quick,
-                     flash_samples=6 if quick else 20, budget_s=QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
+                     flash_samples=5 if quick else 20, budget_s=QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         if quick:
-            config = replace(config, flash_T=(256, 512, 1024, 2048))
+            config = replace(config, flash_T=(256, 512, 1024))
         return config if budget_s is None else replace(config, budget_s=budget_s)
 
 
