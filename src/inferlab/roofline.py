@@ -567,8 +567,10 @@ def draw_roofline(ax, roof: Roofline, *, theory: dict | None = None, span=(1 / 6
     for dtype in ("float32", "float64"):
         th = (theory or {}).get(dtype)
         if isinstance(th, dict):
-            ax.axhline(th["GFLOPS"], color="C3" if dtype == "float32" else "C4", lw=1, ls=":",
-                       label=f"{dtype} theoretical {th['GFLOPS']:.0f} GFLOP/s ({theory['cores']} core(s))")
+            cores = min(t, theory["cores"])   # the theoretical roof at this panel's thread count
+            gflops = th["flop_per_cycle_per_core"] * theory["ghz"] * cores
+            ax.axhline(gflops, color="C3" if dtype == "float32" else "C4", lw=1, ls=":",
+                       label=f"{dtype} theoretical {gflops:.0f} GFLOP/s ({cores} core(s))")
     ridge = roof.ridge_point_flop_per_byte
     ax.plot([ridge], [roof.peak_GFLOPS], "ko")
     ax.annotate(f"ridge {ridge:.2f} FLOP/B", (ridge, roof.peak_GFLOPS), xytext=(8, -18),

@@ -19,6 +19,8 @@ SUMMARY_T = 512   # the seed's results_summary keys are all "at_T_512"
 OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red", "av": "tab:green",
              "out_proj": "tab:purple"}
 OTHER = ("other (mask, timers)", "lightgray")
+# T labels of ops sharing an intensity (the two projections; scores and av) go on opposite sides
+LABEL_DX = {"qkv_proj": 6, "out_proj": -36, "scores": 6, "av": -36, "softmax": 6}
 
 
 def _segments(points: list[dict]) -> list[tuple[str, str, np.ndarray]]:
@@ -67,7 +69,7 @@ def roofline_figure(results: dict):
     marker size grows with T and only the smallest and largest T are labelled."""
     roof = Roofline.from_json(results["roofline"])
     points = results["profile"]["points"]
-    fig, ax = new_figure(figsize=(8.5, 6))
+    fig, ax = new_figure(figsize=(11, 6))
     intensities = [p["ops"][n]["intensity"] for p in points for n in OPS] + [
         p["flash_intensity"] for p in results["flash"]["points"]]
     lo, hi = min(intensities + [roof.ridge.value]) / 2, max(intensities + [roof.ridge.value]) * 2
@@ -79,9 +81,9 @@ def roofline_figure(results: dict):
         ax.plot(xs, ys, "-", color=OP_COLORS[name], lw=0.8)
         for i, (x, y) in enumerate(zip(xs, ys)):
             ax.plot([x], [y], "o", color=OP_COLORS[name], ms=sizes[i], label=name if i == len(points) - 1 else None)
-        for i in {0, len(points) - 1}:
+        for i in {0, len(points) - 1}:   # ops of equal intensity (the projections) label on opposite sides
             ax.annotate(f"T={points[i]['T']}", (xs[i], ys[i]), textcoords="offset points",
-                        xytext=(6, -10 if i == 0 else 4), fontsize=7, color=OP_COLORS[name])
+                        xytext=(LABEL_DX[name], -10 if i == 0 else 4), fontsize=7, color=OP_COLORS[name])
     fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
     fx = [p["flash_intensity"] for p in fused]
     ax.plot(fx, [roof.attainable_GFLOPS(i) for i in fx], "kD", mfc="none", ms=7,
@@ -90,7 +92,7 @@ def roofline_figure(results: dict):
     ax.set_ylabel("GFLOP/s (ops: measured median)")
     ax.set_title(f"Attention ops under this machine's {roof.threads}-thread roofline "
                  "(marker size grows with T)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

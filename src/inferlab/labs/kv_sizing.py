@@ -53,7 +53,8 @@ def sizes_figure(results: dict):
     ax.set_xscale("log", base=2)
     lo = min(m["totals"]["4096"] for m in models)
     hi = max(m["totals"]["32768"] for m in models)
-    ticks = [2**k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 2, 2)]
+    # the axis starts two octaves below the smallest bar, so that bar has a visible length
+    ticks = [2**k for k in range(int(np.floor(np.log2(lo))) - 2, int(np.ceil(np.log2(hi))) + 2, 2)]
     ax.set_xticks(ticks, [fmt_binary(t) for t in ticks], fontsize=8)
     ax.set_xlim(ticks[0], ticks[-1] * 4)
     ax.set_xlabel("KV cache per sequence (log scale, binary units); fp16/bf16 cache, batch 1")
