@@ -78,3 +78,25 @@ def test_blas_threads_rejects_zero():
     with pytest.raises(ValueError):
         with blas_threads(0):
             pass
+
+
+def test_manifest_reads_blas_threads_inside_the_limit_and_records_provenance():
+    from inferlab.measure.machine import machine_info, provenance
+
+    info = machine_info(1)
+    assert all(lib["num_threads"] == 1 for lib in info["blas"] if lib["user_api"] == "blas")
+    p = provenance()
+    assert p["inferlab"] and p["command"]
+    if p["git_commit"] is not None:            # running from a checkout
+        assert len(p["git_commit"]) == 40 and isinstance(p["git_dirty"], bool)
+
+
+def test_run_cost_reports_a_peak_at_least_the_memory_it_held():
+    import numpy as np
+
+    from inferlab.measure.machine import RunCost
+
+    cost = RunCost()
+    block = np.ones(16 * 2**20 // 8)          # 16 MiB touched while the cost runs
+    out = cost.to_json()
+    assert out["wall_s"] >= 0 and out["peak_rss_bytes"] >= block.nbytes

@@ -37,7 +37,7 @@ def tiny_machine(monkeypatch):
 def tiny_config(threads=2):
     return RooflineConfig(threads=threads, quick=True, trials=10, sweep_points_per_octave=1,
                           sweep_max_llc_multiple=4, sweep_samples=3, gemm_sizes=(64, 96),
-                          gemm_samples=3, min_sample_s=0.002)
+                          gemm_samples=3, min_sample_s=0.002, budget_s=0.0)
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -40,7 +40,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu_mhz, data_caches,
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import Stats, measure, measure_interleaved
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget, Stats, measure, measure_interleaved
 from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
 
 EXPERIMENT = "01-roofline"
@@ -80,6 +80,7 @@ class RooflineConfig:
     gemm_sizes: tuple[int, ...] = (512, 1024, 2048)  # the peak is the size with the highest median
     gemm_samples: int = 10
     min_sample_s: float = 0.05        # the harness rule: >= 50 ms of work per sample
+    budget_s: float = DEFAULT_BUDGET_S  # extra interleaved rounds while a thread comparison is unresolved
 
     @classmethod
     def for_run(cls, *, quick: bool, threads: int | None, seed: int = 0) -> "RooflineConfig":
@@ -89,7 +90,7 @@ class RooflineConfig:
         if quick:
             # Still >= 10 STREAM trials and a DRAM-sized sweep end: only the resolution drops.
             return cls(threads=threads, quick=True, seed=seed, sweep_points_per_octave=1, sweep_max_llc_multiple=4,
-                       sweep_samples=3, gemm_sizes=(1024,), gemm_samples=5)
+                       sweep_samples=3, gemm_sizes=(1024,), gemm_samples=5, budget_s=QUICK_BUDGET_S)
         return cls(threads=threads, seed=seed)
 
     @property
@@ -160,7 +161,13 @@ def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
     return min(want, cap), llc, known, want > cap
 
 
-def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict]:
+def _unresolved(pair: tuple[str, str]):
+    """more() for measure_interleaved: the paired ratio of the two thread counts straddles 1."""
+    return lambda stats: (r := paired_ratio(stats[pair[0]], stats[pair[1]])).p10 <= 1 <= r.p90
+
+
+def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],
+                     budget: Budget | None = None) -> tuple[dict, dict]:
     """({kernel: {str(threads): entry}}, {kernel: paired N/1-thread bandwidth ratio}).
 
     The thread counts of one kernel are measured interleaved (1 thread, N threads, 1, N, ...) on
@@ -178,7 +185,8 @@ def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None]) -> tup
             calls = {str(t): _parallel([_stream_call(kernel, a[p], b[p], c[p]) for p in _chunks(n, t)],
                                        pool if t > 1 else None)
                      for t in config.thread_counts}
-            stats = measure_interleaved(calls, samples=config.trials, warmup=1, min_sample_s=config.min_sample_s)
+            stats = measure_interleaved(calls, samples=config.trials, warmup=1, min_sample_s=config.min_sample_s,
+                                        more=_unresolved(("1", str(top))) if top > 1 else None, budget=budget)
             nbytes = STREAM_ARRAYS_TOUCHED[kernel] * n * a.itemsize
             out[kernel] = {t: {**_bandwidth_entry(s, nbytes), "bytes_per_elem": STREAM_ARRAYS_TOUCHED[kernel] * a.itemsize}
                            for t, s in stats.items()}
@@ -259,7 +267,7 @@ def unordered_roofs(roofs: dict[str, float | None]) -> list[str]:
 
 # --- compute peak ----------------------------------------------------------------------------
 
-def gemm_gflops(dtype: str, n: int, config: RooflineConfig) -> tuple[dict, dict | None]:
+def gemm_gflops(dtype: str, n: int, config: RooflineConfig, budget: Budget | None = None) -> tuple[dict, dict | None]:
     """({str(threads): entry}, paired N/1-thread GFLOP/s ratio or None), thread counts interleaved."""
     rng = np.random.default_rng(config.seed)
     a = rng.standard_normal((n, n)).astype(dtype)  # (n, n)
@@ -268,7 +276,8 @@ def gemm_gflops(dtype: str, n: int, config: RooflineConfig) -> tuple[dict, dict 
     counts = [str(t) for t in config.thread_counts]
     stats = measure_interleaved({t: (lambda: np.matmul(a, b, out=c)) for t in counts},
                                 around={t: partial(blas_threads, int(t)) for t in counts},
-                                samples=config.gemm_samples, warmup=1, min_sample_s=config.min_sample_s)
+                                samples=config.gemm_samples, warmup=1, min_sample_s=config.min_sample_s,
+                                more=_unresolved((counts[0], counts[-1])) if len(counts) > 1 else None, budget=budget)
     flop = 2 * n**3
     entries = {t: {"n": n, "median": flop / s.median / 1e9, "p10": flop / s.p90 / 1e9, "p90": flop / s.p10 / 1e9,
                    "best": flop / s.min / 1e9, "spread": s.spread, "noisy": s.noisy, "time": s.to_json("ms")}
@@ -319,17 +328,19 @@ def ceiling_steps(config: RooflineConfig) -> int:
     return len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)
 
 
-def measure_ceilings(config: RooflineConfig, step: Callable[[str], None]) -> tuple[dict, dict, dict]:
+def measure_ceilings(config: RooflineConfig, step: Callable[[str], None],
+                     budget: Budget | None = None) -> tuple[dict, dict, dict]:
     """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads], paired thread ratios) for 1
-    and config.threads. A dtype's peak is the GEMM size with the highest median."""
-    bandwidth, ratios = stream_bandwidth(config, step)
+    and config.threads. A dtype's peak is the GEMM size with the highest median. With a budget,
+    an unresolved thread comparison takes more interleaved rounds while it lasts."""
+    bandwidth, ratios = stream_bandwidth(config, step, budget)
     peak = {}
     gemm_ratios = {}
     for dtype in ("float32", "float64"):
         runs = []
         for size in config.gemm_sizes:
             step(f"GEMM {dtype} n={size}, {' and '.join(map(str, config.thread_counts))} thread(s)")
-            runs.append(gemm_gflops(dtype, size, config))
+            runs.append(gemm_gflops(dtype, size, config, budget))
         peak[dtype] = {}
         for t in (str(t) for t in config.thread_counts):
             best_n = max(range(len(runs)), key=lambda i: runs[i][0][t]["median"])
@@ -385,8 +396,9 @@ def run_roofline(config: RooflineConfig) -> dict:
     """Measure everything; returns the results.json dict (see the module docstring)."""
     n, llc, llc_known, capped = stream_array_elems(config)
     sizes = sweep_sizes(config)
+    budget = Budget(config.budget_s)
     with progress_bar(ceiling_steps(config) + len(sizes), "roofline") as step:
-        bandwidth, peak, ratios = measure_ceilings(config, step)
+        bandwidth, peak, ratios = measure_ceilings(config, step, budget)
         points = []
         for ws in sizes:
             step(f"sweep {ws / 1024:.0f} KiB")
@@ -421,6 +433,7 @@ def run_roofline(config: RooflineConfig) -> dict:
                   "bandwidth_from": f"bandwidth_GBps.triad.{top}.median"},
         "ridge_points_flop_per_byte": {d: peak[d][top]["median"] / bandwidth["triad"][top]["median"] for d in peak},
         "wide_ceilings": wide_ceilings(bandwidth, peak),
+        "budget": {"seconds": config.budget_s, "left_s": budget.left()},
         "sweep": {"kernel": "acc = x + x + ... (np.add.reduce over a zero-stride view), float64",
                   "bytes_per_elem": 24, "threads": 1, "points": points, "levels": levels},
         "cache_roofs_GBps": roofs,

@@ -149,13 +149,16 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
              + (f"; capped at {s['max_array_bytes'] / 2**20:.0f} MiB per array to bound memory, so below "
                 f"{r['config']['llc_multiple']}x the LLC" if s["array_capped"] else "") + "). "
              f"The thread counts {', '.join(map(str, r['thread_counts']))} are measured interleaved, "
-             f"{r['config']['trials']} rounds after a discarded warm-up; each trial aggregates "
-             f">= {r['config']['min_sample_s'] * 1e3:.0f} ms.", "",
-             "| kernel | B/elem | threads | median GB/s | p10-p90 | best (ref.) | noisy |", "|---|---|---|---|---|---|---|"]
+             f"{r['config']['trials']} rounds after a discarded warm-up, more (within a "
+             f"{r['config'].get('budget_s', 0):g} s budget) while the thread ratio is unresolved; each trial "
+             f"aggregates >= {r['config']['min_sample_s'] * 1e3:.0f} ms.", "",
+             "| kernel | B/elem | threads | median GB/s | p10-p90 | best (ref.) | trials | noisy |",
+             "|---|---|---|---|---|---|---|---|"]
     for kernel in STREAM_KERNELS:
         for tk, e in r["bandwidth_GBps"][kernel].items():
             lines.append(f"| {kernel} | {e['bytes_per_elem']} | {tk} | {e['median']:.1f} | "
-                         f"{e['p10']:.1f}-{e['p90']:.1f} | {e['best']:.1f} | {'yes' if e['noisy'] else 'no'} |")
+                         f"{e['p10']:.1f}-{e['p90']:.1f} | {e['best']:.1f} | {e['trials']} | "
+                         f"{'yes' if e['noisy'] else 'no'} |")
     lines += ["", "Bytes are counted as STREAM counts them: copy (c=a) and scale (b=s*c) 16 B/element, "
               "add (c=a+b) and triad (a=b+s*c) 24 B/element. Two effects make the real traffic larger, "
               "so these figures are what STREAM would report, not what the memory bus carried:",
