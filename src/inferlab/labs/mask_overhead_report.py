@@ -193,8 +193,8 @@ def _roofline_paragraph(results: dict) -> str:
                  f"a step). Counting at least {_f(n['bytes_per_token_check_lower_bound'])} bytes touched per check "
                  f"(token byte plus two CPython pointers per transition), it moves {_f(n['effective_GBps'])} GB/s, "
                  f"{n['fraction_of_dram_roof']:.2%} of this machine's DRAM roof ({_f(r['dram_GBps'])} GB/s, triad "
-                 "median), with essentially no floating-point work: its time is interpreter work (bytecode "
-                 "dispatch, list indexing, branches), not data movement. ")
+                 "median), and does no floating-point work: a Python loop of bytecode dispatch, list indexing "
+                 "and branches per token. ")
     if "indexed" in r:
         text += (f"The indexed mask does {duration(r['indexed']['mask_us_per_step'] / 1e3)} of work a step: a list "
                  "lookup and a scatter of -inf over the shorter of the allowed/disallowed id lists.")
