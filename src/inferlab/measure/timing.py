@@ -136,7 +136,7 @@ def measure(fn: Callable[[], object], *, samples: int = 30, min_sample_s: float 
 # --budget-s defaults of the labs: extra seconds of interleaved rounds while a comparison's
 # p10-p90 still straddles its threshold (a quiet machine rarely needs any of it).
 DEFAULT_BUDGET_S = 30.0
-QUICK_BUDGET_S = 5.0
+QUICK_BUDGET_S = 2.0
 
 
 class Budget:
