@@ -8,6 +8,10 @@ from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attentio
 
 NAME = "attention"
 HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
+EXAMPLES = (
+    'inferlab attention --quick --out /tmp/attention',
+    'inferlab attention --T 128 256 --d-model 128 --heads 8 --threads 2 --json',
+)
 
 
 def add_arguments(p) -> None:

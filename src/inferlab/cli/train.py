@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from inferlab.cli.common import positive_float, positive_int, thread_count
+from inferlab.cli.common import add_out_arguments, non_negative_int, positive_float, positive_int, thread_count
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
@@ -31,6 +31,10 @@ from inferlab.model.tokenizer import ENDOFTEXT, train_bpe
 
 NAME = "train"
 HELP = "train MiniGPT in numpy on the Spanish-conjugation corpus and write a model folder"
+EXAMPLES = (
+    'inferlab train --steps 200 --out /tmp/minigpt',
+    'inferlab train --out src/inferlab/data/minigpt --force  # the shipped weights',
+)
 
 VOCAB_SIZE = GPTConfig().vocab_size    # the BPE is trained to exactly the model's vocabulary
 VAL_POINTS = 30                        # held-out loss evaluations along a run (the loss curve's points)
@@ -40,10 +44,10 @@ EXPERIMENT = "minigpt-train"
 
 def add_arguments(p) -> None:
     d = tr.TrainConfig()
-    p.add_argument("--out", type=Path, default=Path("minigpt"), help="model folder to write (default minigpt)")
-    p.add_argument("--force", action="store_true", help="replace an existing folder")
+    add_out_arguments(p, default_out="minigpt", what="model folder")
     p.add_argument("--steps", type=positive_int, default=d.steps, help=f"optimiser steps (default {d.steps})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"initialisation and batch order (default {d.seed})")
+    p.add_argument("--seed", type=non_negative_int, default=d.seed,
+                   help=f"initialisation and batch order, a whole number >= 0 (default {d.seed})")
     p.add_argument("--threads", type=thread_count, default=1,
                    help="BLAS threads (default 1: the shipped weights are reproduced single-threaded)")
     p.add_argument("--batch-size", type=positive_int, default=d.batch_size,
