@@ -209,3 +209,19 @@ def test_explicit_out_that_exists_needs_force(tmp_path, capsys):
     (tmp_path / "22-cache-sizing").mkdir()
     one_line_error(*run_cli(capsys, "kv", "derivations", "--out", str(tmp_path / "22-cache-sizing")), "--force")
     one_line_error(*run_cli(capsys, "run", "22-cache-sizing", "--out", str(tmp_path)), "--force")
+
+
+# --- found by the property test (tests/test_cli_fuzz.py) ------------------------------------------
+
+def test_attention_sweep_that_cannot_fit_in_memory(tmp_path, capsys):
+    one_line_error(*run_cli(capsys, "attention", "--T", "999999999", "--out", str(tmp_path / "a")), "--T", "GiB")
+
+
+def test_train_batch_larger_than_the_corpus(tmp_path, capsys):
+    one_line_error(*run_cli(capsys, "train", "--batch-size", "99999999999", "--out", str(tmp_path / "m")),
+                   "--batch-size")
+    assert os.listdir(tmp_path) == []
+
+
+def test_flag_given_a_double_dash(capsys):
+    one_line_error(*run_cli(capsys, "kv", "derivations", "--out=--"), "--out")

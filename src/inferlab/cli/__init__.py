@@ -8,6 +8,7 @@ touching here. EXAMPLES (one command a line) becomes the epilog of `inferlab NAM
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import pkgutil
@@ -16,7 +17,7 @@ import sys
 
 import inferlab
 from inferlab import __version__
-from inferlab.cli.common import examples_epilog, resolve_out
+from inferlab.cli.common import examples_epilog, redirect_note, resolve_out
 from inferlab.errors import InferlabError
 
 
@@ -33,6 +34,12 @@ class _OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _get_values(self, action, arg_strings):
+        # argparse drops "--" from a flag's values and hands `--out=--` an empty list.
+        if action.option_strings and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected a value, got '--'")
+        return super()._get_values(action, arg_strings)
 
     def _parse_optional(self, arg_string):
         # argparse takes "-40GB" for an unknown flag ("--memory: expected one argument"); no
@@ -65,13 +72,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()     # parse_args leaves a parser as it was: one per process
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         if hasattr(args, "_default_out"):
             resolve_out(args)
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        if note := redirect_note(args):
+            print(note, file=sys.stderr)
+        return code
     except InferlabError as exc:
         prefix = f"{args._prog}: error: "
         # one line, and the command named once even when the message names it too

@@ -35,6 +35,22 @@ temperature = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0 
 probability = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
+def physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):    # not POSIX, or not reported
+        return None
+
+
+def check_fits_in_memory(need_bytes: int, what: str) -> None:
+    """Refuse before the work a request whose arrays alone would take over half of this machine's
+    memory: numpy would fail mid-run with a MemoryError, or the machine would swap."""
+    memory = physical_memory_bytes()
+    if memory is not None and need_bytes > memory // 2:
+        raise InferlabError(f"{what} needs about {need_bytes / 2**30:,.1f} GiB of arrays, more than half of "
+                            f"this machine's {memory / 2**30:,.1f} GiB")
+
+
 def thread_count(text: str) -> int:
     value = positive_int(text)
     available = os.cpu_count() or 1
@@ -53,16 +69,22 @@ def add_out_arguments(p: argparse.ArgumentParser, *, default_out: str, what: str
 
 
 def timestamped_runs_folder(root: Path) -> Path:
-    """root/runs/<UTC time>/: where a run goes when the default folder already holds results."""
+    """root/runs/<UTC time>/ (-2, -3, ... when a run started in the same second): where a run goes
+    when the default folder already holds results."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return root / "runs" / stamp
+    folder, n = root / "runs" / stamp, 1
+    while folder.exists():
+        n += 1
+        folder = root / "runs" / f"{stamp}-{n}"
+    return folder
 
 
 def resolve_out(args) -> None:
     """The one --out policy. An explicit --out is used as given: if it exists, the writer refuses
     it unless --force. The default folder is never overwritten silently: when it exists (the
-    repository ships the reference run there), the run goes to a timestamped sibling and the
-    console says where; --force replaces the default folder in place."""
+    repository ships the reference run there), the run goes to a timestamped sibling, which
+    redirect_note() names once the run succeeded (so that bad input still gets one line);
+    --force replaces the default folder in place."""
     default = args._default_out
     args._redirected_from = None
     if args.out is not None:
@@ -71,8 +93,14 @@ def resolve_out(args) -> None:
     if default.exists() and not args.force:
         args.out = timestamped_runs_folder(default.parent) / default.name
         args._redirected_from = default
-        print(f"{args._prog}: {default}/ already holds results: this run writes to {args.out}/ "
-              f"(pass --force to replace {default}/)", file=sys.stderr)
+
+
+def redirect_note(args) -> str | None:
+    default = getattr(args, "_redirected_from", None)
+    if default is None:
+        return None
+    return (f"{args._prog}: {default}/ already holds results: this run wrote {args.out}/ "
+            f"(pass --force to replace {default}/)")
 
 
 def add_lab_arguments(p: argparse.ArgumentParser, *, default_out: str, default_threads: int | None = 1) -> None:

@@ -104,12 +104,14 @@ def _loss_figure(logs, val_curve: list[tuple[int, float]]):
 def run(args) -> int:
     # Refuse a bad --out before training for minutes; model_writer checks again when it writes.
     ExperimentWriter(args.out, force=args.force)
+    train_ex, held_ex = corpus.examples("train"), corpus.examples("heldout")
+    if args.batch_size > len(train_ex):
+        raise InferlabError(f"--batch-size {args.batch_size} is more than the {len(train_ex)} training examples")
     commit = _git_commit()     # now: the code that trains is loaded and may be edited during the run
     console = Console(stderr=True)
     config = GPTConfig()
     tc = tr.TrainConfig(steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
                         warmup=min(tr.TrainConfig.warmup, max(1, args.steps // 10)))
-    train_ex, held_ex = corpus.examples("train"), corpus.examples("heldout")
     # Prompt and completion are separate pieces of the BPE's training text, as they are encoded
     # separately (encode_examples): merges never span the prompt/JSON boundary.
     text = "".join(e.prompt + ENDOFTEXT + e.completion + ENDOFTEXT for e in train_ex)
