@@ -161,6 +161,6 @@ def test_build_mask_and_generate_complete_outputs_validate():
         g = outs[1]
         if g.complete:
             completes += 1
-            jsonschema.validate(json.loads(g.text), SCHEMA)
+            jsonschema.validate(json.loads(g.text), SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
         assert g.stop_reason != "eos" or g.complete
     assert completes > 0
