@@ -80,7 +80,7 @@ def _classes() -> dict[str, str]:
     `re` stores a class's BMP part as a bitmap but tests astral ranges one by one, so a BMP
     character that fails a class with hundreds of astral ranges is slow. Each class is therefore
     a BMP class (plus, when negated, all astral code points) or, behind a one-range astral
-    guard, the astral class: 3-4x faster on ordinary text, same language.
+    guard, the astral class: faster on ordinary text, same language.
     """
     bmp = {"L": [], "N": []}
     astral = {"L": [], "N": []}
