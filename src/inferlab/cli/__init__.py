@@ -50,6 +50,13 @@ class _OneLineParser(argparse.ArgumentParser):
         return super()._parse_optional(arg_string)
 
 
+EXIT_STATUS = """exit status:
+  0    done
+  1    generate --schema: the output is incomplete (out of tokens) or not a valid instance
+  2    bad input: one line on stderr names the flag, unit, path or JSON pointer; nothing written
+  130  interrupted (Ctrl-C); run all says which labs it kept"""
+
+
 def _commands():
     import inferlab.cli as pkg
 
@@ -62,7 +69,7 @@ def _commands():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="inferlab", description=inferlab.__doc__.strip())
+    parser = _OneLineParser(prog="inferlab", description=inferlab.__doc__.strip(), epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for mod in _commands():

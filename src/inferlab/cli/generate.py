@@ -34,7 +34,9 @@ def add_arguments(p):
     p.add_argument("--top-p", type=probability, help="sample among the smallest set of tokens of probability >= p")
     p.add_argument("--trace", type=Path, metavar="FILE", help="write per-step spans as Chrome trace-event JSON")
     p.add_argument("--force", action="store_true", help="replace an existing --trace FILE")
-    p.add_argument("--schema", type=Path, metavar="FILE", help="constrain the output to this JSON schema")
+    p.add_argument("--schema", type=Path, metavar="FILE",
+                   help="constrain the output to this JSON schema; the exit status is then 0 only for a complete, "
+                        "valid instance and 1 when the output is incomplete (out of tokens) or invalid")
     p.add_argument("--mask", choices=("naive", "indexed"), help="mask implementation with --schema (default indexed)")
     p.add_argument("--json", action="store_true",
                    help='print {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token", ...} to stdout')

