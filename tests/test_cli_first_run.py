@@ -225,3 +225,15 @@ def test_train_batch_larger_than_the_corpus(tmp_path, capsys):
 
 def test_flag_given_a_double_dash(capsys):
     one_line_error(*run_cli(capsys, "kv", "derivations", "--out=--"), "--out")
+
+
+def test_mask_overhead_says_on_the_console_what_it_skipped(tmp_path, capsys, monkeypatch):
+    """`--peers` without the peers installed: the lab records it (labs/peers.py) and the console says it."""
+    results = {"table": [], "skipped": ["vocabulary cl100k skipped: not installed"],
+               "peers": {"512": {"llguidance": {"available": False, "note": "not installed (llguidance)"},
+                                 "inferlab-indexed": {"available": True}}}}
+    monkeypatch.setattr("inferlab.cli.mask_overhead.run_mask_overhead", lambda *a, **k: results)
+    code, out, err = run_cli(capsys, "mask-overhead", "--peers", "--vocab", "512", "--out", str(tmp_path / "m"))
+    assert code == 0
+    assert "peer llguidance at V=512 skipped: not installed (llguidance)" in err
+    assert "vocabulary cl100k skipped" in err and "inferlab-indexed" not in err
