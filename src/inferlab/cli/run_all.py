@@ -59,7 +59,7 @@ def run(args) -> int:
             names = ", ".join(lab.name for lab in all_labs())
             raise InferlabError(f"unknown lab {args.which!r}; known: all, {names}")
     root = run_root(args.out, [lab.name for lab in labs], force=args.force)
-    check_writable(root / labs[0].name)            # before the first header
+    check_writable(root / labs[0].name, given=root)   # before the first header
     console = Console(stderr=True)
     if root != (args.out or DEFAULT_ROOT):
         console.print(f"{DEFAULT_ROOT}/ already holds results: this run writes to {root}/ "

@@ -248,20 +248,22 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def check_writable(out: Path, flag: str = "--out") -> None:
-    """Fail fast, before any measuring, when out's folder cannot be created or written.
+def check_writable(out: Path, flag: str = "--out", *, given: Path | None = None) -> None:
+    """Fail fast, before any measuring, when out's folder cannot be created or written; the
+    message names `given` (what the user typed, when out is a folder inside it) or out.
 
     os.access is no answer under root, so probe: make and remove a temp folder in the nearest
     existing ancestor (the folder commit() will create things in).
     """
+    shown = out if given is None else given
     anchor = _nearest_existing(Path(out).parent)
     if not anchor.is_dir():
-        raise InferlabError(f"{flag} {out}: {anchor} is not a folder")
+        raise InferlabError(f"{flag} {shown}: {anchor} is not a folder")
     try:
         probe = tempfile.mkdtemp(dir=anchor, prefix=".inferlab-probe-")
         os.rmdir(probe)
     except OSError as exc:
-        raise InferlabError(f"{flag} {out}: cannot write in {anchor} ({exc.strerror or exc})") from None
+        raise InferlabError(f"{flag} {shown}: cannot write in {anchor} ({exc.strerror or exc})") from None
 
 
 def check_output_file(path, *, flag: str, force: bool) -> None:
