@@ -238,3 +238,9 @@ def test_mask_overhead_says_on_the_console_what_it_skipped(tmp_path, capsys, mon
     assert code == 0
     assert "peer llguidance at V=512 skipped: not installed (llguidance)" in err
     assert "vocabulary cl100k skipped" in err and "inferlab-indexed" not in err
+
+
+def test_vocab_file_that_is_a_json_array(tmp_path, capsys):
+    (tmp_path / "array.json").write_text("[1, 2]")
+    one_line_error(*run_cli(capsys, "mask-overhead", "--vocab", str(tmp_path / "array.json"),
+                            "--out", str(tmp_path / "m")), "array.json", "JSON object")

@@ -309,8 +309,10 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InferlabError(f"tokenizer file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InferlabError(f"{path}: not a JSON tokenizer file ({e})") from None
+    if not isinstance(doc, dict):
+        raise InferlabError(f"{path}: not a tokenizer.json (a JSON object), got {type(doc).__name__}")
     model = _require(doc, "/model", dict)
     if model.get("type") != "BPE":
         raise InferlabError(f"{path}: /model/type is {model.get('type')!r}; only byte-level BPE is supported")
