@@ -45,13 +45,19 @@ def test_dfa_agrees_with_re_on_random_strings(pattern, texts):
         assert dfa.fullmatch(text) == (oracle.fullmatch(text) is not None), (pattern, text)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), pattern=patterns)
-def test_dfa_accepts_strings_generated_from_the_pattern(data, pattern):
-    oracle = re.compile(pattern, re.ASCII)
-    # codec="utf-8": no surrogates are drawn (they have no UTF-8 bytes), so nothing is discarded
-    text = data.draw(st.from_regex(oracle, fullmatch=True, alphabet=st.characters(codec="utf-8")))
-    assert compile_regex(pattern).fullmatch(text), (pattern, text)
+# The default run draws 50 patterns (their cost varies a lot with the pattern drawn, and the default
+# suite has a time budget); `pytest -m slow` draws 400.
+@pytest.mark.parametrize("examples", [50, pytest.param(400, marks=pytest.mark.slow)])
+def test_dfa_accepts_strings_generated_from_the_pattern(examples):
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data(), pattern=patterns)
+    def prop(data, pattern):
+        oracle = re.compile(pattern, re.ASCII)
+        # codec="utf-8": no surrogates are drawn (they have no UTF-8 bytes), so nothing is discarded
+        text = data.draw(st.from_regex(oracle, fullmatch=True, alphabet=st.characters(codec="utf-8")))
+        assert compile_regex(pattern).fullmatch(text), (pattern, text)
+
+    prop()
 
 
 @settings(max_examples=100, deadline=None)
