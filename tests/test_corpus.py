@@ -101,7 +101,7 @@ def test_schema_shape_and_every_example_validates():
     assert schema["additionalProperties"] is False
     assert tuple(schema["properties"]["tiempo"]["enum"]) == corpus.TENSES
     assert tuple(schema["properties"]["persona"]["enum"]) == corpus.PERSONS
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     for ex in corpus.examples("train") + corpus.examples("heldout"):
         validator.validate(json.loads(ex.completion))
     too_long = {"verbo": "x", "tiempo": "futuro", "persona": "yo", "forma": "x" * 21}

@@ -297,7 +297,7 @@ def test_cli_schema_output_validates_and_both_masks_agree(model_dir, tmp_path, c
     assert docs["naive"]["tokens"] == docs["indexed"]["tokens"]      # same seed, same RNG path, same mask
     doc = docs["indexed"]
     assert doc["complete"] is True and doc["valid"] is True and doc["stop_reason"] == "eos"
-    jsonschema.validate(json.loads(doc["text"]), SCHEMA)              # the independent oracle
+    jsonschema.validate(json.loads(doc["text"]), SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)              # the independent oracle
 
 
 def test_cli_schema_refusal_is_one_line(model_dir, tmp_path, capsys):

@@ -125,7 +125,44 @@ def test_trie_spells_every_token_once():
 def test_empty_language_index_has_only_the_start_row():
     vocab = random_vocab(0)
     index = TokenIndex.build(compile_regex("[^\\x00-\\U0010ffff]"), vocab)
-    assert index.n_rows == 1 and len(index.row_allowed(0)) == 0
-    assert index.nbytes == sum(a.nbytes for a in (index.states, index.row_of, index.offsets, index.allowed,
-                                                  index.next_state, index.bitmask, index.apply_keep,
-                                                  index.apply_offsets, index.apply_ids))
+    assert index.dfa.n_states == 1 and index.n_rows == 1 and len(index.row_allowed(0)) == 0
+    # By hand, one DFA state and one row, no allowed token: states 4 B (int32) + row_of 4 B +
+    # offsets 2 x 8 B (int64) + one bitmask row of ceil(V/32) int32 words + apply_keep 1 B (bool)
+    # + apply_offsets 2 x 8 B; the allowed, next-state and apply-id lists are empty.
+    words = -(-vocab.vocab_size // 32)
+    assert index.nbytes == 4 + 4 + 16 + 4 * words + 1 + 16
+
+
+def brute_force_row(dfa, vocab, state) -> dict[int, int]:
+    """{token: next state} from one state, walking every token's bytes through the DFA."""
+    row = {t: nxt for t, data in enumerate(vocab.token_bytes)
+           if data and t not in vocab.special_ids and (nxt := dfa.walk(data, state)) >= 0}
+    if dfa.accepting[state]:
+        row[vocab.eos_id] = state
+    return row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k", "qwen"])
+def test_index_equals_brute_force_at_a_real_vocabulary(name):
+    """The oracle at 100k+ tokens, on the start state and a seeded sample of the others: the real
+    vocabularies hold what random ones do not (long tokens, shared prefixes, byte-split UTF-8)."""
+    from inferlab.constrain.schema import compile_schema
+    from inferlab.model.corpus import conjugation_schema
+    from inferlab.model.tokenizer import load_vocab
+
+    vocab = Vocabulary.from_tokenizer(load_vocab(name))
+    dfa = compile_regex(compile_schema(conjugation_schema()).regex)
+    index = TokenIndex.build(dfa, vocab)
+    V = vocab.vocab_size
+    states = index.states.tolist()
+    sample = [dfa.start] + random.Random(0).sample([s for s in states if s != dfa.start], 3)
+    for s in sample:
+        row = brute_force_row(dfa, vocab, s)
+        r = int(index.row_of[s])
+        assert index.row_allowed(r).tolist() == sorted(row)
+        nxt = index.next_state[index.offsets[r]:index.offsets[r + 1]]
+        assert nxt.tolist() == [row[t] for t in sorted(row)]
+        words = [w & 0xFFFFFFFF for w in index.bitmask[r].tolist()]
+        assert [t for t in range(V) if words[t // 32] >> (t % 32) & 1] == sorted(row)
+        assert all(int(index.row_of[n]) >= 0 for n in row.values())   # every next state has its row

@@ -145,7 +145,7 @@ def test_list(capsys):
 def test_bad_input_one_line_exit_2(capsys, argv, needle):
     assert main(["kv", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("inferlab kv: error: ") and needle in err
+    assert err.startswith(f"inferlab kv {argv[0]}: error: ") and needle in err
     assert err.count("\n") == 1
 
 

@@ -109,7 +109,7 @@ def test_lab_writes_valid_artifacts_and_refuses_overwrite(tmp_path, capsys):
     assert (out / "kv_sizes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for name in ("results", "manifest"):
         schema = json.loads(resources.files("inferlab.measure").joinpath(f"schemas/{name}.schema.json").read_text())
-        jsonschema.validate(json.loads((out / f"{name}.json").read_text()), schema)
+        jsonschema.validate(json.loads((out / f"{name}.json").read_text()), schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     before = (out / "derivations.md").read_text()
     assert main(["kv", "derivations", "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err

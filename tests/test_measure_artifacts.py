@@ -23,7 +23,7 @@ from inferlab.measure.plots import new_figure
 
 
 def jsonschema_check(obj, name):
-    jsonschema.validate(obj, load_schema(name), cls=jsonschema.Draft202012Validator)
+    jsonschema.validate(obj, load_schema(name), cls=jsonschema.Draft202012Validator, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
 def a_manifest():

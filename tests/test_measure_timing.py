@@ -6,7 +6,6 @@ and the statistics exact, so the expected values below are derived by hand.
 
 import gc
 import itertools
-import time
 
 import pytest
 
@@ -62,16 +61,18 @@ def test_warmup_calls_are_discarded(monkeypatch):
     assert cold.iters_per_sample == 1
 
 
-def test_warmup_discarded_with_real_clock():
-    state = {"n": 0}
+def test_every_warmup_call_is_discarded(monkeypatch):
+    """warmup=2: two slow calls (300 ms, then 200 ms) land in no sample and not in the calibration."""
+    clock = FakeClock(monkeypatch)
+    costs = iter([300_000_000, 200_000_000])
 
     def fn():
-        state["n"] += 1
-        if state["n"] == 1:
-            time.sleep(0.3)
+        clock.work(next(costs, 1_000_000))
 
-    stats = measure(fn, samples=3, min_sample_s=0.01, warmup=1)
-    assert max(stats.samples) < 0.05
+    stats = measure(fn, samples=3, min_sample_s=0.01, warmup=2)
+    # calibration: 1 call of 1 ms < 10 ms, then max(2, ceil(1.2 * 10 / 1)) = 12 calls per sample
+    assert stats.iters_per_sample == 12
+    assert stats.samples == (1e-3,) * 3
 
 
 def test_gc_disabled_while_timing_and_restored_after_exception(monkeypatch):

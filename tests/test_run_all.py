@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from inferlab.cli import main
-from inferlab.cli.run_all import run_root
+from inferlab.cli.run_all import DEFAULT_ROOT, run_root
+from inferlab.errors import InferlabError
 from inferlab.labs import all_labs
 
 
@@ -12,21 +15,25 @@ def test_registry_has_the_four_labs_in_order():
                                                 "30-mask-overhead"]
 
 
-def test_existing_results_send_the_run_to_a_new_folder(tmp_path):
+def test_existing_results_send_the_default_run_to_a_new_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     names = ["01-roofline", "22-cache-sizing"]
-    assert run_root(tmp_path, names, force=False) == tmp_path          # nothing there yet
-    (tmp_path / "22-cache-sizing").mkdir()
-    fresh = run_root(tmp_path, names, force=False)
-    assert fresh.parent == tmp_path / "runs" and not fresh.exists()
-    assert run_root(tmp_path, names, force=True) == tmp_path           # --force: in place
+    assert run_root(None, names, force=False) == DEFAULT_ROOT          # nothing there yet
+    (tmp_path / DEFAULT_ROOT / "22-cache-sizing").mkdir(parents=True)
+    fresh = run_root(None, names, force=False)
+    assert fresh.parent == DEFAULT_ROOT / "runs" and not fresh.exists()
+    assert run_root(None, names, force=True) == DEFAULT_ROOT           # --force: in place
+    with pytest.raises(InferlabError, match="--force"):                # an explicit --out is never redirected
+        run_root(DEFAULT_ROOT, names, force=False)
 
 
-def test_run_one_lab_twice_keeps_the_first(tmp_path, capsys):
-    assert main(["run", "22-cache-sizing", "--out", str(tmp_path)]) == 0
-    first = (tmp_path / "22-cache-sizing" / "results.json").read_bytes()
-    assert main(["run", "22-cache-sizing", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "22-cache-sizing" / "results.json").read_bytes() == first
-    (second,) = (tmp_path / "runs").iterdir()
+def test_run_one_lab_twice_keeps_the_first(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "22-cache-sizing"]) == 0
+    first = (tmp_path / "experiments" / "22-cache-sizing" / "results.json").read_bytes()
+    assert main(["run", "22-cache-sizing"]) == 0
+    assert (tmp_path / "experiments" / "22-cache-sizing" / "results.json").read_bytes() == first
+    (second,) = (tmp_path / "experiments" / "runs").iterdir()
     assert (second / "22-cache-sizing" / "results.json").is_file()
     assert "already holds results" in " ".join(capsys.readouterr().err.split())   # rich wraps lines
 

@@ -20,6 +20,17 @@ def validator(schema):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
+
+def test_the_oracle_checks_formats():
+    """The jsonschema oracle runs with its format checker and the format packages (the test extra
+    installs jsonschema[format-nongpl]): without them every string "conforms" to time, uri, ..."""
+    checkers = jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers
+    assert {"date", "time", "date-time", "email", "uuid", "uri", "uri-reference", "ipv4", "hostname"} <= set(checkers)
+    assert not validator({"type": "string", "format": "time"}).is_valid("25:00:00Z")
+    assert not validator({"type": "string", "format": "time"}).is_valid("25:00")
+    assert validator({"type": "string", "format": "time"}).is_valid("23:59:59Z")
+    assert not validator({"type": "string", "format": "hostname"}).is_valid("-a.example.com")
+
 def check(schema, good, bad, **options):
     compiled = compile_schema(schema, **options)
     regex = re.compile(compiled.regex)

@@ -69,7 +69,8 @@ def test_complete_outputs_validate_on_the_benchmark_sample():
         except InferlabError:
             continue                      # refused: nothing is generated for it
         mask = IndexedJSONSchemaMask(TokenIndex.build(dfa, vocab))
-        validator = jsonschema.validators.validator_for(schema)(schema)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         for seed in range(3):
             g = generate(model, tok, "", mask=mask, max_new_tokens=400, seed=seed)
             checked += 1

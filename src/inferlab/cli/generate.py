@@ -9,12 +9,18 @@ from pathlib import Path
 from inferlab.cli.common import non_negative_int, positive_int, print_json, probability, temperature
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
+from inferlab.measure.artifacts import check_output_file
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.generate import generate
 from inferlab.model.trace import Tracer
 
 NAME = "generate"
 HELP = "generate text with MiniGPT or a model folder (ours or Hugging Face GPT-2), optionally JSON-schema constrained"
+EXAMPLES = (
+    'inferlab generate "conjuga hablar, presente, yo:" --temperature 0',
+    'inferlab generate "conjuga adorar, futuro, nosotros:" --schema src/inferlab/data/conjugation.schema.json --json',
+    'inferlab generate "conjuga vivir, pretérito, ellos:" --trace trace.json  # open in ui.perfetto.dev',
+)
 
 
 def add_arguments(p):
@@ -22,13 +28,15 @@ def add_arguments(p):
     p.add_argument("--model", type=Path, help="model folder: ours or a Hugging Face GPT-2 one "
                    "(default: the shipped MiniGPT)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=64, help="at most this many tokens (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed, a whole number >= 0 (default 0)")
     p.add_argument("--temperature", type=temperature, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-k", type=positive_int, help="sample among the k most likely tokens")
     p.add_argument("--top-p", type=probability, help="sample among the smallest set of tokens of probability >= p")
     p.add_argument("--trace", type=Path, metavar="FILE", help="write per-step spans as Chrome trace-event JSON")
     p.add_argument("--force", action="store_true", help="replace an existing --trace FILE")
-    p.add_argument("--schema", type=Path, metavar="FILE", help="constrain the output to this JSON schema")
+    p.add_argument("--schema", type=Path, metavar="FILE",
+                   help="constrain the output to this JSON schema; the exit status is then 0 only for a complete, "
+                        "valid instance and 1 when the output is incomplete (out of tokens) or invalid")
     p.add_argument("--mask", choices=("naive", "indexed"), help="mask implementation with --schema (default indexed)")
     p.add_argument("--json", action="store_true",
                    help='print {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token", ...} to stdout')
@@ -40,18 +48,27 @@ def _read_schema(path: Path) -> dict:
 
 def _check_trace_path(args) -> None:
     """Refuse before any work: an existing trace is earlier results, kept unless --force."""
-    if args.trace is None:
-        return
-    if args.trace.exists() and not args.force:
-        raise InferlabError(f"--trace {args.trace} already exists; pass --force to replace it")
-    if not args.trace.absolute().parent.is_dir():
-        raise InferlabError(f"--trace {args.trace}: folder {args.trace.absolute().parent} does not exist")
+    if args.trace is not None:
+        check_output_file(args.trace, flag="--trace", force=args.force)
 
 
-def _is_json(text: str) -> bool:
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _no_repeated_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _RepeatedKey
+    return dict(pairs)
+
+
+def is_valid_json(text: str) -> bool:
+    """Whether text is one JSON document whose objects never repeat a key: json.loads keeps the
+    last of repeated keys, and what a consumer keeps differs (RFC 8259 4: names SHOULD be unique)."""
     try:
-        json.loads(text)
-    except ValueError:
+        json.loads(text, object_pairs_hook=_no_repeated_keys)
+    except ValueError:          # JSONDecodeError and _RepeatedKey
         return False
     return True
 
@@ -82,7 +99,7 @@ def run(args) -> int:
               "ms_per_token": ms_per_token, "trained": ckpt.trained, "model": ckpt.source}
     if mask is not None:
         result["complete"] = g.complete
-        result["valid"] = bool(g.complete) and _is_json(g.text)
+        result["valid"] = bool(g.complete) and is_valid_json(g.text)
     if args.json:
         print_json(result)
     else:
@@ -90,4 +107,5 @@ def run(args) -> int:
         speed = f"{ms_per_token:.2f} ms/token" if ms_per_token is not None else "no steps"
         extra = f", complete {g.complete}, valid {result['valid']}" if mask is not None else ""
         print(f"[{g.n_tokens} tokens, stop: {g.stop_reason}, {speed}{extra}]", file=sys.stderr)
-    return 0
+    # With --schema, exit 0 says "a complete, valid instance": scripts can trust the output.
+    return 0 if mask is None or result["valid"] else 1

@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 
-from inferlab.cli.common import print_json
+from inferlab.cli.common import add_out_arguments, examples_epilog, print_json
 from inferlab.errors import InferlabError
 from inferlab.kv import calculator
 from inferlab.kv.formulas import QUANTIZED, SCALE_KINDS, KVFormat, default_format
@@ -26,6 +26,11 @@ from inferlab.kv.units import DTYPE_BITS, fmt_binary, fmt_decimal, parse_bytes, 
 
 NAME = "kv"
 HELP = "KV-cache sizing: per-token bytes, max context, GPUs needed, GQA/MLA comparisons, waste"
+EXAMPLES = (
+    'inferlab kv size llama-3-8b --ctx 8192 32768',
+    'inferlab kv max-context llama-2-7b --memory 40GB --weights 14GiB --batch 8',
+    'inferlab kv list',
+)
 
 
 # ---------------------------------------------------------------- argument parsing
@@ -97,14 +102,16 @@ def _add_format(p) -> None:
 def add_arguments(p) -> None:
     sub = p.add_subparsers(dest="kv_command", required=True)
 
-    s = sub.add_parser("size", help="per-token bytes (arithmetic shown) and totals per context")
+    s = sub.add_parser("size", help="per-token bytes (arithmetic shown) and totals per context",
+                       description="per-token bytes (arithmetic shown) and totals per context", epilog=examples_epilog('inferlab kv size llama-3-8b --ctx 8192 32768', 'inferlab kv size mistral-7b --dtype int8 --scales token --batch 4', 'inferlab kv size --config path/to/config.json --tp 2'))
     _add_model(s)
     s.add_argument("--ctx", nargs="+", default=["4096", "32768"], help="context lengths (default 4096 32768)")
     s.add_argument("--batch", default="1", help="sequences (default 1)")
     s.add_argument("--tp", default="1", help="tensor-parallel ranks; figures are per rank (default 1)")
     _add_format(s)
 
-    m = sub.add_parser("max-context", help="S_max (floor) that fits in --memory after --weights")
+    m = sub.add_parser("max-context", help="S_max (floor) that fits in --memory after --weights",
+                       description="S_max (floor) that fits in --memory after --weights", epilog=examples_epilog('inferlab kv max-context llama-2-7b --memory 40GB --weights 14GiB', 'inferlab kv max-context llama-3-8b --memory 80GB --batch 8 --dtype fp8'))
     _add_model(m)
     m.add_argument("--memory", required=True, help="device memory with its unit: 40GB (1e9) or 40GiB (2^30)")
     m.add_argument("--weights", help="the model's weights with a unit, e.g. 14GiB (default: params x the model's "
@@ -114,7 +121,8 @@ def add_arguments(p) -> None:
     m.add_argument("--tp", default="1", help="tensor-parallel ranks; --memory is per rank (default 1)")
     _add_format(m)
 
-    g = sub.add_parser("gpus", help="GPUs needed for the weights alone, and with a KV load")
+    g = sub.add_parser("gpus", help="GPUs needed for the weights alone, and with a KV load",
+                       description="GPUs needed for the weights alone, and with a KV load", epilog=examples_epilog('inferlab kv gpus gpt-3 --gpu H100-80GB', 'inferlab kv gpus llama-2-70b --gpu A100-40GB --ctx 4096 --batch 16'))
     _add_model(g)
     g.add_argument("--gpu", required=True, help=f"one of {', '.join(gpu_names())}")
     g.add_argument("--dtype", nargs="+", default=["fp16", "int8", "int4"], help="weight dtypes (default fp16 int8 int4)")
@@ -123,7 +131,8 @@ def add_arguments(p) -> None:
     g.add_argument("--kv-dtype", default=None, help="cache dtype of the KV load (default: the model's)")
     g.add_argument("--params", help="parameter count (needed with --config)")
 
-    c = sub.add_parser("compare", help="cache of MODEL_A over MODEL_B, and whether a claim like '4x' holds")
+    c = sub.add_parser("compare", help="cache of MODEL_A over MODEL_B, and whether a claim like '4x' holds",
+                       description="cache of MODEL_A over MODEL_B, and whether a claim like '4x' holds", epilog=examples_epilog('inferlab kv compare llama-2-7b mistral-7b --claim 4x', 'inferlab kv compare deepseek-v2 llama-2-70b --ctx 32768'))
     c.add_argument("models", nargs="*", metavar="MODEL", help="two registry names (or fewer, with --config)")
     c.add_argument("--config", type=Path, action="append", default=[], metavar="FILE",
                    help="a config.json standing for one of the two models (repeatable)")
@@ -132,7 +141,8 @@ def add_arguments(p) -> None:
     c.add_argument("--claim", help="a claimed saving factor, e.g. 4x")
     _add_format(c)
 
-    w = sub.add_parser("waste", help="contiguous preallocation vs paged blocks")
+    w = sub.add_parser("waste", help="contiguous preallocation vs paged blocks",
+                       description="contiguous preallocation vs paged blocks", epilog=examples_epilog('inferlab kv waste llama-2-7b --max-len 32768 --mean-len 1024 --batch 32'))
     _add_model(w)
     w.add_argument("--max-len", required=True, help="positions preallocated per sequence")
     w.add_argument("--mean-len", required=True, help="positions actually used, on average")
@@ -140,15 +150,17 @@ def add_arguments(p) -> None:
     w.add_argument("--block-size", default="16", help="positions per paged block (default 16, vLLM's)")
     _add_format(w)
 
-    d = sub.add_parser("derivations", help="write seed 002's answer sheet: derivations.md, results, kv_sizes.png")
-    d.add_argument("--out", type=Path, default=Path("experiments/22-cache-sizing"),
-                   help="experiment folder (default experiments/22-cache-sizing)")
-    d.add_argument("--force", action="store_true", help="replace an existing folder")
+    d = sub.add_parser("derivations", help="write seed 002's answer sheet: derivations.md, results, kv_sizes.png",
+                       description="write seed 002's answer sheet: derivations.md, results, kv_sizes.png", epilog=examples_epilog('inferlab kv derivations --out /tmp/22-cache-sizing', 'inferlab kv derivations --force  # replace experiments/22-cache-sizing'))
+    add_out_arguments(d, default_out="experiments/22-cache-sizing")
 
-    sub.add_parser("list", help="the registry: models with attention kind and source")
+    li = sub.add_parser("list", help="the registry: models with attention kind and source",
+                       description="the registry: models with attention kind and source", epilog=examples_epilog('inferlab kv list'))
 
     for sp in (s, m, g, c, w, d):
         sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    for sp in (s, m, g, c, w, d, li):
+        sp.set_defaults(_prog=sp.prog)     # errors name the sub-subcommand
 
 
 # ---------------------------------------------------------------- commands
@@ -284,12 +296,16 @@ def _derivations(args) -> dict:
     return results
 
 
+_LIST_ROW = "{:<16} {:<9} {:>6} {:>5} {:>8} {:>8} {:<6} {}"
+
+
 def _list(args) -> None:
+    print(_LIST_ROW.format("model", "attention", "layers", "heads", "kv_heads", "head_dim", "dtype", "source"))
     for name in model_names():
         s = get_model(name)
         tag = " (hypothetical)" if s.hypothetical else ""
-        print(f"{name:<16} {s.attention:<4} L={s.layers:<3} H={s.heads:<3} H_kv={s.kv_heads:<3} d_h={s.head_dim:<4} "
-              f"{s.dtype}{tag}  {s.sources.get('config', '')}")
+        print(_LIST_ROW.format(name, s.attention, s.layers, s.heads, s.kv_heads, s.head_dim, s.dtype,
+                               s.sources.get("config", "") + tag))
 
 
 _COMMANDS = {

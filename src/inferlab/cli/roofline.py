@@ -11,6 +11,10 @@ from inferlab.roofline import EXPERIMENT, RooflineConfig
 
 NAME = "roofline"
 HELP = "measure STREAM bandwidth, cache roofs, GEMM peak and the ridge point of this machine"
+EXAMPLES = (
+    'inferlab roofline --quick --out /tmp/roofline',
+    'inferlab roofline --threads 1 --json > roofline.json',
+)
 
 
 def add_arguments(p) -> None:

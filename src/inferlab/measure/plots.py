@@ -9,7 +9,8 @@ from __future__ import annotations
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (7.0, 4.5)):
     """(fig, axes) on the Agg canvas; save with artifacts.save_figure or ExperimentWriter.add_figure."""
-    # Imported here: matplotlib costs ~1 s to import, and most CLI paths never draw.
+    # Imported here: matplotlib is slow to import (python -X importtime -c "import matplotlib.figure"),
+    # and most CLI paths never draw.
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize, layout="constrained")

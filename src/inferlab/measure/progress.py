@@ -14,7 +14,9 @@ def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
     """Yields step(description): advance the bar by one unit and show what runs next."""
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    console = Console(stderr=True)
+    # Off when stderr is not a terminal: a log gets no bar, and no blank lines before an error.
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task(title, total=total)
 
         def step(description: str) -> None:

@@ -23,7 +23,8 @@ _GELU_C = np.float32(np.sqrt(2.0 / np.pi))
 def gelu(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (GPT-2's "gelu_new"; Hendrycks & Gimpel 2016, eq. 2).
 
-    x * x * x, not x ** 3: numpy's float32 power is a slow powf loop (measured 20x slower here)."""
+    x * x * x, not x ** 3: numpy's float32 power is a slow powf loop; compare
+    `python -m timeit -s "import numpy as np; x = np.ones((64, 256), np.float32)" "x ** 3"` with "x * x * x"."""
     return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(_GELU_C * (x + np.float32(0.044715) * (x * x * x))))
 
 

