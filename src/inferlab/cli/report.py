@@ -12,6 +12,10 @@ from inferlab.measure import atomic_write_text, save_figure
 
 NAME = "report"
 HELP = "re-render an experiment folder (README, figures, script) from its results.json"
+EXAMPLES = (
+    "inferlab report experiments/30-mask-overhead",
+    "inferlab report experiments/runs/20261202T190000Z/15-attention-perf",
+)
 
 
 def add_arguments(p) -> None:
