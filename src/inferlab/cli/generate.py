@@ -30,6 +30,8 @@ def add_arguments(p):
     p.add_argument("--force", action="store_true", help="replace an existing --trace FILE")
     p.add_argument("--schema", type=Path, metavar="FILE", help="constrain the output to this JSON schema")
     p.add_argument("--mask", choices=("naive", "indexed"), help="mask implementation with --schema (default indexed)")
+    p.add_argument("--jump-forward", action="store_true",
+                   help="with --schema: append text the schema forces without sampling it (saves forward passes)")
     p.add_argument("--json", action="store_true",
                    help='print {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token", ...} to stdout')
 
@@ -59,6 +61,8 @@ def _is_json(text: str) -> bool:
 def run(args) -> int:
     if args.mask is not None and args.schema is None:
         raise InferlabError("--mask selects the mask of --schema; pass --schema FILE too")
+    if args.jump_forward and (args.schema is None or args.mask is not None):
+        raise InferlabError("--jump-forward needs --schema FILE (and the matcher's mask: leave out --mask)")
     _check_trace_path(args)
     schema = _read_schema(args.schema) if args.schema is not None else None
     ckpt = load_model(args.model) if args.model is not None else load_default_model()
@@ -69,11 +73,16 @@ def run(args) -> int:
     mask = None
     if schema is not None:
         from inferlab.constrain import build_mask
+        from inferlab.constrain.matcher import MatcherMask, compile_grammar
 
-        mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "indexed")
+        if args.jump_forward:  # jump-forward needs forced_text(): the matcher's mask
+            mask = MatcherMask(compile_grammar(schema, ckpt.tokenizer))
+        else:
+            mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "indexed")
     tracer = Tracer() if args.trace is not None else None
     g = generate(ckpt.model, ckpt.tokenizer, args.prompt, mask=mask, max_new_tokens=args.max_new_tokens,
-                 seed=args.seed, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, tracer=tracer)
+                 seed=args.seed, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, tracer=tracer,
+                 jump_forward=args.jump_forward)
     if tracer is not None:
         tracer.save(args.trace)
     # per decode step, the prompt's prefill included, as seed 000 divides a run's time by its steps
@@ -83,6 +92,9 @@ def run(args) -> int:
     if mask is not None:
         result["complete"] = g.complete
         result["valid"] = bool(g.complete) and _is_json(g.text)
+    if args.jump_forward:
+        result["tokens_forced"] = g.tokens_forced
+        result["forward_passes_saved"] = g.forward_passes_saved
     if args.json:
         print_json(result)
     else:
