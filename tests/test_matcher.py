@@ -151,6 +151,9 @@ def test_bitmask_helpers_hand_set_bits():
     apply_token_bitmask_inplace(t, torch.from_numpy(bm))
     assert torch.isfinite(t[0]).nonzero().flatten().tolist() == [0, 31, 32, 69]
     assert torch.isfinite(t[1]).all()
+    half = torch.arange(V, dtype=torch.bfloat16)  # not float32: the masked_fill_ path
+    apply_token_bitmask_inplace(half, bm[0])
+    assert torch.isfinite(half).nonzero().flatten().tolist() == [0, 31, 32, 69]
 
 
 def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):
