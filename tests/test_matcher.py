@@ -83,6 +83,22 @@ def test_forced_text_hand_derived(ckpt, grammar):
     assert after('{"verbo":"x","tiempo":"futuro","persona":"t') == "ú".encode() + b'","forma":"'
 
 
+def test_chars_after_forced_hand_derived(ckpt, grammar):
+    tok = ckpt.tokenizer
+    m = MatcherMask(grammar)
+
+    def after(text: str):
+        m.reset()
+        for t in tok.encode(text):
+            m.advance(t)
+        return m.chars_after_forced()
+
+    assert set(after('{"verbo":"x"')) == {"p", "f"}                       # presente | pretérito | futuro
+    assert set(after('{"verbo":"x","tiempo":"futuro"')) == {"y", "t", "é", "n", "v", "e"}
+    assert after("") is None                                             # a free string: too many to list
+    assert after('{"verbo":"x","tiempo":"futuro","persona":"yo","forma":"y"}') == []
+
+
 def test_rollback_reset_and_termination(ckpt, grammar):
     tok = ckpt.tokenizer
     ids = tok.encode(canonical_json(INSTANCES[0], CONJUGATION))
@@ -164,27 +180,30 @@ def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):
         assert a.tokens == b.tokens and a.complete == b.complete
 
 
-def test_jump_forward_plan_is_canonical_and_accepted(ckpt, grammar):
+def test_jump_forward_plan_is_the_canonical_tokenization_in_context(ckpt, grammar):
+    """Teacher-forced along canonical tokenizations of valid texts: wherever a jump is planned,
+    its tokens are exactly the canonical tokens of the whole text at that place, and accepted."""
     tok = ckpt.tokenizer
     jump = JumpForward(tok)
+    planned = 0
     for inst in INSTANCES:
         ids = tok.encode(canonical_json(inst, CONJUGATION))
         for k in range(len(ids)):
             mask = MatcherMask(grammar)
             for t in ids[:k]:
                 mask.advance(t)
-            last = ids[k - 1] if k else None
-            plan = jump.plan(mask, last)
+            plan = jump.plan(mask, ids[:k])
             if plan is None:
                 continue
-            head = tok.token_bytes[last] if last is not None else b""
-            text = tok.decode_bytes(plan)
-            assert text.startswith(head) and (head + mask.forced_text()).startswith(text)
-            assert plan == tok.encode(text.decode())  # canonical
+            planned += 1
+            at = max(k - 1, 0)
+            assert plan == ids[at:at + len(plan)], (inst, k, plan)
+            assert (tok.decode_bytes(ids[:k]) + mask.forced_text()).startswith(tok.decode_bytes(ids[:at + len(plan)]))
             if k:
                 mask.rollback(1)
             for t in plan:
                 mask.advance(t)
+    assert planned >= 3 * len(INSTANCES)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

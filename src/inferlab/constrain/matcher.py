@@ -107,6 +107,26 @@ class DFAGrammar:
         return self._forced[state]
 
 
+    def chars_after_forced(self, state: int, limit: int = 256) -> list[str] | None:
+        """The characters that may follow forced_bytes(state), or None past `limit` of them (an
+        optional extension of the protocol: jump-forward asks whether forced text may merge with
+        what follows). Multi-byte characters are walked through the DFA byte by byte."""
+        dfa = self.index.dfa
+        frontier = [(b"", dfa.walk(self.forced_bytes(state), int(self.index.states[state])))]
+        out: list[str] = []
+        while frontier:
+            prefix, s = frontier.pop()
+            for b in np.flatnonzero(dfa.trans[s] >= 0).tolist():
+                data = prefix + bytes([b])
+                try:
+                    out.append(data.decode("utf-8"))
+                except UnicodeDecodeError:  # a lead or continuation byte: the character goes on
+                    frontier.append((data, int(dfa.trans[s, b])))
+                if len(out) + len(frontier) > limit:
+                    return None
+        return out
+
+
 def dfa_forced_bytes(dfa, s: int) -> bytes:
     """The longest byte string every completion from DFA state s starts with.
 
@@ -234,6 +254,11 @@ class MatcherMask:
 
     def forced_text(self) -> bytes:
         return self.matcher.forced_text()
+
+    def chars_after_forced(self) -> list[str] | None:
+        """The characters that may follow forced_text(), or None where the grammar cannot tell."""
+        after = getattr(self.grammar, "chars_after_forced", None)
+        return None if after is None or self.matcher.is_terminated() else after(self.matcher.state)
 
 
 def compile_grammar(schema: dict | bool, vocab, **options) -> DFAGrammar:

@@ -99,9 +99,9 @@ def sample(logits: np.ndarray, rng: np.random.Generator, s: SamplingConfig) -> i
     return int(np.argmax(filter_logits(logits, s) + g))
 
 
-# Characters that may follow a forced text's last pre-token: if none of them changes how that
-# pre-token splits, the next text starts a new pre-token whatever the model writes.
-_PROBES = [chr(c) for c in range(32, 127)] + ["\n", "\t", "\r", "é", "ñ", "中", "\u00a0", "😀"]
+# Characters that may follow a forced text's last pre-token, where the grammar cannot say which:
+# if none of them changes how that pre-token splits, the next text starts a new pre-token.
+_PROBES = [chr(c) for c in range(128)] + ["é", "ñ", "×", "中", "\u00a0", "\u2028", "😀"]
 
 
 @dataclass
@@ -110,33 +110,44 @@ class JumpForward:
 
     After a sampled token t (not yet fed to the model), the forced bytes f are tokenized together
     with t's own bytes, canonically (tokenizer.encode_ordinary): t is rolled back and replaced by
-    encode(bytes(t) + f), so a token that t and f would merge into is found, as xgrammar's
-    retokenization of the boundary does. The last pre-token of that text is held back unless no
-    following character can extend it (the model then writes it, so it may merge with what comes
-    next); forced bytes that would cut a UTF-8 character are left to the model too. The tokens
-    appended are then a canonical tokenization of their text, and a text of the grammar.
+    encode(bytes(t) + f), so a token that t and f merge into is found, as xgrammar's
+    retokenization of the boundary does. BPE works per pre-token, so that is the canonical
+    tokenization in context only from a pre-token boundary: where t starts inside a pre-token of
+    the text so far (the tokens before t are in the KV cache already), the jump waits a step. The
+    last pre-token is held back unless no character the grammar allows next
+    (mask.chars_after_forced(), else any character) can extend it: the model writes it, so it may
+    merge with what follows. Forced bytes that would cut a UTF-8 character wait for the model too.
+    The tokens appended are then the canonical tokenization of their pre-tokens.
     """
 
     tokenizer: object
     tokens_forced: int = 0
 
-    def plan(self, mask, last: int | None) -> list[int] | None:
-        """The tokens that replace `last` (None: none sampled yet, append after the prompt)."""
+    def plan(self, mask, tokens: list[int]) -> list[int] | None:
+        """The tokens that replace tokens[-1] (tokens empty: append after the prompt)."""
         forced = mask.forced_text()
         if not forced:
             return None
-        head = self.tokenizer.token_bytes[last] if last is not None else b""
-        text = _longest_utf8_prefix(head + forced, min_len=len(head) + 1)
+        tok = self.tokenizer
+        before = tok.decode_bytes(tokens[:-1])                 # the generated text before t
+        head = tok.token_bytes[tokens[-1]] if tokens else b""
+        text = _longest_utf8_prefix(before + head + forced, min_len=len(before) + len(head) + 1)
         if text is None:
             return None
-        pieces = pretokenize(text, self.tokenizer.pattern)
-        if any(pretokenize(pieces[-1] + c, self.tokenizer.pattern)[0] != pieces[-1] for c in _PROBES):
+        pieces = pretokenize(text, tok.pattern)
+        starts = np.cumsum([0] + [len(p.encode("utf-8")) for p in pieces])  # (P+1,) byte offsets
+        first = int(np.searchsorted(starts, len(before)))
+        if first == len(pieces) or starts[first] != len(before):  # t starts inside a pre-token
+            return None
+        probes = mask.chars_after_forced() if hasattr(mask, "chars_after_forced") else None
+        last = pieces[-1]
+        if any(pretokenize(last + c, tok.pattern)[0] != last for c in (_PROBES if probes is None else probes)):
             pieces = pieces[:-1]
-        kept = "".join(pieces).encode("utf-8")
+        kept = "".join(pieces[first:]).encode("utf-8")
         if len(kept) <= len(head):
             return None
-        ids = self.tokenizer.encode_ordinary(kept.decode("utf-8"))
-        if self.tokenizer.decode_bytes(ids) != kept:  # a normalizing tokenizer: leave it to sampling
+        ids = tok.encode_ordinary(kept.decode("utf-8"))
+        if tok.decode_bytes(ids) != kept:  # a normalizing tokenizer: leave it to sampling
             return None
         return ids
 
@@ -155,7 +166,7 @@ def _jump(jump: JumpForward, mask, tokens: list[int], room: int) -> list[int] | 
     """Apply a jump in place: tokens and the mask end after the forced tokens. Returns the tokens
     to feed next, or None if there is no jump. room: how many tokens may still be added."""
     last = tokens[-1] if tokens else None
-    ids = jump.plan(mask, last)
+    ids = jump.plan(mask, tokens)
     if ids is None:
         return None
     if last is not None:
