@@ -238,3 +238,16 @@ def test_jump_forward_needs_a_matcher_mask(ckpt):
         generate(ckpt.model, ckpt.tokenizer, "x", jump_forward=True)
     with pytest.raises(InferlabError):
         generate(ckpt.model, ckpt.tokenizer, "x", mask=build_mask(CONJUGATION, ckpt.tokenizer), jump_forward=True)
+
+
+def test_cli_jump_forward(capsys):
+    from inferlab.cli import main
+
+    schema = str(resources.files("inferlab") / "data" / "conjugation.schema.json")
+    assert main(["generate", "conjuga comer, futuro, ellos:", "--schema", schema, "--jump-forward", "--json",
+                 "--temperature", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["forward_passes_saved"] > 0 and out["tokens_forced"] >= out["forward_passes_saved"]
+    jsonschema.validate(json.loads(out["text"]), CONJUGATION)
+    assert main(["generate", "x", "--jump-forward"]) == 2
+    assert "--jump-forward needs --schema" in capsys.readouterr().err
