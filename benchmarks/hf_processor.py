@@ -19,10 +19,10 @@ from importlib import resources
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, positive_int
 from inferlab.errors import InferlabError
-from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads, machine_info
+from inferlab.measure.publish import benchmark_main
 from inferlab.measure.timing import measure, measure_interleaved
 from inferlab.model.tokenizer import load_vocab
 
@@ -98,6 +98,15 @@ def run(args) -> dict:
             "processor_call": call.to_json("ms"), "clone": clone.to_json("ms"), "summary": summary}
 
 
+def report(results: dict) -> None:
+    s = results["summary"]
+    print(f"generate() with / without the processor: paired ratio {s['ratio_median']:.3f} (p10 {s['ratio_p10']:.3f}, "
+          f"p90 {s['ratio_p90']:.3f}; target <= {TARGET_RATIO}); {s['ms_per_step_none']:.1f} -> "
+          f"{s['ms_per_step_processor']:.1f} ms/step; one processor call {s['processor_call_ms']:.3f} ms "
+          f"(batch {BATCH}, V={s['vocab_size']}); compile {s['processor_compile_s']:.2f} s, "
+          f"first call {s['first_call_s']:.2f} s")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_lab_arguments(p, default_out="benchmarks/results/hf_processor", default_threads=None)
@@ -107,27 +116,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.new_tokens, args.samples = 8, 3
-    try:
-        writer = ExperimentWriter(args.out, force=args.force)  # refuses before any work
-        results = run(args)
-        writer.add_json("results.json", results)
-        writer.add_json("manifest.json", build_manifest(experiment=EXPERIMENT, seed=args.seed, config=results["config"],
-                                                        depends_on=None, results_summary=results["summary"],
-                                                        threads=args.threads))
-        writer.commit()
-    except InferlabError as exc:
-        print(f"hf_processor: error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print_json(results)
-    else:
-        s = results["summary"]
-        print(f"generate() with / without the processor: paired ratio {s['ratio_median']:.3f} (p10 {s['ratio_p10']:.3f}, "
-              f"p90 {s['ratio_p90']:.3f}; target <= {TARGET_RATIO}); {s['ms_per_step_none']:.1f} -> "
-              f"{s['ms_per_step_processor']:.1f} ms/step; one processor call {s['processor_call_ms']:.3f} ms "
-              f"(batch {BATCH}, V={s['vocab_size']}); compile {s['processor_compile_s']:.2f} s, "
-              f"first call {s['first_call_s']:.2f} s")
-    return 0
+    return benchmark_main("hf_processor", args, EXPERIMENT, lambda: run(args), report)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,12 @@ import json
 import sys
 from importlib import resources
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, positive_int
 from inferlab.constrain.jump_forward import compare_jump_forward
 from inferlab.constrain.matcher import compile_grammar
-from inferlab.errors import InferlabError
-from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads, machine_info
 from inferlab.measure.progress import progress_bar
+from inferlab.measure.publish import benchmark_main
 from inferlab.model.checkpoints import load_default_model
 
 EXPERIMENT = "jump-forward"
@@ -60,6 +59,18 @@ def run(args) -> dict:
     return {"schema_version": 1, "experiment": EXPERIMENT, "config": config, "machine": machine_info(args.threads), **out}
 
 
+def report(results: dict) -> None:
+    s = results["summary"]
+    tps = s["tokens_per_s"]
+    print(f"{s['runs']} runs: jump-forward valid {s['jump_valid']}/{s['runs']} (jsonschema {s['jump_schema_valid']}), "
+          f"plain valid {s['plain_valid']}/{s['runs']}; forward passes {s['plain_forward_passes']} -> "
+          f"{s['jump_forward_passes']} (saved {s['forward_passes_saved']}, tokens forced {s['tokens_forced']}); "
+          f"same text {s['same_text']}/{s['runs']} (greedy {s['same_text_greedy']}/{s['greedy_runs']}), "
+          f"differ: {s['differ_reasons']}; tokens/s plain {tps['plain']:.0f}, jump-forward "
+          f"{tps['jump_forward']:.0f}; paired speed-up {s['speedup_median']:.2f}x "
+          f"(p10 {s['speedup_p10']:.2f}, p90 {s['speedup_p90']:.2f})")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_lab_arguments(p, default_out="benchmarks/results/jump_forward")
@@ -67,30 +78,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=positive_int, default=15, help="interleaved timing rounds (default 15)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    try:
-        writer = ExperimentWriter(args.out, force=args.force)  # refuses before any work
-        results = run(args)
-        writer.add_json("results.json", results)
-        writer.add_json("manifest.json", build_manifest(experiment=EXPERIMENT, seed=args.seed, config=results["config"],
-                                                        depends_on=None, results_summary=results["summary"],
-                                                        threads=args.threads))
-        writer.commit()
-    except InferlabError as exc:
-        print(f"jump_forward: error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print_json(results)
-    else:
-        s = results["summary"]
-        tps = s["tokens_per_s"]
-        print(f"{s['runs']} runs: jump-forward valid {s['jump_valid']}/{s['runs']} (jsonschema {s['jump_schema_valid']}), "
-              f"plain valid {s['plain_valid']}/{s['runs']}; forward passes {s['plain_forward_passes']} -> "
-              f"{s['jump_forward_passes']} (saved {s['forward_passes_saved']}, tokens forced {s['tokens_forced']}); "
-              f"same text {s['same_text']}/{s['runs']} (greedy {s['same_text_greedy']}/{s['greedy_runs']}), "
-              f"differ: {s['differ_reasons']}; tokens/s plain {tps['plain']:.0f}, jump-forward "
-              f"{tps['jump_forward']:.0f}; paired speed-up {s['speedup_median']:.2f}x "
-              f"(p10 {s['speedup_p10']:.2f}, p90 {s['speedup_p90']:.2f})")
-    return 0
+    return benchmark_main("jump_forward", args, EXPERIMENT, lambda: run(args), report)
 
 
 if __name__ == "__main__":
