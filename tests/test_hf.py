@@ -253,3 +253,24 @@ def test_where_xgrammar_differs_byte_level():
     assert by[b"3"] in only_x and only_ours == set()
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate("2024-02-30", date, format_checker=jsonschema.FormatChecker())
+
+
+@pytest.mark.parametrize("case", range(len(EQUAL_CASES)))
+def test_forced_text_equals_xgrammar_jump_forward_string(tokenizer, case):
+    """Equal at every step but inside a UTF-8 character: xgrammar returns a str, so "" there,
+    where the forced bytes may start with the character's continuation bytes."""
+    schema, instances = EQUAL_CASES[case]
+    xgr, xm, m = xgrammar_pair(tokenizer, schema)
+    vocab = hf_vocabulary(tokenizer)
+    for inst in instances:
+        xm.reset()
+        m.reset()
+        ids = greedy_ids(vocab, canonical_json(inst, schema).encode())
+        for k, t in enumerate(ids):
+            ours, theirs = m.forced_text(), xm.find_jump_forward_string().encode()
+            try:
+                b"".join(vocab.token_bytes[i] for i in ids[:k]).decode("utf-8")
+                assert ours == theirs, (inst, k)
+            except UnicodeDecodeError:
+                assert theirs == b"" and (ours == b"" or 0x80 <= ours[0] < 0xC0)
+            assert xm.accept_token(t) and m.accept_token(t)
