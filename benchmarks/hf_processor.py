@@ -73,12 +73,13 @@ def run(args) -> dict:
         scores = torch.randn(BATCH, tok.vocab_size)
         rows = out[:, :width + args.new_tokens // 2]  # a mid-output step
 
-        def one_call():
+        def one_call():  # a step whose rows the processor saw one token shorter on the last call
             proc.reset()
-            proc._prompt_len = width
+            proc(rows[:, :-1], scores.clone())
             return proc(rows, scores.clone())
         call = measure(one_call, samples=args.samples * 3)
-        clone = measure(lambda: scores.clone(), samples=args.samples * 3)
+        setup = measure(lambda: (proc.reset(), proc(rows[:, :-1], scores.clone()), scores.clone()),
+                        samples=args.samples * 3)  # all of one_call but the measured step's work
     paired = np.array(stats["processor"].samples) / np.array(stats["none"].samples)         # (samples,)
     complete = proc.complete(out)
     summary = {
@@ -86,7 +87,7 @@ def run(args) -> dict:
         "ratio_p90": float(np.percentile(paired, 90)), "ratio_of_medians": stats["processor"].median / stats["none"].median,
         "target_ratio": TARGET_RATIO, "ms_per_step_none": stats["none"].median * 1e3 / args.new_tokens,
         "ms_per_step_processor": stats["processor"].median * 1e3 / args.new_tokens,
-        "processor_call_ms": (call.median - clone.median) * 1e3, "processor_compile_s": compile_s,
+        "processor_call_ms": (call.median - setup.median) * 1e3, "processor_compile_s": compile_s,
         "first_call_s": first_call_s, "rows_complete": int(sum(complete)), "vocab_size": tok.vocab_size,
         "torch_threads": torch.get_num_threads(),
     }
@@ -95,7 +96,7 @@ def run(args) -> dict:
               "torch": torch.__version__, "transformers": transformers.__version__}
     return {"schema_version": 1, "experiment": EXPERIMENT, "config": config, "machine": machine_info(args.threads),
             "timing": {name: s.to_json("ms") for name, s in stats.items()},
-            "processor_call": call.to_json("ms"), "clone": clone.to_json("ms"), "summary": summary}
+            "processor_call": call.to_json("ms"), "setup": setup.to_json("ms"), "summary": summary}
 
 
 def report(results: dict) -> None:

@@ -274,3 +274,18 @@ def test_forced_text_equals_xgrammar_jump_forward_string(tokenizer, case):
             except UnicodeDecodeError:
                 assert theirs == b"" and (ours == b"" or 0x80 <= ours[0] < 0xC0)
             assert xm.accept_token(t) and m.accept_token(t)
+
+
+def test_one_processor_serves_successive_generate_calls(setup):
+    """A new generate() (other prompt length) is detected: rows are not read from the old offset."""
+    model, tok = setup
+    proc = JSONSchemaLogitsProcessor(FLAGS, tok)
+    token_bytes = hf_vocabulary(tok, model.config.vocab_size).token_bytes
+    for prompts in (["a"], ["a much longer prompt here", "b"]):
+        batch = tok(prompts, return_tensors="pt", padding=True)
+        out = model.generate(**batch, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=30,
+                             do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        for row, complete in zip(out[:, batch["input_ids"].shape[1]:].tolist(), proc.complete(out)):
+            gen = row[:row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
+            assert complete
+            jsonschema.validate(json.loads(b"".join(token_bytes[t] for t in gen)), FLAGS)

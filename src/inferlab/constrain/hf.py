@@ -62,8 +62,10 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self.reset()
 
     def reset(self) -> None:
-        """Forget the rows of the last generate() call (grammars are kept)."""
+        """Forget the rows of the last generate() call (grammars are kept). Called by itself when
+        a call's input is not one token longer than the last's: a new generate() began."""
         self._prompt_len: int | None = None
+        self._last_len: int | None = None
         self._states: dict[tuple, object] = {}
         self._bitmask = None
 
@@ -97,21 +99,21 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         nxt = g.advance(state, token)
         return DEAD if nxt is None else nxt
 
-    def _state(self, gi: int, seq: tuple) -> object:
-        key = (gi, seq)
-        state = self._states.get(key)
-        if state is None:
-            g = self.grammars[gi]
-            state = g.initial_state() if not seq else self._step(g, self._state(gi, seq[:-1]), seq[-1])
-            self._states[key] = state
+    def _walk(self, gi: int, seq: tuple) -> object:
+        """The state after `seq` from the start (a row whose prefix the last call did not see)."""
+        g = self.grammars[gi]
+        state = g.initial_state()
+        for t in seq:
+            state = self._step(g, state, t)
         return state
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         rows, width = scores.shape
         self._build(width)
-        if self._prompt_len is None or input_ids.shape[1] < self._prompt_len:
+        if self._last_len is None or input_ids.shape[1] != self._last_len + 1:
             self.reset()
             self._prompt_len = input_ids.shape[1]
+        self._last_len = input_ids.shape[1]
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_token_bitmask(rows, width)
         generated = input_ids[:, self._prompt_len:].tolist()
@@ -119,10 +121,12 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         for r, seq in enumerate(generated):
             gi = self._grammar_index(r, rows)
             key = (gi, tuple(seq))
-            parent = previous.get((gi, key[1][:-1])) if seq else None
-            if parent is not None:
-                self._states[key] = self._step(self.grammars[gi], parent, seq[-1])
-            state = self._state(gi, key[1])
+            state = self._states.get(key)
+            if state is None:
+                parent = previous.get((gi, key[1][:-1])) if seq else None
+                state = (self._step(self.grammars[gi], parent, seq[-1]) if parent is not None
+                         else self._walk(gi, key[1]))
+                self._states[key] = state
             self._fill(self.grammars[gi], state, r)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
@@ -142,8 +146,6 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         rows = len(sequences)
         for r, seq in enumerate(sequences[:, self._prompt_len:].tolist()):
             gi = self._grammar_index(r, rows)
-            g, state = self.grammars[gi], self.grammars[gi].initial_state()
-            for t in seq:
-                state = self._step(g, state, t)
-            out.append(state == ENDED or (state != DEAD and g.can_end(state)))
+            state = self._walk(gi, tuple(seq))
+            out.append(state == ENDED or (state != DEAD and self.grammars[gi].can_end(state)))
         return out
