@@ -27,7 +27,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
 from inferlab.constrain.hf_vocab import hf_vocabulary
 from inferlab.constrain.index import TokenIndex
-from inferlab.constrain.matcher import DFAGrammar, allocate_token_bitmask, apply_token_bitmask_inplace
+from inferlab.constrain.matcher import (DFAGrammar, allocate_token_bitmask, apply_token_bitmask_inplace,
+                                        fill_eos_only)
 from inferlab.constrain.schema import compile_schema
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
@@ -133,9 +134,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
 
     def _fill(self, g: DFAGrammar, state, row: int) -> None:
         if state in (DEAD, ENDED):
-            self._bitmask[row] = 0
-            if g.eos_id >= 0:
-                self._bitmask[row].view("uint32")[g.eos_id >> 5] = 1 << (g.eos_id & 31)
+            fill_eos_only(self._bitmask[row], g.eos_id)
             return
         g.fill_bitmask(state, self._bitmask[row])
 

@@ -73,6 +73,13 @@ def apply_token_bitmask_inplace(logits, bitmask) -> None:
         logits.masked_fill_(torch.from_numpy(drop).to(logits.device), float("-inf"))
 
 
+def fill_eos_only(out: np.ndarray, eos_id: int) -> None:
+    """out (W,) int32: only EOS allowed (nothing when there is none): a finished batch row."""
+    out[:] = 0
+    if eos_id >= 0:
+        out.view(np.uint32)[eos_id >> 5] = 1 << (eos_id & 31)
+
+
 class DFAGrammar:
     """The Grammar protocol over a TokenIndex: a state is an index row (an int)."""
 
@@ -193,10 +200,7 @@ class GrammarMatcher:
         allowed, so a finished row of a batch never has all its logits at -inf."""
         out = bitmask[row] if bitmask.ndim == 2 else bitmask
         if self.is_terminated():
-            out[:] = 0
-            eos = self.grammar.eos_id
-            if eos >= 0:
-                out.view(np.uint32)[eos >> 5] = 1 << (eos & 31)
+            fill_eos_only(out, self.grammar.eos_id)
             return
         self.grammar.fill_bitmask(self.state, out)
 
