@@ -26,6 +26,7 @@ from inferlab.cli.common import add_lab_arguments, positive_int
 from inferlab.constrain.hf_vocab import hf_vocabulary
 from inferlab.constrain.matcher import GrammarMatcher, allocate_token_bitmask, compile_grammar, unpack_bitmask
 from inferlab.constrain.schema import canonical_json
+from inferlab.constrain.vocab import longest_match
 from inferlab.errors import InferlabError
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.publish import benchmark_main
@@ -33,15 +34,6 @@ from inferlab.model.checkpoints import load_default_model
 
 EXPERIMENT = "xgrammar-agreement"
 DEFAULT_BENCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
-
-
-def longest_match(by_bytes: dict[bytes, int], data: bytes) -> list[int]:
-    out, i = [], 0
-    while i < len(data):
-        j = max(j for j in range(i + 1, len(data) + 1) if data[i:j] in by_bytes)
-        out.append(by_bytes[data[i:j]])
-        i = j
-    return out
 
 
 def compare(xgr, compiled, grammar, ids: list[int], vocab, V: int) -> dict | None:
@@ -77,13 +69,12 @@ def run(args) -> dict:
         tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(Path(tmp) / "tokenizer.json"),
                                                    eos_token="<|endoftext|>")
     V, vocab = len(tok), hf_vocabulary(tok)
-    by_bytes = {b: i for i, b in reversed(list(enumerate(vocab.token_bytes))) if b and i not in vocab.special_ids}
     compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tok, vocab_size=V,
                                                                       stop_token_ids=[tok.eos_token_id]))
     rows = []
     with progress_bar(len(files), EXPERIMENT) as step:
         for f in files:
-            rows.append({"schema": f.name, **one_schema(f, xgr, compiler, vocab, by_bytes, V, tok.eos_token_id)})
+            rows.append({"schema": f.name, **one_schema(f, xgr, compiler, vocab, V, tok.eos_token_id)})
             step(f.name)
     counts: dict[str, int] = {}
     for r in rows:
@@ -93,7 +84,7 @@ def run(args) -> dict:
     return {"schema_version": 1, "experiment": EXPERIMENT, "config": config, "rows": rows, "summary": counts}
 
 
-def one_schema(path: Path, xgr, compiler, vocab, by_bytes, V: int, eos: int) -> dict:
+def one_schema(path: Path, xgr, compiler, vocab, V: int, eos: int) -> dict:
     doc = json.loads(path.read_text(encoding="utf-8"))
     instances = [t["data"] for t in doc.get("tests", []) if t.get("valid")][:3]
     if not instances:
@@ -109,7 +100,7 @@ def one_schema(path: Path, xgr, compiler, vocab, by_bytes, V: int, eos: int) -> 
         return {"status": "xgrammar_refuses", "why": str(exc)[:200]}
     outside = None
     for inst in instances:
-        ids = longest_match(by_bytes, canonical_json(inst, doc["schema"]).encode()) + [eos]
+        ids = longest_match(vocab, canonical_json(inst, doc["schema"]).encode()) + [eos]
         diff = compare(xgr, compiled, grammar, ids, vocab, V)
         if diff and not diff.get("both_refuse"):
             return {"status": "differ", **diff}

@@ -19,6 +19,7 @@ from inferlab.constrain.hf_vocab import check_against_decode, hf_token_bytes, hf
 from inferlab.constrain.matcher import (GrammarMatcher, allocate_token_bitmask, compile_grammar,  # noqa: E402
                                         unpack_bitmask)
 from inferlab.constrain.schema import canonical_json  # noqa: E402
+from inferlab.constrain.vocab import longest_match  # noqa: E402
 from inferlab.errors import InferlabError  # noqa: E402
 from inferlab.model.checkpoints import load_default_model  # noqa: E402
 
@@ -35,20 +36,6 @@ TENSE = {"type": "object", "properties": {"tiempo": {"enum": ["presente", "pretÃ
 @pytest.fixture(scope="module", params=["byte_level", "sentencepiece"])
 def tokenizer(request):
     return byte_level_tokenizer() if request.param == "byte_level" else sentencepiece_tokenizer()
-
-
-def greedy_ids(vocab, data: bytes) -> list[int]:
-    """A (longest-match) tokenization of `data`: any valid token prefix serves the comparisons."""
-    by = {}
-    for i, b in enumerate(vocab.token_bytes):
-        if b and i not in vocab.special_ids:
-            by.setdefault(b, i)
-    out, i = [], 0
-    while i < len(data):
-        j = max(j for j in range(i + 1, len(data) + 1) if data[i:j] in by)
-        out.append(by[data[i:j]])
-        i = j
-    return out
 
 
 # --- token bytes ---------------------------------------------------------------------------
@@ -212,7 +199,7 @@ def test_bitmask_equals_xgrammar_at_every_step(tokenizer, case):
     for inst in instances:
         xm.reset()
         m.reset()
-        ids = greedy_ids(vocab, canonical_json(inst, schema).encode()) + [tokenizer.eos_token_id]
+        ids = longest_match(vocab, canonical_json(inst, schema).encode()) + [tokenizer.eos_token_id]
         for k, t in enumerate(ids):
             theirs, ours = bitmasks(xgr, xm, m, V)
             theirs[ignore] = False
@@ -223,7 +210,7 @@ def test_bitmask_equals_xgrammar_at_every_step(tokenizer, case):
 
 def allowed_after(tok, schema, text: str):
     xgr, xm, m = xgrammar_pair(tok, schema)
-    for t in greedy_ids(hf_vocabulary(tok), text.encode()):
+    for t in longest_match(hf_vocabulary(tok), text.encode()):
         assert xm.accept_token(t) and m.accept_token(t)
     theirs, ours = bitmasks(xgr, xm, m, len(tok))
     return set(np.flatnonzero(theirs & ~ours).tolist()), set(np.flatnonzero(ours & ~theirs).tolist())
@@ -265,7 +252,7 @@ def test_forced_text_equals_xgrammar_jump_forward_string(tokenizer, case):
     for inst in instances:
         xm.reset()
         m.reset()
-        ids = greedy_ids(vocab, canonical_json(inst, schema).encode())
+        ids = longest_match(vocab, canonical_json(inst, schema).encode())
         for k, t in enumerate(ids):
             ours, theirs = m.forced_text(), xm.find_jump_forward_string().encode()
             try:
