@@ -38,6 +38,8 @@ def add_arguments(p):
                    help="constrain the output to this JSON schema; the exit status is then 0 only for a complete, "
                         "valid instance and 1 when the output is incomplete (out of tokens) or invalid")
     p.add_argument("--mask", choices=("naive", "indexed"), help="mask implementation with --schema (default indexed)")
+    p.add_argument("--jump-forward", action="store_true",
+                   help="with --schema: append text the schema forces without sampling it (saves forward passes)")
     p.add_argument("--json", action="store_true",
                    help='print {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token", ...} to stdout')
 
@@ -76,6 +78,8 @@ def is_valid_json(text: str) -> bool:
 def run(args) -> int:
     if args.mask is not None and args.schema is None:
         raise InferlabError("--mask selects the mask of --schema; pass --schema FILE too")
+    if args.jump_forward and (args.schema is None or args.mask is not None):
+        raise InferlabError("--jump-forward needs --schema FILE (and the matcher's mask: leave out --mask)")
     _check_trace_path(args)
     schema = _read_schema(args.schema) if args.schema is not None else None
     ckpt = load_model(args.model) if args.model is not None else load_default_model()
@@ -86,11 +90,16 @@ def run(args) -> int:
     mask = None
     if schema is not None:
         from inferlab.constrain import build_mask
+        from inferlab.constrain.matcher import MatcherMask, compile_grammar
 
-        mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "indexed")
+        if args.jump_forward:  # jump-forward needs forced_text(): the matcher's mask
+            mask = MatcherMask(compile_grammar(schema, ckpt.tokenizer))
+        else:
+            mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "indexed")
     tracer = Tracer() if args.trace is not None else None
     g = generate(ckpt.model, ckpt.tokenizer, args.prompt, mask=mask, max_new_tokens=args.max_new_tokens,
-                 seed=args.seed, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, tracer=tracer)
+                 seed=args.seed, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, tracer=tracer,
+                 jump_forward=args.jump_forward)
     if tracer is not None:
         tracer.save(args.trace)
     # per decode step, the prompt's prefill included, as seed 000 divides a run's time by its steps
@@ -100,12 +109,17 @@ def run(args) -> int:
     if mask is not None:
         result["complete"] = g.complete
         result["valid"] = bool(g.complete) and is_valid_json(g.text)
+    if args.jump_forward:
+        result["tokens_forced"] = g.tokens_forced
+        result["forward_passes_saved"] = g.forward_passes_saved
     if args.json:
         print_json(result)
     else:
         print(g.text)
         speed = f"{ms_per_token:.2f} ms/token" if ms_per_token is not None else "no steps"
         extra = f", complete {g.complete}, valid {result['valid']}" if mask is not None else ""
+        if args.jump_forward:
+            extra += f", {g.tokens_forced} tokens forced, {g.forward_passes_saved} forward passes saved"
         print(f"[{g.n_tokens} tokens, stop: {g.stop_reason}, {speed}{extra}]", file=sys.stderr)
     # With --schema, exit 0 says "a complete, valid instance": scripts can trust the output.
     return 0 if mask is None or result["valid"] else 1

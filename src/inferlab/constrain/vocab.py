@@ -112,3 +112,18 @@ def build_trie(token_bytes, special_ids=frozenset()) -> TokenTrie:
         prev_node = node_of
     return TokenTrie(tuple(levels), np.asarray(duplicates, dtype=np.int32).reshape(-1, 2),
                      time.perf_counter() - t0)
+
+
+def longest_match(vocab: Vocabulary, data: bytes) -> list[int]:
+    """A tokenization of `data` taking the longest token at each point (lowest id among equal
+    bytes): a valid token sequence for tests and comparisons, not the tokenizer's own."""
+    by_bytes = {b: i for i, b in reversed(list(enumerate(vocab.token_bytes))) if b and i not in vocab.special_ids}
+    longest = max(map(len, by_bytes), default=0)
+    out, i = [], 0
+    while i < len(data):
+        j = next((j for j in range(min(len(data), i + longest), i, -1) if data[i:j] in by_bytes), None)
+        if j is None:
+            raise ValueError(f"byte {data[i]:#04x} at {i} is no token of the vocabulary")
+        out.append(by_bytes[data[i:j]])
+        i = j
+    return out

@@ -1,0 +1,279 @@
+"""The matcher API in the field's vocabulary (xgrammar, llguidance): grammars, matchers, bitmasks.
+
+A *grammar* is a schema compiled against one vocabulary: immutable, shared by any number of
+matchers. Its states are immutable values, so a matcher's history is a list of states and
+rollback is a pop. GrammarMatcher uses the Grammar protocol only; DFAGrammar implements it over
+today's flat TokenIndex (a state is an index row), the stack grammar of v2 implements it too.
+
+Bitmasks are int32 (batch, ceil(V/32)): bit t%32 of word t//32 is set iff token t is allowed, the
+layout of xgrammar and llguidance. MatcherMask serves the engine's TokenMask hook from any
+matcher, so generate() runs on every grammar (docs/architecture.md, "the matcher API").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Protocol
+
+import numpy as np
+
+from inferlab.constrain.index import TokenIndex
+from inferlab.errors import InferlabError
+
+NEG_INF = np.float32(-np.inf)
+
+
+class Grammar(Protocol):
+    vocab_size: int
+    eos_id: int  # -1 when the vocabulary has none
+
+    def initial_state(self) -> Hashable: ...
+    def fill_bitmask(self, state, out: np.ndarray) -> None: ...
+    def advance(self, state, token: int) -> Hashable | None: ...
+    def can_end(self, state) -> bool: ...
+    def forced_bytes(self, state) -> bytes: ...
+
+
+def bitmask_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def allocate_token_bitmask(batch: int, vocab_size: int) -> np.ndarray:
+    """int32 (batch, ceil(V/32)) with every bit set: a row nobody fills masks nothing."""
+    return np.full((batch, bitmask_words(vocab_size)), -1, dtype=np.int32)
+
+
+def unpack_bitmask(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
+    """int32 (..., W) -> bool (..., V): True where the token is allowed."""
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, count=vocab_size,
+                         bitorder="little")                                  # (..., V) uint8
+    return bits.view(bool)
+
+
+def apply_token_bitmask_inplace(logits, bitmask) -> None:
+    """Set the logits of disallowed tokens to -inf, in place.
+
+    logits: numpy float (V,) or (B, V), or a torch tensor of those shapes (torch is imported only
+    when a tensor is passed); bitmask: int32 (W,) or (B, W), numpy or torch. Logits wider than
+    the bitmask's 32*W tokens are a caller's bug; narrower ones (a model padded below the
+    tokenizer) are fine: only the first V bits are read.
+    """
+    if isinstance(logits, np.ndarray):
+        keep = unpack_bitmask(np.asarray(bitmask), logits.shape[-1])        # (..., V)
+        np.copyto(logits, NEG_INF, where=~keep)
+        return
+    import torch  # lazily: the core never imports torch
+
+    words = bitmask.cpu().numpy() if isinstance(bitmask, torch.Tensor) else np.asarray(bitmask)
+    # Unpack the complement: the disallowed set comes out of one pass, with no negation after.
+    drop = unpack_bitmask(~words, logits.shape[-1])                                   # (..., V) bool
+    if logits.device.type == "cpu" and logits.is_contiguous() and logits.dtype == torch.float32:
+        np.copyto(logits.detach().numpy(), NEG_INF, where=drop)  # shares memory; ~1.5x faster than masked_fill_
+    else:
+        logits.masked_fill_(torch.from_numpy(drop).to(logits.device), float("-inf"))
+
+
+def fill_eos_only(out: np.ndarray, eos_id: int) -> None:
+    """out (W,) int32: only EOS allowed (nothing when there is none): a finished batch row."""
+    out[:] = 0
+    if eos_id >= 0:
+        out.view(np.uint32)[eos_id >> 5] = 1 << (eos_id & 31)
+
+
+class DFAGrammar:
+    """The Grammar protocol over a TokenIndex: a state is an index row (an int)."""
+
+    def __init__(self, index: TokenIndex):
+        self.index = index
+        self.vocab_size = index.vocab_size
+        self.eos_id = index.eos_id
+        self._forced: dict[int, bytes] = {}  # row -> forced bytes, filled lazily (immutable grammar)
+
+    def initial_state(self) -> int:
+        return self.index.start_row
+
+    def fill_bitmask(self, state: int, out: np.ndarray) -> None:
+        out[:] = self.index.bitmask[state]
+
+    def advance(self, state: int, token: int) -> int | None:
+        if token == self.eos_id and self.can_end(state):
+            return state
+        row = self.index.next_row(state, token) if 0 <= token < self.vocab_size else -1
+        return None if row < 0 else row
+
+    def can_end(self, state: int) -> bool:
+        return bool(self.index.dfa.accepting[self.index.states[state]])
+
+    def allowed_ids(self, state: int) -> np.ndarray:
+        return self.index.row_allowed(state)
+
+    def forced_bytes(self, state: int) -> bytes:
+        """Follow the DFA while a state is not accepting and has exactly one live byte."""
+        if state not in self._forced:
+            self._forced[state] = dfa_forced_bytes(self.index.dfa, int(self.index.states[state]))
+        return self._forced[state]
+
+
+    def chars_after_forced(self, state: int, limit: int = 256) -> list[str] | None:
+        """The characters that may follow forced_bytes(state), or None past `limit` of them (an
+        optional extension of the protocol: jump-forward asks whether forced text may merge with
+        what follows). Multi-byte characters are walked through the DFA byte by byte."""
+        dfa = self.index.dfa
+        frontier = [(b"", dfa.walk(self.forced_bytes(state), int(self.index.states[state])))]
+        out: list[str] = []
+        while frontier:
+            prefix, s = frontier.pop()
+            for b in np.flatnonzero(dfa.trans[s] >= 0).tolist():
+                data = prefix + bytes([b])
+                try:
+                    out.append(data.decode("utf-8"))
+                except UnicodeDecodeError:  # a lead or continuation byte: the character goes on
+                    frontier.append((data, int(dfa.trans[s, b])))
+                if len(out) + len(frontier) > limit:
+                    return None
+        return out
+
+
+def dfa_forced_bytes(dfa, s: int) -> bytes:
+    """The longest byte string every completion from DFA state s starts with.
+
+    Every state is live, so a non-accepting state with one live byte must take it; the walk stops
+    where the text may end or branch. A cycle of such states would not be live, but the walk is
+    bounded by the number of states all the same.
+    """
+    out = bytearray()
+    for _ in range(dfa.n_states):
+        if dfa.accepting[s]:
+            break
+        live = np.flatnonzero(dfa.trans[s] >= 0)
+        if len(live) != 1:
+            break
+        out.append(int(live[0]))
+        s = int(dfa.trans[s, live[0]])
+    return bytes(out)
+
+
+class GrammarMatcher:
+    """One sequence's position in a grammar: a history of states, so rollback is a pop."""
+
+    def __init__(self, grammar: Grammar, *, max_rollback_tokens: int = -1):
+        self.grammar = grammar
+        self.max_rollback_tokens = max_rollback_tokens
+        self.reset()
+
+    def reset(self) -> None:
+        self._states = [self.grammar.initial_state()]
+        self._terminated_at: int | None = None  # len(history) once EOS was accepted
+
+    @property
+    def state(self) -> Hashable:
+        return self._states[-1]
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self._states) - 1
+
+    def is_terminated(self) -> bool:
+        return self._terminated_at is not None
+
+    def can_end(self) -> bool:
+        return self.grammar.can_end(self.state)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) when the grammar does not allow it."""
+        if self.is_terminated():
+            return False
+        nxt = self.grammar.advance(self.state, int(token_id))
+        if nxt is None:
+            return False
+        self._states.append(nxt)
+        if token_id == self.grammar.eos_id:
+            self._terminated_at = len(self._states)
+        if self.max_rollback_tokens >= 0 and len(self._states) > self.max_rollback_tokens + 1:
+            del self._states[0]  # keep the window; the oldest states can no longer be reached
+            if self._terminated_at is not None:
+                self._terminated_at -= 1
+        return True
+
+    def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
+        """Write the allowed set into bitmask[row] (or a 1-D bitmask). After EOS only EOS is
+        allowed, so a finished row of a batch never has all its logits at -inf."""
+        out = bitmask[row] if bitmask.ndim == 2 else bitmask
+        if self.is_terminated():
+            fill_eos_only(out, self.grammar.eos_id)
+            return
+        self.grammar.fill_bitmask(self.state, out)
+
+    def rollback(self, n: int) -> None:
+        """Undo the last n accepted tokens."""
+        if not 0 <= n <= len(self._states) - 1:
+            raise InferlabError(f"cannot roll back {n} tokens: {len(self._states) - 1} can be undone")
+        if n:
+            del self._states[-n:]
+        if self._terminated_at is not None and self._terminated_at > len(self._states):
+            self._terminated_at = None
+
+    def forced_text(self) -> bytes:
+        """The longest byte string every valid continuation starts with (b"" once terminated)."""
+        return b"" if self.is_terminated() else self.grammar.forced_bytes(self.state)
+
+
+class MatcherMask:
+    """The engine's TokenMask hook (model/generate.py) served by a GrammarMatcher.
+
+    allowed_mask() fills one bitmask row; apply() sets the other logits to -inf. EOS is accepted
+    by the grammar (allowed only where the text can end) but, as the hook requires, advance() is
+    never called with it: generate() stops on EOS.
+    """
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        self.vocab_size = grammar.vocab_size
+        self.matcher = GrammarMatcher(grammar)
+        self._bitmask = allocate_token_bitmask(1, grammar.vocab_size)[0]    # (W,)
+
+    def reset(self) -> None:
+        self.matcher.reset()
+
+    def allowed_mask(self) -> np.ndarray:
+        self.matcher.fill_next_token_bitmask(self._bitmask)
+        return self._bitmask
+
+    def apply(self, logits: np.ndarray, m: np.ndarray) -> None:
+        apply_token_bitmask_inplace(logits, m)
+
+    def advance(self, token: int) -> None:
+        if not self.matcher.accept_token(token):
+            raise InferlabError(f"token {token} is not allowed by the grammar here")
+
+    def rollback(self, n: int) -> None:
+        self.matcher.rollback(n)
+
+    def is_complete(self) -> bool:
+        return self.matcher.can_end()
+
+    def allowed_ids(self) -> np.ndarray:
+        self.matcher.fill_next_token_bitmask(self._bitmask)
+        return np.flatnonzero(unpack_bitmask(self._bitmask, self.vocab_size)).astype(np.int32)
+
+    def forced_text(self) -> bytes:
+        return self.matcher.forced_text()
+
+    def chars_after_forced(self) -> list[str] | None:
+        """The characters that may follow forced_text(), or None where the grammar cannot tell."""
+        after = getattr(self.grammar, "chars_after_forced", None)
+        return None if after is None or self.matcher.is_terminated() else after(self.matcher.state)
+
+
+def compile_grammar(schema: dict | bool, vocab, **options) -> DFAGrammar:
+    """A DFAGrammar for `schema` over `vocab` (a constrain.vocab.Vocabulary, or a tokenizer with
+    token_bytes/eos_id/special_ids). options: max_states and those of compile_schema."""
+    from inferlab.constrain import vocabulary_of
+    from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
+    from inferlab.constrain.schema import compile_schema
+    from inferlab.constrain.vocab import Vocabulary
+
+    max_states = options.pop("max_states", DEFAULT_MAX_STATES)
+    vocab = vocab if isinstance(vocab, Vocabulary) else vocabulary_of(vocab)
+    dfa = compile_regex(compile_schema(schema, **options).regex, max_states=max_states)
+    return DFAGrammar(TokenIndex.build(dfa, vocab))
