@@ -31,12 +31,9 @@ from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import gc_disabled, summarize
 from inferlab.model.hf_llama import llama_config, params_from_hf
 from inferlab.model.llama import Llama
+from inferlab.model.random_folder import QWEN25_05B
 
 EXPERIMENT = "decode-llama"
-# Qwen/Qwen2.5-0.5B config.json (the fields that set the shape and the arithmetic)
-QWEN25_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                  intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6,
-                  max_position_embeddings=32768, rms_norm_eps=1e-6)
 ENGINES = ("inferlab", "transformers")
 
 
@@ -46,8 +43,7 @@ def build(seed: int, positions: int):
     import transformers
 
     torch.manual_seed(seed)
-    config = transformers.Qwen2Config(**QWEN25_05B)
-    config.architectures = ["Qwen2ForCausalLM"]
+    config = transformers.Qwen2Config(**{k: v for k, v in QWEN25_05B.items() if k != "model_type"})
     hf = transformers.Qwen2ForCausalLM(config).eval()
     ours_config = llama_config(config.to_dict(), "Qwen2.5-0.5B shape", context=positions)
     tensors = ((name, t.detach().numpy()) for name, t in hf.state_dict().items())

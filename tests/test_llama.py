@@ -195,3 +195,31 @@ def test_missing_weights_are_named(tmp_path):
          "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32}))
     with pytest.raises(InferlabError, match="model.safetensors"):
         load_model(tmp_path)
+
+
+def test_random_folder_is_read_alike_by_transformers_and_us(tmp_path):
+    """write_random_folder (no torch) in bf16, sharded: transformers and our loader agree on it."""
+    from inferlab.model.random_folder import write_random_folder
+
+    config = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", **SHAPE, "tie_word_embeddings": False,
+              "rope_theta": 1e6}
+    folder = write_random_folder(tmp_path / "m", config, dtype="bfloat16", seed=3, max_shard_bytes=30_000)
+    assert (folder / "model.safetensors.index.json").is_file()
+    oracle = transformers.Qwen2ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    ids = _sequences()[2]
+    ref = _hf_logits(oracle, ids)
+    assert np.abs(load_model(folder).model.forward(ids) - ref).max() <= 1e-4 * np.abs(ref).max()
+    with pytest.raises(InferlabError, match="not empty"):
+        write_random_folder(folder, config)
+
+
+def test_step_flops_hand_derived():
+    """One layer, d 8, 2 heads of 4, 1 KV head, d_ff 16, V 10; decode 1 token against 5 keys:
+    qkv 2*8*(2+2)*4 = 256, scores+av 2*2*2*5*4 = 160, out 2*8*8 = 128, MLP 2*3*8*16 = 768, head 2*8*10 = 160."""
+    from inferlab.model.llama import LlamaConfig, step_flops
+
+    c = LlamaConfig(vocab_size=10, d_model=8, n_heads=2, n_kv_heads=1, n_layers=1, d_ff=16, head_dim=4,
+                    context=32, max_position=32)
+    assert step_flops(c, 1, 5) == 256 + 160 + 128 + 768 + 160
+    windowed = LlamaConfig(**{**c.__dict__, "sliding_window": 3, "sliding_layers": (0,)})
+    assert step_flops(windowed, 1, 5) == 256 + 2 * 2 * 2 * 3 * 4 + 128 + 768 + 160

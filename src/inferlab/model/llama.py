@@ -115,6 +115,23 @@ def param_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def step_flops(config: LlamaConfig, t_new: int, t_k: int) -> int:
+    """FLOPs (2 per multiply-add) of a forward over t_new positions attending to t_k keys (the
+    naive attention computes every score, masked or not; a sliding layer sees at most its window
+    plus the new positions). What the labs put next to a measured forward or decode step."""
+    c = config
+    d, dh, h = c.d_model, c.head_dim, c.n_heads
+    total = 0
+    for layer in range(c.n_layers):
+        window = c.window(layer)
+        keys = t_k if window is None else min(t_k, window + t_new - 1)
+        total += (2 * t_new * d * (h + 2 * c.n_kv_heads) * dh    # qkv_proj
+                  + 2 * 2 * h * t_new * keys * dh                 # scores and av
+                  + 2 * t_new * h * dh * d                        # out_proj
+                  + 2 * 3 * t_new * d * c.d_ff)                   # gate, up, down
+    return total + 2 * t_new * d * c.vocab_size                   # LM head
+
+
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """(T, d) -> (T, d): divide each row by its root mean square, then scale (no mean, no bias)."""
     ms = np.mean(x * x, axis=-1, keepdims=True)                        # (T, 1)
