@@ -52,3 +52,14 @@ class Decoder:
         if ids.min() < 0 or ids.max() >= self.config.vocab_size:
             raise InferlabError(f"token id out of range 0..{self.config.vocab_size - 1}")
         return ids
+
+
+def check_params(expected: dict[str, tuple[int, ...]], params: dict[str, np.ndarray]) -> None:
+    """The parameter names and shapes a model's config asks for, or InferlabError naming the first misfit."""
+    missing = sorted(set(expected) - set(params))
+    extra = sorted(set(params) - set(expected))
+    if missing or extra:
+        raise InferlabError(f"parameters do not match the config: missing {missing[:3]}, unexpected {extra[:3]}")
+    for name, shape in expected.items():
+        if tuple(params[name].shape) != shape:
+            raise InferlabError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {shape}")

@@ -13,7 +13,7 @@ import numpy as np
 from inferlab.errors import InferlabError
 from inferlab.model.attention import mha
 from inferlab.model.config import GPTConfig
-from inferlab.model.decoder import Decoder
+from inferlab.model.decoder import Decoder, check_params
 
 _GELU_C = np.float32(np.sqrt(2.0 / np.pi))
 
@@ -56,13 +56,7 @@ class GPT(Decoder):
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]):
         expected = param_shapes(config)
-        missing = sorted(set(expected) - set(params))
-        extra = sorted(set(params) - set(expected))
-        if missing or extra:
-            raise InferlabError(f"parameters do not match the config: missing {missing[:3]}, unexpected {extra[:3]}")
-        for name, shape in expected.items():
-            if tuple(params[name].shape) != shape:
-                raise InferlabError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {shape}")
+        check_params(expected, params)
         self.config = config
         self.params = {name: np.ascontiguousarray(params[name], dtype=np.float32) for name in expected}
 

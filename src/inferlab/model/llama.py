@@ -28,7 +28,7 @@ import numpy as np
 
 from inferlab.errors import InferlabError
 from inferlab.model.attention import mha
-from inferlab.model.decoder import Decoder
+from inferlab.model.decoder import Decoder, check_params
 from inferlab.model.rope import Llama3Scaling, RopeTable
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -132,6 +132,18 @@ def step_flops(config: LlamaConfig, t_new: int, t_k: int) -> int:
     return total + 2 * t_new * d * c.vocab_size                   # LM head
 
 
+def random_tensor(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """transformers' initialisation of a Llama-family tensor: "norm" ones, "bias" zeros, "weight"
+    N(0, 0.02) (initializer_range), float32."""
+    if kind == "norm":
+        return np.ones(shape, np.float32)
+    if kind == "bias":
+        return np.zeros(shape, np.float32)
+    w = rng.standard_normal(shape, dtype=np.float32)
+    w *= np.float32(0.02)
+    return w
+
+
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """(T, d) -> (T, d): divide each row by its root mean square, then scale (no mean, no bias)."""
     ms = np.mean(x * x, axis=-1, keepdims=True)                        # (T, 1)
@@ -151,13 +163,8 @@ class Llama(Decoder):
 
     def __init__(self, config: LlamaConfig, params: dict[str, np.ndarray]):
         expected = param_shapes(config)
-        missing = sorted(set(expected) - set(params))
-        extra = sorted(set(params) - set(expected))
-        if missing or extra:
-            raise InferlabError(f"parameters do not match the config: missing {missing[:3]}, unexpected {extra[:3]}")
-        for name, shape in expected.items():
-            if tuple(params[name].shape) != shape:
-                raise InferlabError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {shape}")
+        check_params(expected, params)
+        for name in expected:
             if params[name].dtype != np.float32:
                 raise InferlabError(f"parameter {name} is {params[name].dtype}, expected float32")
         self.config = config
@@ -169,16 +176,10 @@ class Llama(Decoder):
         """Random weights, N(0, 0.02) (transformers' initializer_range), unit norms, zero biases:
         a model of the right shape to time, not to read."""
         rng = np.random.default_rng(seed)
-        params = {}
-        for name, shape in param_shapes(config).items():
-            if name.endswith("norm"):
-                params[name] = np.ones(shape, np.float32)
-            elif name.endswith(".b"):
-                params[name] = np.zeros(shape, np.float32)
-            else:
-                params[name] = rng.standard_normal(shape, dtype=np.float32)
-                params[name] *= np.float32(0.02)
-        return cls(config, params)
+        kinds = {True: "norm", False: "weight"}
+        return cls(config, {name: random_tensor("bias" if name.endswith(".b") else kinds[name.endswith("norm")],
+                                                shape, rng)
+                            for name, shape in param_shapes(config).items()})
 
     @property
     def nbytes(self) -> int:

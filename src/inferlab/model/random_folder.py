@@ -18,6 +18,7 @@ import numpy as np
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import atomic_write_json
 from inferlab.model.hf_llama import llama_config
+from inferlab.model.llama import random_tensor
 
 # Qwen/Qwen2.5-0.5B config.json: the fields that set the shape and the arithmetic.
 QWEN25_05B = {
@@ -93,14 +94,8 @@ def _plan_shards(shapes: dict, itemsize: int, max_shard_bytes: int | None) -> li
     return shards
 
 
-def _random(name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if name.endswith("norm.weight"):
-        return np.ones(shape, np.float32)
-    if name.endswith(".bias"):
-        return np.zeros(shape, np.float32)
-    w = rng.standard_normal(shape, dtype=np.float32)
-    w *= np.float32(0.02)
-    return w
+def _kind(name: str) -> str:
+    return "norm" if name.endswith("norm.weight") else "bias" if name.endswith(".bias") else "weight"
 
 
 def _write_shard(path: Path, shapes: dict, dtype: str, rng: np.random.Generator) -> None:
@@ -116,7 +111,7 @@ def _write_shard(path: Path, shapes: dict, dtype: str, rng: np.random.Generator)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw)
         for name, shape in shapes.items():
-            w = _random(name, shape, rng)
+            w = random_tensor(_kind(name), shape, rng)
             if dtype == "bfloat16":                   # round to nearest even, keep the top 16 bits
                 bits = w.view(np.uint32)
                 bits += np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
