@@ -174,3 +174,52 @@ def test_metaspace_split_true_is_refused(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
     with pytest.raises(InferlabError, match="/pre_tokenizer/split"):
         load_hf_tokenizer(tmp_path)
+
+
+@pytest.fixture(scope="module", params=["cl100k", "qwen"])
+def real(request, tmp_path_factory):
+    """A real vocabulary written as tokenizer.json by us (merges derived from the ranks,
+    TikTokenConverter's way) and read back by us and by `tokenizers`: Qwen's with its own regex
+    (Qwen2's tokenizer.json), cl100k_base's with Llama 3's regex (its own cannot be written)."""
+    from inferlab.model.tokenizer import load_vocab, vocab_installed
+
+    if not vocab_installed(request.param):
+        pytest.skip(f"{request.param} vocabulary not installed")
+    original = load_vocab(request.param)
+    path = tmp_path_factory.mktemp(request.param) / "tokenizer.json"
+    path.write_text(json.dumps(original.to_hf_json(pattern="llama3" if request.param == "cl100k" else None)))
+    same_rule = request.param == "qwen"       # then tiktoken's rank rule must give the same ids too
+    return (original if same_rule else None), load_hf_tokenizer(path), tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_real_vocabulary_tokenizer_json_equals_tokenizers(real):
+    # (special tokens aside: cl100k's leave a gap at 100256 that tokenizers renumbers into)
+    original, ours, ref = real
+    texts = [t for t in VARIED if not any(s in t for s in ours.special_tokens)]
+    assert len(texts) == len(VARIED) - 1
+    for text in texts:
+        ids = ours.encode(text)
+        assert ids == ref.encode(text, add_special_tokens=False).ids, text[:80]
+        if original is not None:
+            assert ids == original.encode(text), text[:80]
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXT)
+def test_real_vocabulary_generated_text(real, text):
+    original, ours, ref = real
+    if any(s in text for s in ours.special_tokens):
+        return
+    ids = ours.encode(text)
+    assert ids == ref.encode(text, add_special_tokens=False).ids
+    if original is not None:
+        assert ids == original.encode(text)
+
+
+def test_cl100k_regex_is_not_written_to_tokenizer_json():
+    from inferlab.model.tokenizer import load_vocab, vocab_installed
+
+    if not vocab_installed("cl100k"):
+        pytest.skip("cl100k vocabulary not installed")
+    with pytest.raises(InferlabError, match="possessive"):
+        load_vocab("cl100k").to_hf_json()

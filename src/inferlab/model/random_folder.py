@@ -56,9 +56,10 @@ def hf_tensor_shapes(config: dict) -> dict[str, tuple[int, ...]]:
 
 
 def write_random_folder(out, config: dict, *, dtype: str = "bfloat16", seed: int = 0,
-                        max_shard_bytes: int | None = None) -> Path:
+                        max_shard_bytes: int | None = None, tokenizer=None) -> Path:
     """Write config.json and N(0, 0.02) weights (norms 1, biases 0) for `config` into `out`
-    (a new or empty folder). Returns the folder."""
+    (a new or empty folder), and, given a Tokenizer (e.g. load_vocab("qwen"): Qwen2's vocabulary),
+    its tokenizer.json and a tokenizer_config.json naming its EOS. Returns the folder."""
     if dtype not in _DTYPES:
         raise InferlabError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
     out = Path(out)
@@ -77,6 +78,12 @@ def write_random_folder(out, config: dict, *, dtype: str = "bfloat16", seed: int
         atomic_write_json(out / "model.safetensors.index.json", {
             "metadata": {"total_size": sum(int(np.prod(s)) * itemsize for s in shapes.values())},
             "weight_map": {n: f for f, shard in zip(names, shards) for n in shard}})
+    if tokenizer is not None:
+        if tokenizer.vocab_size > config["vocab_size"]:
+            raise InferlabError(f"the tokenizer has {tokenizer.vocab_size} ids, more than /vocab_size {config['vocab_size']}")
+        atomic_write_json(out / "tokenizer.json", tokenizer.to_hf_json())
+        eos = next(t for t, i in tokenizer.special_tokens.items() if i == tokenizer.eos_id)
+        atomic_write_json(out / "tokenizer_config.json", {"eos_token": eos})
     atomic_write_json(out / "config.json", {**config, "torch_dtype": dtype})
     return out
 

@@ -215,10 +215,21 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     # --- tokenizer.json ---------------------------------------------------------------------
-    def to_hf_json(self) -> dict:
-        """This tokenizer as a Hugging Face tokenizer.json document."""
-        if self.merges is None:
-            raise InferlabError(f"{self.name!r} has no merges list (tiktoken rule); tokenizer.json needs one")
+    def to_hf_json(self, pattern: str | None = None) -> dict:
+        """This tokenizer as a Hugging Face tokenizer.json document. A tiktoken vocabulary (no
+        merges list) gets the merges transformers' TikTokenConverter derives from its ranks, with
+        ignore_merges, as Llama 3's tokenizer.json was made from its tiktoken file. `pattern`
+        replaces the pre-tokenizer (e.g. "llama3" for cl100k's vocabulary in Llama 3's style).
+
+        cl100k's own regex is refused: `tokenizers` (Oniguruma) reads its possessive `{1,3}+` as
+        "repeat {1,3} one or more times", so the file would split digits differently."""
+        pattern = pattern or self.pattern
+        if pattern == "cl100k":
+            raise InferlabError("cl100k's regex cannot be written to tokenizer.json (tokenizers reads "
+                                "'{1,3}+' as a repeat, not possessive); pass pattern='llama3'")
+        if pattern not in PATTERN_NAMES:
+            raise InferlabError(f"{self.name!r} has no byte-level pre-tokenization pattern to write")
+        merges = self.merges if self.merges is not None else bpe.merges_from_ranks(self.token_bytes)
         table = bpe.bytes_to_unicode()
         as_text = [bpe.encode_bytes_as_unicode(t, table) for t in self.token_bytes]
         vocab = {s: i for i, s in enumerate(as_text) if self.token_bytes[i]}
@@ -226,13 +237,17 @@ class Tokenizer:
             {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
              "normalized": False, "special": True}
             for t, i in sorted(self.special_tokens.items(), key=lambda kv: kv[1])
+        ] + [
+            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": False}
+            for t, i in sorted(self.added_tokens.items(), key=lambda kv: kv[1])
         ]
         byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                      "use_regex": self.pattern == "gpt2"}
-        if self.pattern == "gpt2":
+                      "use_regex": pattern == "gpt2"}
+        if pattern == "gpt2":
             pre = byte_level
         else:
-            split = {"type": "Split", "pattern": {"Regex": REFERENCE_PATTERNS[self.pattern]},
+            split = {"type": "Split", "pattern": {"Regex": REFERENCE_PATTERNS[pattern]},
                      "behavior": "Isolated", "invert": False}
             pre = {"type": "Sequence", "pretokenizers": [split, byte_level]}
         return {
@@ -249,7 +264,7 @@ class Tokenizer:
                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
                 "ignore_merges": self._whole_piece,
                 "vocab": vocab,
-                "merges": [f"{as_text[a]} {as_text[b]}" for a, b in self.merges],
+                "merges": [f"{as_text[a]} {as_text[b]}" for a, b in merges],
             },
         }
 
