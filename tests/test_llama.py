@@ -209,7 +209,7 @@ def test_random_folder_is_read_alike_by_transformers_and_us(tmp_path):
     ids = _sequences()[2]
     ref = _hf_logits(oracle, ids)
     assert np.abs(load_model(folder).model.forward(ids) - ref).max() <= 1e-4 * np.abs(ref).max()
-    with pytest.raises(InferlabError, match="not empty"):
+    with pytest.raises(InferlabError, match="exists"):
         write_random_folder(folder, config)
 
 

@@ -10,13 +10,16 @@ and transformers read them alike.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from inferlab.errors import InferlabError
-from inferlab.measure.artifacts import atomic_write_json
+from inferlab.measure.artifacts import dumps_json
 from inferlab.model.hf_llama import llama_config
 from inferlab.model.llama import random_tensor
 
@@ -57,35 +60,49 @@ def hf_tensor_shapes(config: dict) -> dict[str, tuple[int, ...]]:
 
 def write_random_folder(out, config: dict, *, dtype: str = "bfloat16", seed: int = 0,
                         max_shard_bytes: int | None = None, tokenizer=None) -> Path:
-    """Write config.json and N(0, 0.02) weights (norms 1, biases 0) for `config` into `out`
-    (a new or empty folder), and, given a Tokenizer (e.g. load_vocab("qwen"): Qwen2's vocabulary),
-    its tokenizer.json and a tokenizer_config.json naming its EOS. Returns the folder."""
+    """Write config.json and N(0, 0.02) weights (norms 1, biases 0) for `config` into the new
+    folder `out`, and, given a Tokenizer (e.g. load_vocab("qwen"): Qwen2's vocabulary), its
+    tokenizer.json and a tokenizer_config.json naming its EOS. The folder appears whole or not
+    at all (written beside it, then renamed); files follow the umask. Returns the folder."""
     if dtype not in _DTYPES:
         raise InferlabError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise InferlabError(f"{out} exists and is not empty")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        raise InferlabError(f"{out} exists; a random model folder is written only into a new folder")
+    if tokenizer is not None and tokenizer.vocab_size > config["vocab_size"]:
+        raise InferlabError(f"the tokenizer has {tokenizer.vocab_size} ids, more than /vocab_size {config['vocab_size']}")
     shapes = hf_tensor_shapes(config)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        _write_files(tmp, config, shapes, dtype, np.random.default_rng(seed), max_shard_bytes, tokenizer)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)                     # mkdtemp makes it 0700
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _write_files(folder: Path, config: dict, shapes: dict, dtype: str, rng, max_shard_bytes, tokenizer) -> None:
     itemsize = 2 if dtype != "float32" else 4
     shards = _plan_shards(shapes, itemsize, max_shard_bytes)
-    rng = np.random.default_rng(seed)
     names = ([f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
              if len(shards) > 1 else ["model.safetensors"])
     for file_name, shard in zip(names, shards):
-        _write_shard(out / file_name, {n: shapes[n] for n in shard}, dtype, rng)
+        _write_shard(folder / file_name, {n: shapes[n] for n in shard}, dtype, rng)
+    docs = {"config.json": {**config, "torch_dtype": dtype}}
     if len(shards) > 1:
-        atomic_write_json(out / "model.safetensors.index.json", {
+        docs["model.safetensors.index.json"] = {
             "metadata": {"total_size": sum(int(np.prod(s)) * itemsize for s in shapes.values())},
-            "weight_map": {n: f for f, shard in zip(names, shards) for n in shard}})
+            "weight_map": {n: f for f, shard in zip(names, shards) for n in shard}}
     if tokenizer is not None:
-        if tokenizer.vocab_size > config["vocab_size"]:
-            raise InferlabError(f"the tokenizer has {tokenizer.vocab_size} ids, more than /vocab_size {config['vocab_size']}")
-        atomic_write_json(out / "tokenizer.json", tokenizer.to_hf_json())
-        eos = next(t for t, i in tokenizer.special_tokens.items() if i == tokenizer.eos_id)
-        atomic_write_json(out / "tokenizer_config.json", {"eos_token": eos})
-    atomic_write_json(out / "config.json", {**config, "torch_dtype": dtype})
-    return out
+        docs["tokenizer.json"] = tokenizer.to_hf_json(pattern="llama3" if tokenizer.pattern == "cl100k" else None)
+        docs["tokenizer_config.json"] = {"eos_token": next(t for t, i in tokenizer.special_tokens.items()
+                                                          if i == tokenizer.eos_id)}
+    for name, doc in docs.items():
+        (folder / name).write_text(dumps_json(doc), encoding="utf-8")
 
 
 def _plan_shards(shapes: dict, itemsize: int, max_shard_bytes: int | None) -> list[list[str]]:
@@ -126,3 +143,38 @@ def _write_shard(path: Path, shapes: dict, dtype: str, rng: np.random.Generator)
             elif dtype == "float16":
                 w = w.astype(np.float16)
             f.write(w.tobytes())
+
+
+def main(argv=None) -> int:
+    """python -m inferlab.model.random_folder OUT [--vocab qwen]: a Qwen2.5-0.5B-shaped folder."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m inferlab.model.random_folder",
+                                description="write a random-weight Qwen2.5-0.5B-shaped Hugging Face folder")
+    p.add_argument("out", type=Path, help="the new folder")
+    p.add_argument("--dtype", choices=sorted(_DTYPES), default="bfloat16")
+    p.add_argument("--vocab", help="also write this vocabulary's tokenizer.json: qwen, cl100k (as Llama 3 "
+                                   "style), 512 or a tokenizer.json path")
+    p.add_argument("--shard-mb", type=int, help="shards of at most this many MB (default one file)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        tokenizer = None
+        if args.vocab is not None:
+            from inferlab.model.tokenizer import load_vocab
+
+            tokenizer = load_vocab(args.vocab)
+        if args.shard_mb is not None and args.shard_mb <= 0:
+            raise InferlabError(f"--shard-mb must be positive, got {args.shard_mb}")
+        write_random_folder(args.out, QWEN25_05B, dtype=args.dtype, seed=args.seed, tokenizer=tokenizer,
+                            max_shard_bytes=args.shard_mb and args.shard_mb * 1_000_000)
+    except InferlabError as exc:
+        print(f"random_folder: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
