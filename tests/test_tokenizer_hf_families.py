@@ -66,14 +66,17 @@ def _sentencepiece(style: str):
     doc = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
     doc["model"].update(vocab={t: i for i, t in enumerate(order)}, merges=learned["merges"], byte_fallback=True,
                         fuse_unk=True, unk_token="<unk>")
+    metaspace = {"type": "Metaspace", "replacement": SP, "prepend_scheme": "first", "split": False}
     if style == "llama2":
         doc["normalizer"] = {"type": "Sequence", "normalizers": [
             {"type": "Prepend", "prepend": SP}, {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
         doc["pre_tokenizer"] = None
     else:
         doc["normalizer"] = None
-        doc["pre_tokenizer"] = {"type": "Metaspace", "replacement": SP, "prepend_scheme": "first", "split": False}
+        doc["pre_tokenizer"] = metaspace
     tok = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    tok.decoder = decoders.Sequence([decoders.Replace(SP, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])        # both Llama 2's and Mistral's
     tok.add_special_tokens(SP_SPECIALS)                      # <unk> <s> </s> keep ids 0..2; [INST] appended
     tok.add_tokens([tokenizers.AddedToken(PLAIN_ADDED, special=False, normalized=False)])
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
@@ -127,6 +130,14 @@ def test_byte_fallback_is_exercised(pair):
     assert ids == _ref_ids(ref, "ไทย 😀")
     assert any(ref.id_to_token(i).startswith("<0x") for i in ids)
     assert ours.decode_bytes(ids) == " ไทย 😀".encode()      # the first "▁" is a space
+    assert ours.decode(ids) == ref.decode(ids) == "ไทย 😀"   # which decode strips, as tokenizers does
+
+
+def test_decode_equals_tokenizers(pair):
+    _, ours, ref = pair
+    for text in VARIED:
+        ids = ours.encode(text, disallowed_special=())
+        assert ours.decode(ids) == ref.decode(ids, skip_special_tokens=False), text[:80]
 
 
 @settings(max_examples=150, deadline=None)

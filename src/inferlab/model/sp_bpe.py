@@ -8,9 +8,10 @@ Unlike byte-level BPE there is no regex pre-tokenization and no byte-to-unicode 
 - the text, one piece, starts as one symbol per character: the character's own token when the
   vocabulary has it, else one "<0xNN>" token per UTF-8 byte (byte fallback);
 - the listed merges then apply by rank (bpe.merge, the same rule as byte-level BPE).
-A token's bytes (`token_bytes`, what constrained decoding and decode see) are its text with "▁" as a
-space, or the byte NN for "<0xNN>". decode() keeps the space the first "▁" stands for (the
-`tokenizers` decoder strips it).
+A token's bytes (`token_bytes`, what constrained decoding and decode_bytes see) are its text with
+"▁" as a space, or the byte NN for "<0xNN>". decode() then drops one leading space, as the
+`tokenizers` decoders of these files do (Strip after Fuse; Metaspace), so decode(encode(text)) is
+text; decoding a continuation alone loses its first space, as with transformers.
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ class SentencePieceBPE(Tokenizer):
                 ids.append(i)
         return bpe.merge(ids, self._lookup)
 
-    def to_hf_json(self) -> dict:
+    def decode(self, ids) -> str:
+        text = super().decode(ids)
+        return text[1:] if text.startswith(" ") else text
+
+    def to_hf_json(self, pattern: str | None = None) -> dict:
         raise InferlabError(f"{self.name!r} is SentencePiece-style; writing its tokenizer.json is not supported")
 
 
