@@ -130,7 +130,8 @@ def run(docs: list[tuple[str, str]], samples: int) -> dict:
             mismatches[f"{ours}_vs_{ref}"] = [path for path, doc in docs if fns[ours](doc) != fns[ref](doc)]
         warm = measure_interleaved({name: (lambda fn=fn: fn(text)) for name, fn in fns.items()}, samples=samples)
     out = {"corpus_bytes": nbytes, "regex_build_s": regex_build_s,
-           "cold": {n: st.to_json("ms") for n, st in cold_stats.items()}, "cold_MBps": {n: nbytes / s / 1e6 for n, s in cold.items()},
+           "cold": {n: st.to_json("ms") for n, st in cold_stats.items()},
+           "cold_MBps": {n: nbytes / s / 1e6 for n, s in cold.items()},
            "warm": {n: s.to_json("ms") for n, s in warm.items()},
            "warm_MBps": {n: nbytes / s.median / 1e6 for n, s in warm.items()},
            "mismatched_documents": mismatches}

@@ -19,7 +19,8 @@ HELP = ("generate text with MiniGPT or a model folder (ours, or Hugging Face GPT
 
 
 def add_arguments(p):
-    p.add_argument("prompt", nargs="?", default="", help="text to continue (default: empty, start from BOS, or EOS without one)")
+    p.add_argument("prompt", nargs="?", default="",
+                   help="text to continue (default: empty, start from BOS, or EOS without one)")
     p.add_argument("--model", type=Path, help="model folder: ours, or a Hugging Face GPT2LMHeadModel, "
                    "LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM one (default: the shipped MiniGPT)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=64, help="at most this many tokens (default 64)")

@@ -193,7 +193,8 @@ class Llama(Decoder):
         for i in range(c.n_layers):
             layer = f"layers.{i}."
             a = rms_norm(x, p[layer + "attn_norm"], c.rms_eps)         # (T, d)
-            x = x + mha(a, p[layer + "qkv.w"].T, p.get(layer + "qkv.b"), p[layer + "o.w"].T, p.get(layer + "o.b"),
+            x = x + mha(a, p[layer + "qkv.w"].T, p.get(layer + "qkv.b"),
+                        p[layer + "o.w"].T, p.get(layer + "o.b"),
                         n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, cache=cache, layer=i,
                         rope=rope, window=c.window(i))                 # (T, d)
             m = rms_norm(x, p[layer + "mlp_norm"], c.rms_eps)          # (T, d)
