@@ -223,3 +223,44 @@ def test_step_flops_hand_derived():
     assert step_flops(c, 1, 5) == 256 + 160 + 128 + 768 + 160
     windowed = LlamaConfig(**{**c.__dict__, "sliding_window": 3, "sliding_layers": (0,)})
     assert step_flops(windowed, 1, 5) == 256 + 2 * 2 * 2 * 3 * 4 + 128 + 768 + 160
+
+
+def _safetensors_file(path, header: dict, data: bytes) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+def test_safetensors_reader_widens_bf16_and_f16_exactly(tmp_path):
+    from inferlab.model.safetensors_io import iter_float32
+
+    values = np.array([1.0, -2.5, 3.140625, 65280.0], np.float32)            # exact in bf16 and f16
+    bf16 = (values.view(np.uint32) >> 16).astype("<u2").tobytes()
+    f16 = values.astype("<f2").tobytes()
+    _safetensors_file(tmp_path / "m.safetensors", {
+        "a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
+        "b": {"dtype": "F16", "shape": [4], "data_offsets": [8, 16]}}, bf16 + f16)
+    got = dict(iter_float32(tmp_path / "m.safetensors"))
+    np.testing.assert_array_equal(got["a"], values.reshape(2, 2))
+    np.testing.assert_array_equal(got["b"], values)
+    assert got["a"].dtype == got["b"].dtype == np.float32
+
+
+@pytest.mark.parametrize("header, data, needle", [
+    ({"a": {"dtype": "I8", "shape": [2], "data_offsets": [0, 2]}}, b"\0\0", "dtype 'I8'"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "truncated"),
+    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, "8 bytes for shape"),
+])
+def test_safetensors_reader_names_the_problem(tmp_path, header, data, needle):
+    from inferlab.model.safetensors_io import iter_float32
+
+    _safetensors_file(tmp_path / "m.safetensors", header, data)
+    with pytest.raises(InferlabError, match=needle):
+        list(iter_float32(tmp_path / "m.safetensors"))
+
+
+def test_sharded_index_names_a_missing_shard(tmp_path):
+    from inferlab.model.safetensors_io import weight_files
+
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "part-1.safetensors"}}))
+    with pytest.raises(InferlabError, match="part-1.safetensors not found"):
+        weight_files(tmp_path)
