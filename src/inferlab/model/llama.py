@@ -88,9 +88,6 @@ class LlamaConfig:
     def window(self, layer: int) -> int | None:
         return self.sliding_window if layer in self.sliding_layers else None
 
-    def n_params(self) -> int:
-        return sum(int(np.prod(s)) for s in param_shapes(self).values())
-
 
 def param_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every parameter's name and shape for `config` (the table in the module docstring)."""
