@@ -46,7 +46,7 @@ def test_corpus_matches_regex_module(name):
         assert pretokenize(text, name) == regex.findall(REFERENCE_PATTERNS[name], text), text
 
 
-@pytest.mark.parametrize("name", ["gpt2", "qwen"])
+@pytest.mark.parametrize("name", ["gpt2", "qwen", "llama3"])
 def test_corpus_matches_hf_tokenizers(name):
     for text in CORPUS:
         assert pretokenize(text, name) == hf_split(text, name), text
@@ -61,7 +61,7 @@ def test_generated_text_matches_regex_module(name, text):
     assert "".join(pieces) == text
 
 
-@pytest.mark.parametrize("name", ["gpt2", "qwen"])
+@pytest.mark.parametrize("name", ["gpt2", "qwen", "llama3"])
 @settings(max_examples=150, deadline=None)
 @given(text=st.one_of(TEXT, TRICKY))
 def test_generated_text_matches_hf_tokenizers(name, text):
@@ -78,6 +78,8 @@ def test_hand_derived_splits():
     assert pretokenize("x \n\n  ", "cl100k") == ["x", " \n\n  "]
     # Qwen: single digits; same contraction rule as cl100k.
     assert pretokenize("we'Re 123", "qwen") == ["we", "'Re", " ", "1", "2", "3"]
+    # Llama 3: Qwen's rule with digits in threes.
+    assert pretokenize("we'Re 12345", "llama3") == ["we", "'Re", " ", "123", "45"]
 
 
 def test_whitespace_is_the_unicode_property_not_str_isspace():

@@ -15,7 +15,8 @@ from inferlab.model.generate import generate
 from inferlab.model.trace import Tracer
 
 NAME = "generate"
-HELP = "generate text with MiniGPT or a model folder (ours or Hugging Face GPT-2), optionally JSON-schema constrained"
+HELP = ("generate text with MiniGPT or a model folder (ours, or Hugging Face GPT-2, Llama, Qwen2, Mistral), "
+        "optionally JSON-schema constrained")
 EXAMPLES = (
     'inferlab generate "conjuga hablar, presente, yo:" --temperature 0',
     'inferlab generate "conjuga adorar, futuro, nosotros:" --schema src/inferlab/data/conjugation.schema.json --json',
@@ -24,9 +25,10 @@ EXAMPLES = (
 
 
 def add_arguments(p):
-    p.add_argument("prompt", nargs="?", default="", help="text to continue (default: empty, start from EOS)")
-    p.add_argument("--model", type=Path, help="model folder: ours or a Hugging Face GPT-2 one "
-                   "(default: the shipped MiniGPT)")
+    p.add_argument("prompt", nargs="?", default="",
+                   help="text to continue (default: empty, start from BOS, or EOS without one)")
+    p.add_argument("--model", type=Path, help="model folder: ours, or a Hugging Face GPT2LMHeadModel, "
+                   "LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM one (default: the shipped MiniGPT)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=64, help="at most this many tokens (default 64)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed, a whole number >= 0 (default 0)")
     p.add_argument("--temperature", type=temperature, default=1.0, help="0 = greedy (default 1.0)")

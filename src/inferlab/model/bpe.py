@@ -58,6 +58,18 @@ def merge(ids: list[int], lookup: PairLookup) -> list[int]:
     return [t for t in part if t >= 0]
 
 
+def merges_from_ranks(token_bytes: list[bytes]) -> list[tuple[int, int]]:
+    """A merges list for a tiktoken vocabulary (id = rank; b"" = no token), as transformers'
+    TikTokenConverter derives it: every split of a token into two tokens is a merge, ordered by
+    the merged token's rank, then by the parts' ranks."""
+    rank = {t: i for i, t in enumerate(token_bytes) if t}
+    merges = []
+    for i, t in enumerate(token_bytes):
+        splits = [(rank[t[:k]], rank[t[k:]]) for k in range(1, len(t)) if t[:k] in rank and t[k:] in rank]
+        merges += sorted(splits)
+    return merges
+
+
 def train_merges(
     word_counts: dict[bytes, int],
     n_tokens: int,

@@ -1,4 +1,5 @@
-"""Checkpoints: our own model folders, and Hugging Face GPT-2 folders, read without torch or pickle.
+"""Checkpoints: our own model folders, and Hugging Face GPT-2 and Llama-family folders, read without
+torch or pickle (Llama, Qwen2, Mistral: model/hf_llama.py).
 
 Our folder: config.json ({"format": "inferlab-gpt", "config": GPTConfig fields}), model.safetensors
 (the flat parameter dict under our names) and tokenizer.json; a trainer may add manifest.json.
@@ -24,6 +25,8 @@ from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
+from inferlab.model.hf_llama import is_llama_family, load_hf_llama
+from inferlab.model.llama import ARCHITECTURES, Llama
 
 FORMAT = "inferlab-gpt"
 FORMAT_VERSION = 1
@@ -47,7 +50,7 @@ _HF_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")
 
 @dataclass(frozen=True)
 class Checkpoint:
-    model: GPT
+    model: GPT | Llama
     tokenizer: object | None    # inferlab.model.tokenizer.Tokenizer, or None when the folder has none
     trained: bool               # False: seeded random weights, not a trained model
     source: str                 # the folder read, or a description of the random initialisation
@@ -71,17 +74,21 @@ def load_default_model() -> Checkpoint:
                       source=f"random initialisation (seed {DEFAULT_SEED}): no trained model in {folder}")
 
 
-def load_model(folder) -> Checkpoint:
-    """Load our folder or a Hugging Face GPT-2 folder, told apart by config.json."""
+def load_model(folder, *, context: int | None = None) -> Checkpoint:
+    """Load our folder, a Hugging Face GPT-2 folder or a Llama / Qwen2 / Mistral one, told apart by
+    config.json. `context` (Llama family only) is the positions to serve, default min(max, 4096)."""
     folder = Path(folder)
     config = _read_json(folder / "config.json")
     if config.get("format") == FORMAT:
         model = _load_own(folder, config)
     elif config.get("model_type") == "gpt2":
         model = load_hf_gpt2(folder)
+    elif is_llama_family(config):
+        model = load_hf_llama(folder, context=context)
     else:
-        raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}) "
-                            f"nor a GPT-2 model (model_type 'gpt2')")
+        raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}), "
+                            f"a GPT-2 model (model_type 'gpt2') nor one of /architectures "
+                            f"{', '.join(ARCHITECTURES)}")
     return Checkpoint(model, _load_tokenizer(folder), trained=True, source=str(folder))
 
 

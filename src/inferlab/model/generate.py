@@ -268,16 +268,18 @@ def generate(model, tokenizer, prompt: str, mask: TokenMask | None = None, max_n
              seed: int = 0, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              tracer=None, on_step: Callable[[int, int], None] | None = None,
              cache_kind: str = "contiguous", jump_forward: bool = False) -> Generation:
-    """Continue `prompt` with `model` (docs/architecture.md). An empty prompt starts from EOS,
-    GPT-2's <|endoftext|> convention for unconditional samples. The mask is reset first, so one
-    mask object serves many runs. on_step(step, token) is called after each sampled token.
+    """Continue `prompt` with `model` (docs/architecture.md). The prompt follows the tokenizer's
+    BOS when it has one (Llama's <s>, <|begin_of_text|>); without one, an empty prompt starts from
+    EOS, GPT-2's <|endoftext|> convention for unconditional samples. The mask is reset first, so one
+    mask object serves many runs. on_step(step, token) is called after each kept token.
     jump_forward: append the mask's forced text without sampling (JumpForward; the mask needs
     forced_text() and rollback(), as constrain.matcher.MatcherMask has)."""
     sampling = SamplingConfig(temperature, top_k, top_p)
     if tokenizer.vocab_size > model.config.vocab_size:
         raise InferlabError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}")
-    prompt_ids = tokenizer.encode(prompt) or [tokenizer.eos_id]
+    bos = getattr(tokenizer, "bos_id", None)     # Llama-family tokenizers start every sequence with BOS
+    prompt_ids = ([bos] if bos is not None else []) + tokenizer.encode(prompt) or [tokenizer.eos_id]
     if jump_forward and mask is None:
         raise InferlabError("jump-forward needs a mask: pass a schema")
     jump = JumpForward(tokenizer) if jump_forward else None

@@ -8,14 +8,12 @@ layer is `x @ w + b` (docs/architecture.md lists the names and shapes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from inferlab.errors import InferlabError
 from inferlab.model.attention import mha
 from inferlab.model.config import GPTConfig
-from inferlab.model.kv_cache import ContiguousKVCache, PagedKVCache
+from inferlab.model.decoder import Decoder, check_params
 
 _GELU_C = np.float32(np.sqrt(2.0 / np.pi))
 
@@ -54,18 +52,12 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-class GPT:
+class GPT(Decoder):
     """GPT(config, params): params is the flat float32 dict of `param_shapes(config)`."""
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]):
         expected = param_shapes(config)
-        missing = sorted(set(expected) - set(params))
-        extra = sorted(set(params) - set(expected))
-        if missing or extra:
-            raise InferlabError(f"parameters do not match the config: missing {missing[:3]}, unexpected {extra[:3]}")
-        for name, shape in expected.items():
-            if tuple(params[name].shape) != shape:
-                raise InferlabError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {shape}")
+        check_params(expected, params)
         self.config = config
         self.params = {name: np.ascontiguousarray(params[name], dtype=np.float32) for name in expected}
 
@@ -85,37 +77,6 @@ class GPT:
                 std = resid_std if name.endswith("c_proj.w") else 0.02
                 params[name] = rng.normal(0.0, std, shape).astype(np.float32)
         return cls(config, params)
-
-    def new_cache(self, kind: str = "contiguous", max_seq: int | None = None, **options):
-        """An empty KV cache for this model: "contiguous" (preallocated) or "paged" (blocks on demand)."""
-        max_seq = self.config.context if max_seq is None else max_seq
-        if not 0 < max_seq <= self.config.context:
-            raise InferlabError(f"max_seq {max_seq} must be in 1..{self.config.context} (the model's context)")
-        if kind == "contiguous":
-            return ContiguousKVCache(self.config, max_seq=max_seq, **options)
-        if kind == "paged":
-            return PagedKVCache(self.config, max_seq=max_seq, **options)
-        raise InferlabError(f"unknown KV cache kind {kind!r}; expected 'contiguous' or 'paged'")
-
-    def forward(self, ids: Sequence[int]) -> np.ndarray:
-        """Full recompute: ids (T,) -> logits (T, V) for every position."""
-        return self._run(self._check_ids(ids, 0), 0, None)
-
-    def decode(self, ids_new: Sequence[int], cache) -> np.ndarray:
-        """Append ids_new (T_new,) after the cache's positions -> logits (T_new, V) for them."""
-        start = cache.length
-        return self._run(self._check_ids(ids_new, start), start, cache)
-
-    def _check_ids(self, ids, start: int) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)                          # (T,)
-        if ids.ndim != 1 or ids.size == 0:
-            raise InferlabError(f"token ids must be a non-empty 1-D sequence, got shape {ids.shape}")
-        if start + ids.size > self.config.context:
-            raise InferlabError(
-                f"{start + ids.size} positions exceed the model's context of {self.config.context} tokens")
-        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
-            raise InferlabError(f"token id out of range 0..{self.config.vocab_size - 1}")
-        return ids
 
     def _run(self, ids: np.ndarray, start: int, cache) -> np.ndarray:
         c, p = self.config, self.params

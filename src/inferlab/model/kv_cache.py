@@ -8,6 +8,9 @@ heads (GQA-ready: H_kv <= H). Both offer the same interface, which attention.mha
   nbytes                bytes actually allocated for K and V
   truncate(n)           forget positions n.. (rollback; the benchmark rewinds the cache with it)
 Layers are appended one after the other within a decode step, so each layer keeps its own length.
+`config` is any model config with n_layers, kv_heads, d_head and context (GPTConfig, LlamaConfig).
+The cache dtype is float32 unless `dtype` says otherwise (float16 halves nbytes; reads stay exact
+float16 values and attention computes with them in float32).
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.errors import InferlabError
-from inferlab.model.config import GPTConfig
 
 
 class _LayerLengths:
     """Per-layer position counts shared by both caches."""
 
-    def __init__(self, config: GPTConfig, max_seq: int):
+    def __init__(self, config, max_seq: int, dtype=np.float32):
         self.config = config
         self.max_seq = max_seq
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float16):
+            raise InferlabError(f"KV cache dtype {self.dtype} is not supported (float32 or float16)")
         self._lengths = [0] * config.n_layers
 
     @property
@@ -51,10 +56,10 @@ class _LayerLengths:
 class ContiguousKVCache(_LayerLengths):
     """One array for the whole context, allocated up front (llama2.c's key_cache/value_cache)."""
 
-    def __init__(self, config: GPTConfig, max_seq: int | None = None):
-        super().__init__(config, config.context if max_seq is None else max_seq)
+    def __init__(self, config, max_seq: int | None = None, dtype=np.float32):
+        super().__init__(config, config.context if max_seq is None else max_seq, dtype)
         self.data = np.zeros((config.n_layers, 2, config.kv_heads, self.max_seq, config.d_head),
-                             dtype=np.float32)               # (layers, 2, kv_heads, max_seq, d_head)
+                             dtype=self.dtype)               # (layers, 2, kv_heads, max_seq, d_head)
 
     @property
     def nbytes(self) -> int:
@@ -81,17 +86,18 @@ class BlockPool:
     caches may share one pool.
     """
 
-    def __init__(self, config: GPTConfig, block_size: int = 16):
+    def __init__(self, config, block_size: int = 16, dtype=np.float32):
         if block_size <= 0:
             raise InferlabError(f"block_size must be a positive number of tokens, got {block_size}")
         self.block_size = block_size
         self.block_shape = (config.n_layers, 2, config.kv_heads, block_size, config.d_head)
+        self.dtype = np.dtype(dtype)
         self.blocks: list[np.ndarray] = []
         self._free: list[int] = []
 
     @property
     def block_nbytes(self) -> int:
-        return int(np.prod(self.block_shape)) * np.dtype(np.float32).itemsize
+        return int(np.prod(self.block_shape)) * self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
@@ -101,7 +107,7 @@ class BlockPool:
     def allocate(self) -> int:
         if self._free:
             return self._free.pop()
-        self.blocks.append(np.zeros(self.block_shape, dtype=np.float32))   # (layers, 2, kv_heads, B, d_head)
+        self.blocks.append(np.zeros(self.block_shape, dtype=self.dtype))   # (layers, 2, kv_heads, B, d_head)
         return len(self.blocks) - 1
 
     def free(self, block_ids) -> None:
@@ -112,10 +118,12 @@ class PagedKVCache(_LayerLengths):
     """PagedAttention's layout: a block table maps logical block i (positions iB..iB+B-1) to a
     physical block of the pool, allocated only when the sequence reaches it."""
 
-    def __init__(self, config: GPTConfig, max_seq: int | None = None, block_size: int = 16,
-                 pool: BlockPool | None = None):
-        super().__init__(config, config.context if max_seq is None else max_seq)
-        self.pool = BlockPool(config, block_size) if pool is None else pool
+    def __init__(self, config, max_seq: int | None = None, block_size: int = 16,
+                 pool: BlockPool | None = None, dtype=np.float32):
+        super().__init__(config, config.context if max_seq is None else max_seq, dtype)
+        self.pool = BlockPool(config, block_size, dtype) if pool is None else pool
+        if self.pool.dtype != self.dtype:
+            raise InferlabError(f"the block pool holds {self.pool.dtype}, the cache was asked for {self.dtype}")
         self.block_size = self.pool.block_size
         self.block_table: list[int] = []
 
@@ -142,7 +150,7 @@ class PagedKVCache(_LayerLengths):
         n = self._lengths[layer]
         used = self.block_table[:-(-n // self.block_size)]
         if not used:
-            empty = np.zeros((self.config.kv_heads, 0, self.config.d_head), dtype=np.float32)
+            empty = np.zeros((self.config.kv_heads, 0, self.config.d_head), dtype=self.dtype)
             return empty, empty
         kv = np.concatenate([self.pool.blocks[i][layer] for i in used], axis=2)   # (2, H_kv, blocks * B, d_head)
         return kv[0, :, :n], kv[1, :, :n]                                         # (H_kv, T, d_head) x2

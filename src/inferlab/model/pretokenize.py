@@ -1,6 +1,6 @@
 """Pre-tokenization: split text into the pieces that BPE merges within, exactly as the references do.
 
-GPT-2, cl100k_base and Qwen split text with regexes that use Unicode properties (\\p{L}, \\p{N})
+GPT-2, cl100k_base, Qwen and Llama 3 split text with regexes that use Unicode properties (\\p{L}, \\p{N})
 and possessive quantifiers. The `regex` module is not a core dependency and stdlib `re` has no
 \\p{...}, but since Python 3.11 `re` has possessive quantifiers and atomic groups. So each
 pattern is the reference pattern, transcribed for `re` with every property replaced by an explicit
@@ -44,7 +44,12 @@ QWEN_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
-REFERENCE_PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "qwen": QWEN_PATTERN}
+# Llama 3's tokenizer.json Split regex: Qwen's, with numbers in runs of up to three digits.
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+REFERENCE_PATTERNS = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "qwen": QWEN_PATTERN, "llama3": LLAMA3_PATTERN}
 
 # The same patterns for `re`, over the classes built by _classes(): {L} letter, {N} number,
 # {O} "other" ([^\s\p{L}\p{N}]), {X} [^\r\n\p{L}\p{N}], {W} white space, {NW} not white space.
@@ -52,6 +57,7 @@ _RE_TEMPLATES = {
     "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?{L}+| ?{N}+| ?{O}+|{W}+(?!{NW})|{W}+",
     "cl100k": r"'(?i:[sdmt]|ll|ve|re)|{X}?+{L}++|{N}{{1,3}}+| ?{O}++[\r\n]*+|{W}++\Z|{W}*[\r\n]|{W}+(?!{NW})|{W}",
     "qwen": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|{X}?{L}+|{N}| ?{O}+[\r\n]*|{W}*[\r\n]+|{W}+(?!{NW})|{W}+",
+    "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|{X}?{L}+|{N}{{1,3}}| ?{O}+[\r\n]*|{W}*[\r\n]+|{W}+(?!{NW})|{W}+",
 }
 PATTERN_NAMES = tuple(_RE_TEMPLATES)
 _ASTRAL = "\\U00010000-\\U0010ffff"
@@ -104,7 +110,7 @@ def _classes() -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def compiled(name: str) -> re.Pattern:
-    """The `re` pattern for pre-tokenizer `name` ("gpt2" | "cl100k" | "qwen")."""
+    """The `re` pattern for pre-tokenizer `name` ("gpt2" | "cl100k" | "qwen" | "llama3")."""
     if name not in _RE_TEMPLATES:
         raise InferlabError(f"unknown pre-tokenization pattern {name!r}; known: {', '.join(PATTERN_NAMES)}")
     return re.compile(_RE_TEMPLATES[name].format(**_classes()))

@@ -23,6 +23,8 @@ import json
 import re
 import unicodedata
 from collections.abc import Collection, Iterable
+from functools import lru_cache
+from itertools import chain
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -51,14 +53,16 @@ class Tokenizer:
         token_bytes: list[bytes],
         *,
         special_tokens: dict[str, int],
-        pattern: str,
+        pattern: str | None,
         merges: list[tuple[int, int]] | None,
         eos_token: str,
         normalization: Literal["NFC"] | None = None,
         ignore_merges: bool = False,
         name: str = "bpe",
+        added_tokens: dict[str, int] | None = None,
+        bos_token: str | None = None,
     ):
-        if pattern not in PATTERN_NAMES:
+        if pattern is not None and pattern not in PATTERN_NAMES:   # None: sp_bpe.SentencePieceBPE
             raise InferlabError(f"unknown pre-tokenization pattern {pattern!r}; known: {', '.join(PATTERN_NAMES)}")
         if eos_token not in special_tokens:
             raise InferlabError(f"eos token {eos_token!r} is not among the special tokens")
@@ -70,6 +74,12 @@ class Tokenizer:
         if max(self.special_ids) >= len(token_bytes):
             raise InferlabError(f"special token id {max(self.special_ids)} is outside the vocabulary of {len(token_bytes)}")
         self.eos_id = special_tokens[eos_token]
+        if bos_token is not None and bos_token not in special_tokens:
+            raise InferlabError(f"bos token {bos_token!r} is not among the special tokens")
+        # the id a prompt starts with when the tokenizer.json's post_processor prepends one (Llama)
+        self.bos_id = None if bos_token is None else special_tokens[bos_token]
+        # non-special added tokens: ordinary ids with their own bytes, but always matched whole
+        self.added_tokens = dict(added_tokens or {})
         self.token_bytes = [b"" if i in self.special_ids else t for i, t in enumerate(token_bytes)]
         self.vocab_size = len(self.token_bytes)
         self.merges = None if merges is None else list(merges)
@@ -108,7 +118,9 @@ class Tokenizer:
 
         A special token in `allowed_special` becomes its id. One in `disallowed_special` (by
         default every special not allowed) raises InferlabError. Any other occurrence of a
-        special token's text is encoded as ordinary text.
+        special token's text is encoded as ordinary text. Non-special added tokens (a
+        tokenizer.json's added_tokens with "special": false) always become their ids, as in
+        the `tokenizers` library.
         """
         text = self._normalize(text)
         allowed = self._special_set(allowed_special, "allowed_special")
@@ -122,31 +134,42 @@ class Tokenizer:
                     f"text contains the special token {token!r}: pass allowed_special to encode it "
                     "as its id, or disallowed_special=() to encode it as plain text"
                 )
-        if not allowed:
-            return self.encode_ordinary(text)
-        ids: list[int] = []
-        start = 0
-        for m in _alternation(allowed).finditer(text):
-            ids += self.encode_ordinary(text[start : m.start()])
-            ids.append(self.special_tokens[m.group()])
-            start = m.end()
-        ids += self.encode_ordinary(text[start:])
-        return ids
+        return self._encode_split(text, allowed)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Token ids of `text` with special tokens treated as plain text."""
+        return self._encode_split(text, ())
+
+    def _encode_split(self, text: str, allowed: Collection[str]) -> list[int]:
+        """Split out the allowed specials and the added tokens, encode the text between them."""
+        if not allowed and not self.added_tokens:
+            return self._encode_text(text, at_start=True)
+        ids: list[int] = []
+        start = 0
+        for m in _alternation(frozenset(allowed) | frozenset(self.added_tokens)).finditer(text):
+            if m.start() > start:
+                ids += self._encode_text(text[start:m.start()], at_start=start == 0)
+            token = m.group()
+            ids.append(self.added_tokens[token] if token in self.added_tokens else self.special_tokens[token])
+            start = m.end()
+        if start < len(text):
+            ids += self._encode_text(text[start:], at_start=start == 0)
+        return ids
+
+    def _encode_text(self, text: str, at_start: bool) -> list[int]:
+        """Ids of text holding no special or added token; `at_start`: it begins the input."""
         if _SURROGATE.search(text):
             raise InferlabError("text contains a lone surrogate code point; it is not valid Unicode")
-        ids: list[int] = []
-        cache = self._cache
-        for piece in pretokenize(text, self.pattern):
-            hit = cache.get(piece)
-            if hit is None:
-                hit = self.encode_piece(piece.encode("utf-8"))
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                cache[piece] = hit
-            ids += hit
+        get, miss = self._cache.get, self._encode_new_piece
+        # one C-level pass over the pieces; only the pieces never seen before run BPE
+        return list(chain.from_iterable([get(piece) or miss(piece) for piece in pretokenize(text, self.pattern)]))
+
+    def _encode_new_piece(self, piece: str) -> tuple[int, ...]:
+        """BPE of a pre-token seen for the first time, remembered (the `tokenizers` library's word cache)."""
+        ids = self.encode_piece(piece.encode("utf-8"))
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[piece] = ids
         return ids
 
     def encode_piece(self, data: bytes) -> tuple[int, ...]:
@@ -192,10 +215,21 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     # --- tokenizer.json ---------------------------------------------------------------------
-    def to_hf_json(self) -> dict:
-        """This tokenizer as a Hugging Face tokenizer.json document."""
-        if self.merges is None:
-            raise InferlabError(f"{self.name!r} has no merges list (tiktoken rule); tokenizer.json needs one")
+    def to_hf_json(self, pattern: str | None = None) -> dict:
+        """This tokenizer as a Hugging Face tokenizer.json document. A tiktoken vocabulary (no
+        merges list) gets the merges transformers' TikTokenConverter derives from its ranks, with
+        ignore_merges, as Llama 3's tokenizer.json was made from its tiktoken file. `pattern`
+        replaces the pre-tokenizer (e.g. "llama3" for cl100k's vocabulary in Llama 3's style).
+
+        cl100k's own regex is refused: `tokenizers` (Oniguruma) reads its possessive `{1,3}+` as
+        "repeat {1,3} one or more times", so the file would split digits differently."""
+        pattern = pattern or self.pattern
+        if pattern == "cl100k":
+            raise InferlabError("cl100k's regex cannot be written to tokenizer.json (tokenizers reads "
+                                "'{1,3}+' as a repeat, not possessive); pass pattern='llama3'")
+        if pattern not in PATTERN_NAMES:
+            raise InferlabError(f"{self.name!r} has no byte-level pre-tokenization pattern to write")
+        merges = self.merges if self.merges is not None else bpe.merges_from_ranks(self.token_bytes)
         table = bpe.bytes_to_unicode()
         as_text = [bpe.encode_bytes_as_unicode(t, table) for t in self.token_bytes]
         vocab = {s: i for i, s in enumerate(as_text) if self.token_bytes[i]}
@@ -203,13 +237,17 @@ class Tokenizer:
             {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
              "normalized": False, "special": True}
             for t, i in sorted(self.special_tokens.items(), key=lambda kv: kv[1])
+        ] + [
+            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": False}
+            for t, i in sorted(self.added_tokens.items(), key=lambda kv: kv[1])
         ]
         byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                      "use_regex": self.pattern == "gpt2"}
-        if self.pattern == "gpt2":
+                      "use_regex": pattern == "gpt2"}
+        if pattern == "gpt2":
             pre = byte_level
         else:
-            split = {"type": "Split", "pattern": {"Regex": REFERENCE_PATTERNS[self.pattern]},
+            split = {"type": "Split", "pattern": {"Regex": REFERENCE_PATTERNS[pattern]},
                      "behavior": "Isolated", "invert": False}
             pre = {"type": "Sequence", "pretokenizers": [split, byte_level]}
         return {
@@ -226,7 +264,7 @@ class Tokenizer:
                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
                 "ignore_merges": self._whole_piece,
                 "vocab": vocab,
-                "merges": [f"{as_text[a]} {as_text[b]}" for a, b in self.merges],
+                "merges": [f"{as_text[a]} {as_text[b]}" for a, b in merges],
             },
         }
 
@@ -241,7 +279,8 @@ class Tokenizer:
         return path
 
 
-def _alternation(tokens: Iterable[str]) -> re.Pattern:
+@lru_cache(maxsize=64)
+def _alternation(tokens: frozenset[str]) -> re.Pattern:
     # Longest first, so that of two specials starting at one position the longer one wins.
     return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=lambda t: (-len(t), t))))
 
@@ -269,7 +308,7 @@ def train_bpe(
     n_merged = vocab_size - len(specials)
     if n_merged < 256:
         raise InferlabError(f"train_bpe: vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens")
-    chunks = _alternation(specials).split(text)
+    chunks = _alternation(frozenset(specials)).split(text)
     words = bpe.count_words(piece for chunk in chunks for piece in pretokenize(chunk, "gpt2"))
     token_bytes = [bytes([b]) for b in range(256)]
     if progress:
@@ -293,13 +332,16 @@ def train_bpe(
 
 # --- loaders --------------------------------------------------------------------------------
 def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Tokenizer:
-    """Load a byte-level BPE tokenizer.json (a file, or a folder holding one).
+    """Load a BPE tokenizer.json (a file, or a folder holding one).
 
-    Supported: model BPE with merges; pre-tokenizer ByteLevel (GPT-2 regex) or a Split with the
-    cl100k / Qwen regex followed by ByteLevel without regex; normalizer none or NFC. Anything else
-    is rejected with its JSON pointer. EOS: `eos_token`, else "<|endoftext|>" if it is an added
-    token, else tokenizer_config.json's eos_token beside the file. The post_processor (a BOS/EOS
-    template) is not applied: encode returns the text's own tokens, like HF's
+    Supported: model BPE with merges, either byte-level (pre-tokenizer ByteLevel with GPT-2's
+    regex, or a Split with the cl100k / Qwen / Llama 3 regex then ByteLevel without regex;
+    normalizer none or NFC) or SentencePiece-style with byte fallback (Llama 2, Mistral:
+    model/sp_bpe.py). Added tokens: special ones are special ids; non-special ones are ordinary
+    ids that are always matched whole. Anything else is rejected with its JSON pointer.
+    EOS: `eos_token`, else tokenizer_config.json's eos_token beside the file, else
+    "<|endoftext|>" or "</s>" when it is a special token. BOS (`bos_id`): the special token the
+    post_processor puts before a single sequence, if any; encode itself never adds it, like HF's
     encode(text, add_special_tokens=False).
     """
     path = Path(path)
@@ -315,45 +357,84 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
         raise InferlabError(f"{path}: not a tokenizer.json (a JSON object), got {type(doc).__name__}")
     model = _require(doc, "/model", dict)
     if model.get("type") != "BPE":
-        raise InferlabError(f"{path}: /model/type is {model.get('type')!r}; only byte-level BPE is supported")
-    for key in ("continuing_subword_prefix", "end_of_word_suffix", "dropout", "unk_token"):
+        raise InferlabError(f"{path}: /model/type is {model.get('type')!r}; only BPE is supported")
+    sentencepiece = bool(model.get("byte_fallback"))
+    for key in ("continuing_subword_prefix", "end_of_word_suffix", "dropout") + (() if sentencepiece else ("unk_token",)):
         if model.get(key):
-            raise InferlabError(f"{path}: /model/{key} = {model[key]!r} is not supported (byte-level BPE has none)")
-    if model.get("byte_fallback"):
-        raise InferlabError(f"{path}: /model/byte_fallback is not supported (SentencePiece-style BPE)")
+            raise InferlabError(f"{path}: /model/{key} = {model[key]!r} is not supported")
 
-    inverse = {c: b for b, c in bpe.bytes_to_unicode().items()}
     vocab = _require(model, "/model/vocab", dict)
     added = doc.get("added_tokens") or []
     size = 1 + max([*vocab.values(), *(t["id"] for t in added)])
     token_bytes = [b""] * size
+    to_bytes = sp_token_bytes if sentencepiece else _byte_level_decoder(path)
     for text, i in vocab.items():
+        token_bytes[i] = to_bytes(text)
+    merges = _hf_merges(model, vocab, path)
+
+    special_tokens, added_tokens = {}, {}
+    for k, tok in enumerate(added):
+        if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
+            raise InferlabError(f"{path}: /added_tokens/{k} uses lstrip/rstrip/single_word; not supported")
+        if tok.get("special"):
+            special_tokens[tok["content"]] = tok["id"]
+        elif vocab.get(tok["content"]) != tok["id"]:     # else: an ordinary vocab entry listed again
+            added_tokens[tok["content"]] = tok["id"]
+            token_bytes[tok["id"]] = tok["content"].encode("utf-8")
+    if eos_token is None:
+        eos_token = _config_eos(path, special_tokens)
+    options = dict(special_tokens=special_tokens, merges=merges, eos_token=eos_token, name=str(path),
+                   added_tokens=added_tokens, bos_token=_template_bos(doc, path))
+    if sentencepiece:
+        from inferlab.model.sp_bpe import SentencePieceBPE, metaspace_options
+
+        return SentencePieceBPE(token_bytes, vocab=vocab, **metaspace_options(doc, path), **options)
+    return Tokenizer(token_bytes, pattern=_hf_pattern(doc, path), normalization=_hf_normalizer(doc, path),
+                     ignore_merges=bool(model.get("ignore_merges")), **options)
+
+
+def _byte_level_decoder(path: Path):
+    inverse = {c: b for b, c in bpe.bytes_to_unicode().items()}
+
+    def to_bytes(text: str) -> bytes:
         try:
-            token_bytes[i] = bytes(inverse[c] for c in text)
+            return bytes(inverse[c] for c in text)
         except KeyError:
-            raise InferlabError(f"{path}: /model/vocab/{_escape_pointer(text)} is not in GPT-2's byte-to-unicode alphabet") from None
-    id_of = {t: i for t, i in vocab.items()}
+            raise InferlabError(f"{path}: /model/vocab/{_escape_pointer(text)} is not in GPT-2's "
+                                "byte-to-unicode alphabet") from None
+    return to_bytes
+
+
+def sp_token_bytes(text: str) -> bytes:
+    """A SentencePiece token's bytes: "<0xNN>" is byte NN; "▁" stands for a space."""
+    if len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+        try:
+            return bytes([int(text[3:5], 16)])
+        except ValueError:
+            pass
+    return text.replace("\u2581", " ").encode("utf-8")
+
+
+def _hf_merges(model: dict, vocab: dict, path: Path) -> list[tuple[int, int]]:
     merges = []
     for rank, m in enumerate(_require(model, "/model/merges", list)):
         left, right = m.split(" ") if isinstance(m, str) else m
-        if left not in id_of or right not in id_of or left + right not in id_of:
+        if left not in vocab or right not in vocab or left + right not in vocab:
             raise InferlabError(f"{path}: /model/merges/{rank} ({left!r}, {right!r}) uses tokens missing from /model/vocab")
-        merges.append((id_of[left], id_of[right]))
+        merges.append((vocab[left], vocab[right]))
+    return merges
 
-    special_tokens = {}
-    for k, tok in enumerate(added):
-        if not tok.get("special"):
-            if vocab.get(tok["content"]) == tok["id"]:
-                continue                        # an ordinary vocab entry listed again
-            raise InferlabError(f"{path}: /added_tokens/{k} is a non-special added token; not supported")
-        if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
-            raise InferlabError(f"{path}: /added_tokens/{k} uses lstrip/rstrip/single_word; not supported")
-        special_tokens[tok["content"]] = tok["id"]
-    if eos_token is None:
-        eos_token = ENDOFTEXT if ENDOFTEXT in special_tokens else _config_eos(path)
-    return Tokenizer(token_bytes, special_tokens=special_tokens, pattern=_hf_pattern(doc, path),
-                     merges=merges, eos_token=eos_token, normalization=_hf_normalizer(doc, path),
-                     ignore_merges=bool(model.get("ignore_merges")), name=str(path))
+
+def _template_bos(doc: dict, path: Path) -> str | None:
+    """The special token a TemplateProcessing post_processor puts first in a single sequence."""
+    post = doc.get("post_processor") or {}
+    steps = post.get("processors", []) if post.get("type") == "Sequence" else [post]
+    for step in steps:
+        if step.get("type") == "TemplateProcessing":
+            single = step.get("single") or []
+            first = single[0] if single else {}
+            return first.get("SpecialToken", {}).get("id")
+    return None
 
 
 def _require(obj: dict, pointer: str, kind: type):
@@ -400,14 +481,17 @@ def _hf_normalizer(doc: dict, path: Path) -> str | None:
     raise InferlabError(f"{path}: /normalizer/type {norm.get('type')!r} is not supported (only NFC)")
 
 
-def _config_eos(path: Path) -> str:
+def _config_eos(path: Path, special_tokens: dict[str, int]) -> str:
     config = path.with_name("tokenizer_config.json")
     eos = json.loads(config.read_text(encoding="utf-8")).get("eos_token") if config.exists() else None
     if isinstance(eos, dict):
         eos = eos.get("content")
-    if not isinstance(eos, str):
-        raise InferlabError(f"{path}: no <|endoftext|> and no eos_token in {config.name}; pass eos_token")
-    return eos
+    if isinstance(eos, str):
+        return eos
+    for candidate in (ENDOFTEXT, "</s>"):
+        if candidate in special_tokens:
+            return candidate
+    raise InferlabError(f"{path}: no eos_token in {config.name} and no <|endoftext|> or </s>; pass eos_token")
 
 
 def load_tiktoken(
