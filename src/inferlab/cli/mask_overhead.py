@@ -17,6 +17,7 @@ HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, acro
 EXAMPLES = (
     'inferlab mask-overhead --quick --out /tmp/mask-overhead',
     'inferlab mask-overhead --vocab 512 qwen --mask indexed --peers',
+    'inferlab mask-overhead --model ./Qwen2.5-0.5B --quick --mask indexed',
 )
 
 
@@ -31,6 +32,10 @@ def add_arguments(p) -> None:
                         "(default: 512, cl100k and qwen, --quick too)")
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
                    help="masks to measure (default naive indexed)")
+    p.add_argument("--model", type=Path, default=None, metavar="DIR",
+                   help="also measure this Hugging Face folder (Llama, Qwen2, Mistral, GPT-2) with its own "
+                        "tokenizer.json, beside MiniGPT (V=512 unless --vocab says otherwise); its runs stop "
+                        "after 16 new tokens (--quick 6)")
     p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
     add_roofline_argument(p)
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
@@ -47,17 +52,27 @@ def _check_vocab(name: str) -> None:
         load_vocab(name)
 
 
+def _check_model(folder: Path) -> None:
+    """Before any measuring: the folder has a config.json and the tokenizer.json the mask needs."""
+    for name in ("config.json", "tokenizer.json"):
+        if not (folder / name).is_file():
+            raise InferlabError(f"--model {folder}: no {name} there")
+
+
 def config_from_args(args) -> MaskLabConfig:
     vocabs = tuple(args.vocab) if args.vocab else None
     if vocabs and len(set(vocabs)) != len(vocabs):
         raise InferlabError(f"--vocab lists a vocabulary twice: {' '.join(vocabs)}")
     for name in vocabs or ():
         _check_vocab(name)
+    if args.model is not None:
+        _check_model(args.model)
     if args.peers and "indexed" not in args.mask:
         raise InferlabError("--peers compares the peers with the indexed mask; add indexed to --mask")
     return MaskLabConfig.build(quick=args.quick, trials=args.trials, max_new_tokens=args.max_new_tokens,
                                vocabs=vocabs, masks=tuple(dict.fromkeys(args.mask)), peers=args.peers,
-                               threads=args.threads, budget_s=args.budget_s, roofline_dir=roofline_dir(args))
+                               threads=args.threads, budget_s=args.budget_s, roofline_dir=roofline_dir(args),
+                               model_dir=args.model)
 
 
 def run(args) -> int:
@@ -71,5 +86,5 @@ def run(args) -> int:
         cells = [f"no mask {e['no_mask']['ms_per_step']:.3g} ms/step"]
         cells += [f"{k} {r['ms_per_step']:.3g} ms/step (paired x{r['ratio_paired']['value']:.3g})"
                   for k, r in e["masks"].items()]
-        print(f"  V={e['vocab_size']:>7,}: " + ", ".join(cells))
+        print(f"  V={e['vocab_size']:>7,}{' (--model)' if e['real_model'] else ''}: " + ", ".join(cells))
     return 0

@@ -5,8 +5,11 @@ each mask (the seed's naive state-machine scan of the whole vocabulary, and the 
 token index), same seed, gc off, tracing off, warm-up discarded. Block B breaks each step down in
 a separate traced run. The scaling block repeats A and B at real vocabularies (cl100k, Qwen) with
 a model of MiniGPT's shape whose embedding and LM head have that vocabulary (random weights: the
-cost of a step does not depend on the weights' values, only the token path does). Peers
-(llguidance, outlines-core) are walked along the same token path when asked for.
+cost of a step does not depend on the weights' values, only the token path does). With
+`model_dir` (`--model DIR`) the lab adds a row for that model with its own vocabulary (the
+folder's tokenizer.json) beside MiniGPT's: the mask's share of a real step, and the verdicts on
+what changes from MiniGPT. Peers (llguidance, outlines-core) are walked along the same token path
+when asked for.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
 interleaved run and becomes a verdict; while one is unresolved the lab takes more rounds, within
@@ -26,8 +29,8 @@ from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import Interval, decide, paired_ratio
-from inferlab.model.checkpoints import load_default_model
+from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
+from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
 from inferlab.model.generate import generate
@@ -39,6 +42,7 @@ from inferlab.roofline import Roofline
 
 EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
+MODEL = "model"                   # the `vocab` key of the --model row: the folder's own vocabulary
 THROUGHPUT_HALVED = 2.0           # seed 000: Y/X < 0.5, i.e. a masked step over 2x the unmasked one
 # CPython list-of-lists DFA: one transition reads the token's byte, the row pointer and the
 # entry pointer. A lower bound on the bytes a naive check touches, for the roofline placement.
@@ -64,10 +68,15 @@ class MaskLabConfig:
     large_vocab: int = 4096
     roofline_dir: Path | None = None
     budget_s: float = DEFAULT_BUDGET_S   # extra interleaved rounds while a comparison is unresolved
+    # A Hugging Face folder (Llama family, GPT-2 or ours) measured with its own tokenizer.json, beside
+    # MiniGPT. Its forward costs ~100x MiniGPT's at 0.5B, so its runs stop at model_max_new_tokens.
+    model_dir: Path | None = None
+    model_max_new_tokens: int = 16
 
     @classmethod
     def build(cls, *, quick: bool, **overrides) -> "MaskLabConfig":
-        base = (cls(trials=5, naive_large_vocab_tokens=4, quick=True, budget_s=QUICK_BUDGET_S) if quick
+        base = (cls(trials=5, naive_large_vocab_tokens=4, quick=True, budget_s=QUICK_BUDGET_S,
+                    model_max_new_tokens=6) if quick
                 else cls())
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -80,9 +89,17 @@ def default_prompt() -> str:
 
 # --- models -------------------------------------------------------------------------------------
 
-def model_for(vocab: str, seed: int):
-    """(model, tokenizer, description): the trained MiniGPT for "512", else MiniGPT's shape with
-    that vocabulary's embedding and LM head, randomly initialised."""
+def model_for(vocab: str, config: MaskLabConfig):
+    """(model, tokenizer, description): the trained MiniGPT for "512", the --model folder with its
+    own tokenizer for MODEL, else MiniGPT's shape with that vocabulary's embedding and LM head,
+    randomly initialised."""
+    seed = config.seed
+    if vocab == MODEL:
+        ckpt = load_model(config.model_dir)
+        c = ckpt.model.config
+        return ckpt.model, ckpt.tokenizer, (f"{getattr(c, 'architecture', type(ckpt.model).__name__)} from "
+                                            f"{config.model_dir} (d_model {c.d_model}, {c.n_layers} layers, "
+                                            f"{c.n_heads} heads, {c.kv_heads} KV heads, V={c.vocab_size:,})")
     if vocab == DEFAULT_VOCAB:
         ckpt = load_default_model()
         return ckpt.model, ckpt.tokenizer, ("trained MiniGPT" if ckpt.trained else ckpt.source)
@@ -181,10 +198,19 @@ def breakdown(model, tok, prompt: str, mask, *, max_new_tokens: int, config: Mas
 
 # --- one vocabulary -----------------------------------------------------------------------------
 
+def model_shape(model) -> dict:
+    """What the report compares with MiniGPT: the shape, float32 weight bytes, FLOPs of one decode step."""
+    c = model.config
+    return {"d_model": c.d_model, "n_layers": c.n_layers, "n_heads": c.n_heads, "kv_heads": c.kv_heads,
+            "vocab_size": c.vocab_size, "weight_bytes": int(model.nbytes),
+            "architecture": getattr(c, "architecture", type(model).__name__)}
+
+
 def measure_vocab(vocab: str, config: MaskLabConfig, step, budget: Budget) -> dict:
-    model, tok, description = model_for(vocab, config.seed)
+    model, tok, description = model_for(vocab, config)
     prompt, schema = default_prompt(), conjugation_schema()
-    entry = {"vocab": vocab, "vocab_size": tok.vocab_size, "model": description, "prompt": prompt, "masks": {}}
+    entry = {"vocab": vocab, "vocab_size": model.config.vocab_size, "model": description, "prompt": prompt,
+             "masks": {}, "real_model": vocab == MODEL, "shape": model_shape(model)}
     step(f"{vocab}: compile and time")
     compiled = {kind: compile_mask(schema, tok, kind) for kind in config.masks}
     # The naive mask walks every token in Python (~0.1 s a step at 100k+ tokens): at large
@@ -192,6 +218,8 @@ def measure_vocab(vocab: str, config: MaskLabConfig, step, budget: Budget) -> di
     # of a vocabulary shares one baseline and one step count.
     n_new = (config.naive_large_vocab_tokens if "naive" in compiled and tok.vocab_size >= config.large_vocab
              else config.max_new_tokens)
+    if vocab == MODEL:
+        n_new = min(n_new, config.model_max_new_tokens)
     rows, entry["ratios"] = time_group(model, tok, prompt, {k: m for k, (m, _) in compiled.items()},
                                        max_new_tokens=n_new, config=config, budget=budget)
     entry["max_new_tokens"] = n_new
@@ -264,16 +292,16 @@ def mask_verdicts(table: list[dict], default_vocab_size: int) -> list[dict]:
     the seed's throughput mark (Y/X < 0.5) for the naive mask at the default vocabulary."""
     out = []
     for e in table:
-        v = f"V={e['vocab_size']:,}"
+        v = f"V={e['vocab_size']:,}" + (" (the --model folder)" if e.get("real_model") else "")
         steps = f"{e['no_mask']['steps']}-step runs"
         for kind in e["masks"]:
-            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}", Interval(**e["ratios"][f"{kind}/none"]), 1.0,
+            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", Interval(**e["ratios"][f"{kind}/none"]), 1.0,
                               quantity=f"the per-step time with the {kind} mask over without ({v}, {steps}, paired)",
                               above=f"At {v} the {kind} mask makes a decode step slower than no mask",
                               below=f"At {v} the {kind} mask makes a decode step faster than no mask",
                               question=f"at {v} whether the {kind} mask changes the decode step time").to_json())
         if "naive/indexed" in e["ratios"]:
-            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}", Interval(**e["ratios"]["naive/indexed"]), 1.0,
+            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", Interval(**e["ratios"]["naive/indexed"]), 1.0,
                               quantity=f"the per-step time with the naive mask over the indexed one ({v}, paired)",
                               above=f"At {v} the naive mask makes a step slower than the indexed mask",
                               below=f"At {v} the naive mask makes a step faster than the indexed mask",
@@ -295,24 +323,56 @@ def default_vocabs() -> tuple[tuple[str, ...], list[str]]:
     return run, skipped
 
 
+def model_verdicts(table: list[dict]) -> list[dict]:
+    """What changes from MiniGPT on the --model row, each from the two rows' own intervals (two
+    separate interleaved runs, so conservative quotients): the no-mask step time, and each mask's
+    paired step-time ratio."""
+    mini = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), None)
+    real = next((e for e in table if e.get("real_model")), None)
+    if mini is None or real is None:
+        return []
+    step = lambda e: Interval(e["no_mask"]["ms_per_step"], e["no_mask"]["ms_per_step_p10"],  # noqa: E731
+                              e["no_mask"]["ms_per_step_p90"])
+    out = [decide("model_step_vs_minigpt", quotient(step(real), step(mini)), 1.0,
+                  quantity="the model's no-mask ms/step over MiniGPT's (separate runs, conservative interval)",
+                  above="A decode step of the model takes longer than MiniGPT's",
+                  below="A decode step of the model takes less time than MiniGPT's",
+                  question="whether a decode step of the model and of MiniGPT differ in time").to_json()]
+    for kind in real["masks"]:
+        if kind not in mini["masks"]:
+            continue
+        ratio = quotient(Interval(**real["ratios"][f"{kind}/none"]), Interval(**mini["ratios"][f"{kind}/none"]))
+        out.append(decide(f"{kind}_overhead_model_vs_minigpt", ratio, 1.0,
+                          quantity=(f"the {kind} mask's step-time ratio (with over without) on the model over the "
+                                    "same ratio on MiniGPT (conservative interval)"),
+                          above=f"The {kind} mask slows a step of the model relatively more than one of MiniGPT",
+                          below=f"The {kind} mask slows a step of the model relatively less than one of MiniGPT",
+                          question=f"whether the {kind} mask's relative cost differs between the model and MiniGPT"
+                          ).to_json())
+    return out
+
+
 def measure_all(config: MaskLabConfig) -> dict:
     results = {"schema_version": 1, "experiment": EXPERIMENT}
+    if config.vocabs is None and config.model_dir is not None:
+        config = replace(config, vocabs=(DEFAULT_VOCAB,))    # MiniGPT beside the model, to compare with
     if config.vocabs is None:
         vocabs, results["skipped"] = default_vocabs()
         config = replace(config, vocabs=vocabs)
-    n_steps = len(config.vocabs) * (2 + bool(config.peers)) + 1
+    sources = config.vocabs + ((MODEL,) if config.model_dir is not None else ())
+    n_steps = len(sources) * (2 + bool(config.peers)) + 1
     budget = Budget(config.budget_s)
     with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
         step("roofline")
         roof = resolve_roofline(config)
-        table = [measure_vocab(v, config, step, budget) for v in config.vocabs]
+        table = [measure_vocab(v, config, step, budget) for v in sources]
         default = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), table[0])
         results.update(headline(default))
         results["roofline"] = roofline_placement(default, roof)
         results["table"] = table
         if config.peers:
             results["peers"] = {str(e["vocab_size"]): e.pop("peers") for e in table}
-    results["verdicts"] = mask_verdicts(table, default["vocab_size"])
+    results["verdicts"] = mask_verdicts(table, default["vocab_size"]) + model_verdicts(table)
     results["budget"] = {"seconds": config.budget_s, "left_s": budget.left()}
     results["depends_on"] = roof.source
     results["config"] = config_json(config)
@@ -321,7 +381,8 @@ def measure_all(config: MaskLabConfig) -> dict:
 
 def config_json(config: MaskLabConfig) -> dict:
     d = asdict(config)
-    d["roofline_dir"] = str(config.roofline_dir) if config.roofline_dir else None
+    for key in ("roofline_dir", "model_dir"):
+        d[key] = str(d[key]) if d[key] else None
     return d
 
 

@@ -59,7 +59,8 @@ def overhead_figure(results: dict):
                                           if name != "no mask" else "")
             ax.annotate(note, (i, bottom[i]), ha="center", va="bottom", fontsize=8)
         ax.set_ylim(0, bottom.max() * 1.3)
-        ax.set_title(f"vocab {entry['vocab_size']:,}, {entry['no_mask']['steps']}-step run")
+        name = f"{entry['shape']['architecture']} (--model)\n" if entry.get("real_model") else ""
+        ax.set_title(f"{name}vocab {entry['vocab_size']:,}, {entry['no_mask']['steps']}-step run", fontsize=10)
         ax.set_ylabel("ms per decode step (traced run)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
@@ -67,10 +68,15 @@ def overhead_figure(results: dict):
     return fig
 
 
+def _minigpt_shaped(results: dict) -> list[dict]:
+    """The rows of MiniGPT's shape (the scaling series), by vocabulary; a --model row has its own shape."""
+    return sorted((e for e in results["table"] if not e.get("real_model")), key=lambda e: e["vocab_size"])
+
+
 def scaling_figure(results: dict):
     """Per-step ms against vocabulary size, log-log, each point marked with its step count; lines
     only where there are two vocabularies or more to join."""
-    table = sorted(results["table"], key=lambda e: e["vocab_size"])
+    table = _minigpt_shaped(results)
     fig, ax = new_figure(figsize=(6.8, 4.6))
     style = "o-" if len(table) > 1 else "o"
     series = [("no mask", "k", [(e["vocab_size"], e["no_mask"]) for e in table])]
@@ -131,6 +137,47 @@ def peers_figure(results: dict):
     return fig
 
 
+def _vocab_cell(e: dict) -> str:
+    return f"{e['vocab_size']:,}" + (" (--model)" if e.get("real_model") else "")
+
+
+def _mask_share(row: dict) -> tuple[float, float]:
+    """(mask build + apply ms, its share of the traced step) from a row's Block B breakdown."""
+    b = row["breakdown"]
+    ms = b["mask_build_ms"] + b["mask_apply_ms"]
+    return ms, ms / b["step_ms"]
+
+
+def _model_lines(results: dict) -> list[str]:
+    """The --model row next to MiniGPT's: shape, forward cost and the mask's share of a step."""
+    real = [e for e in results["table"] if e.get("real_model")]
+    if not real:
+        return []
+    rows = [e for e in results["table"] if e["vocab"] == "512"] + real
+    lines = ["## On a real model (--model)", "",
+             f"Model: {real[0]['model']}, with the folder's own tokenizer.json. Its rows above and below ran "
+             f"{real[0]['no_mask']['steps']}-step generations; MiniGPT's ran its own length (steps column of "
+             "Block A). ms/step without a mask is Block A's median (p10-p90); the mask's time and share are from "
+             "the traced Block B run (one run, no interval); the ratio is Block A's paired one.", "",
+             "| model | d_model | layers | heads / KV heads | V | float32 weights | no-mask ms/step | mask | "
+             "mask build+apply per step | share of the traced step | paired ratio vs no mask (p10-p90) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in rows:
+        sh, nm = e["shape"], e["no_mask"]
+        head = (f"| {'--model ' + sh['architecture'] if e.get('real_model') else 'MiniGPT'} | {sh['d_model']} | "
+                f"{sh['n_layers']} | {sh['n_heads']} / {sh['kv_heads']} | {sh['vocab_size']:,} | "
+                f"{sh['weight_bytes'] / 1e6:.4g} MB | {_f(nm['ms_per_step'])} ({_f(nm['ms_per_step_p10'])}-"
+                f"{_f(nm['ms_per_step_p90'])})")
+        for kind, r in e["masks"].items():
+            ms, share = _mask_share(r)
+            rp = r["ratio_paired"]
+            lines.append(f"{head} | {kind} | {duration(ms)} | {share:.2%} | {_f(rp['value'])} "
+                         f"({_f(rp['p10'])}-{_f(rp['p90'])}) |")
+    ids = [v for v in results["verdicts"] if v["id"].endswith("model_vs_minigpt") or v["id"] == "model_step_vs_minigpt"]
+    lines += ["", "What changes from MiniGPT (verdicts, quoted from the list above):", "", *verdict_lines(ids), ""]
+    return lines
+
+
 def _block_a_table(results: dict) -> list[str]:
     lines = ["| vocab | mask | steps | rounds | ms/step median (p10-p90) | ratio vs no mask, paired (p10-p90) | compile (ms) | tokens agree until |",
              "|---|---|---|---|---|---|---|---|"]
@@ -138,12 +185,12 @@ def _block_a_table(results: dict) -> list[str]:
         for name, r in _bars(e):
             ms = f"{_f(r['ms_per_step'])} ({_f(r['ms_per_step_p10'])}-{_f(r['ms_per_step_p90'])})"
             if name == "no mask":
-                lines.append(f"| {e['vocab_size']:,} | none | {r['steps']} | {r['call']['n']} | {ms} | 1 | - | - |")
+                lines.append(f"| {_vocab_cell(e)} | none | {r['steps']} | {r['call']['n']} | {ms} | 1 | - | - |")
                 continue
             ag, rp = r["agreement"], r["ratio_paired"]
             agree = (f"step {ag['agree_prefix']} ({'mask filtered the unmasked choice' if ag['explained_by_mask'] else 'NOT explained by the mask'})"
                      if ag["diverged"] else f"all {ag['agree_prefix']} steps")
-            lines.append(f"| {e['vocab_size']:,} | {name} | {r['steps']} | {r['call']['n']} | {ms} | "
+            lines.append(f"| {_vocab_cell(e)} | {name} | {r['steps']} | {r['call']['n']} | {ms} | "
                          f"{_f(rp['value'])} ({_f(rp['p10'])}-{_f(rp['p90'])}) | {_f(r['compile_ms'])} | {agree} |")
     return lines
 
@@ -154,7 +201,7 @@ def _fraction_paragraph(default: dict) -> str:
         if name == "no mask":
             continue
         b = r["breakdown"]
-        frac = (b["mask_build_ms"] + b["mask_apply_ms"]) / b["step_ms"]
+        frac = _mask_share(r)[1]
         parts.append(f"the **{name}** mask spends {duration(b['mask_build_ms'])} building and "
                      f"{duration(b['mask_apply_ms'])} applying per step, **{frac:.1%}** of a "
                      f"{duration(b['step_ms'])} traced step")
@@ -165,7 +212,7 @@ def _fraction_paragraph(default: dict) -> str:
 
 
 def _scaling_paragraph(results: dict) -> str:
-    rows = sorted(results["table"], key=lambda e: e["vocab_size"])
+    rows = _minigpt_shaped(results)
     ran = ", ".join(f"{e['vocab_size']:,}" for e in rows)
     text = f"**2. Scaling with the vocabulary.** Vocabularies measured in this run: V = {ran}. "
     naive = [(e["vocab_size"], e["masks"]["naive"]["breakdown"]["mask_build_ms"]) for e in rows if "naive" in e["masks"]]
@@ -270,7 +317,8 @@ def readme_text(results: dict, manifest: dict) -> str:
         *[f"- {note}" for note in results.get("skipped", [])], "",
         "Vocabularies other than 512 use MiniGPT's shape with that vocabulary's embedding and tied LM head, "
         "**random weights** (the token path differs from a trained model's; the per-step cost does not depend "
-        "on the weights' values).", "",
+        "on the weights' values). A --model row is that folder's own shape and vocabulary (next section).", "",
+        *_model_lines(results),
         "## Block C: interpretation", "",
         _fraction_paragraph(default), "", _scaling_paragraph(results), "",
         _roofline_paragraph(results), "", _throughput_paragraph(results), "",
@@ -282,7 +330,7 @@ def readme_text(results: dict, manifest: dict) -> str:
 
 
 def bench_script(config: dict) -> str:
-    fields = ", ".join(f"{k}={tuple(v) if isinstance(v, list) else (f'Path({v!r})' if k == 'roofline_dir' and v else repr(v))}"
+    fields = ", ".join(f"{k}={tuple(v) if isinstance(v, list) else (f'Path({v!r})' if k in ('roofline_dir', 'model_dir') and v else repr(v))}"
                        for k, v in config.items())
     return f'''"""Reproduce this folder's measurements through the package; prints results.json to stdout."""
 import json

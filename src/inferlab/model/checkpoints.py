@@ -89,7 +89,10 @@ def load_model(folder, *, context: int | None = None) -> Checkpoint:
         raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}), "
                             f"a GPT-2 model (model_type 'gpt2') nor one of /architectures "
                             f"{', '.join(ARCHITECTURES)}")
-    return Checkpoint(model, _load_tokenizer(folder), trained=True, source=str(folder))
+    tokenizer = _load_tokenizer(folder)
+    if tokenizer is not None:
+        tokenizer.pad_to(model.config.vocab_size)   # masks cover every row of the LM head
+    return Checkpoint(model, tokenizer, trained=True, source=str(folder))
 
 
 def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dict | None = None) -> Path:

@@ -17,6 +17,12 @@ from inferlab.model.kv_cache import ContiguousKVCache, PagedKVCache
 
 class Decoder:
     config: object
+    params: dict[str, np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the float32 weights held."""
+        return sum(p.nbytes for p in self.params.values())
 
     def new_cache(self, kind: str = "contiguous", max_seq: int | None = None, **options):
         """An empty KV cache for this model: "contiguous" (preallocated) or "paged" (blocks on demand).

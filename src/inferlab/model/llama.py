@@ -178,11 +178,6 @@ class Llama(Decoder):
                                                 shape, rng)
                             for name, shape in param_shapes(config).items()})
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the float32 weights held."""
-        return sum(p.nbytes for p in self.params.values())
-
     def _run(self, ids: np.ndarray, start: int, cache) -> np.ndarray:
         c, p = self.config, self.params
         rope = self.rope.at(start, ids.size)

@@ -103,6 +103,13 @@ class Tokenizer:
         self._special_bytes = {i: t.encode("utf-8") for t, i in self.special_tokens.items()}
         self._cache: dict[str, tuple[int, ...]] = {}
 
+    def pad_to(self, vocab_size: int) -> None:
+        """Cover a model's padded embedding rows (Qwen2.5: 151,936 rows, 151,665 tokens): the ids
+        no token uses get b"" (never produced by encode, never allowed by a mask)."""
+        if vocab_size > self.vocab_size:
+            self.token_bytes.extend([b""] * (vocab_size - self.vocab_size))
+            self.vocab_size = vocab_size
+
     def __repr__(self) -> str:
         return f"Tokenizer({self.name!r}, vocab_size={self.vocab_size}, pattern={self.pattern!r})"
 
