@@ -26,6 +26,11 @@ def duration(ms: float) -> str:
     return f"{ms * 1e3:.3g} us"
 
 
+def share(x: float) -> str:
+    """A fraction as a percentage with two significant digits below 1% (0.02%, not 0.0%)."""
+    return f"{x:.1%}" if x >= 0.01 else f"{x * 100:.2g}%"
+
+
 def _f(x, fmt=".3g") -> str:
     return "n/a" if x is None else format(x, fmt)
 
@@ -55,7 +60,7 @@ def overhead_figure(results: dict):
             bottom += vals
         for i, (name, b) in enumerate(bars):
             mask_ms = b["mask_build_ms"] + b["mask_apply_ms"]
-            note = duration(bottom[i]) + (f"\nmask {duration(mask_ms)} ({mask_ms / b['step_ms']:.1%})"
+            note = duration(bottom[i]) + (f"\nmask {duration(mask_ms)} ({share(mask_ms / b['step_ms'])})"
                                           if name != "no mask" else "")
             ax.annotate(note, (i, bottom[i]), ha="center", va="bottom", fontsize=8)
         ax.set_ylim(0, bottom.max() * 1.3)
@@ -156,8 +161,10 @@ def _model_lines(results: dict) -> list[str]:
     rows = [e for e in results["table"] if e["vocab"] == "512"] + real
     lines = ["## On a real model (--model)", "",
              f"Model: {real[0]['model']}, with the folder's own tokenizer.json. Its rows above and below ran "
-             f"{real[0]['no_mask']['steps']}-step generations; MiniGPT's ran its own length (steps column of "
-             "Block A). ms/step without a mask is Block A's median (p10-p90); the mask's time and share are from "
+             f"{real[0]['no_mask']['steps']}-step generations (its runs stop after "
+             f"{results['config'].get('model_max_new_tokens')} new tokens, fewer with the naive mask at a large "
+             "vocabulary, to bound the run's time); MiniGPT's ran its own length (steps column of "
+             "Block A, prefill included). ms/step without a mask is Block A's median (p10-p90); the mask's time and share are from "
              "the traced Block B run (one run, no interval); the ratio is Block A's paired one.", "",
              "| model | d_model | layers | heads / KV heads | V | float32 weights | no-mask ms/step | mask | "
              "mask build+apply per step | share of the traced step | paired ratio vs no mask (p10-p90) |",
@@ -169,9 +176,9 @@ def _model_lines(results: dict) -> list[str]:
                 f"{sh['weight_bytes'] / 1e6:.4g} MB | {_f(nm['ms_per_step'])} ({_f(nm['ms_per_step_p10'])}-"
                 f"{_f(nm['ms_per_step_p90'])})")
         for kind, r in e["masks"].items():
-            ms, share = _mask_share(r)
+            ms, frac = _mask_share(r)
             rp = r["ratio_paired"]
-            lines.append(f"{head} | {kind} | {duration(ms)} | {share:.2%} | {_f(rp['value'])} "
+            lines.append(f"{head} | {kind} | {duration(ms)} | {share(frac)} | {_f(rp['value'])} "
                          f"({_f(rp['p10'])}-{_f(rp['p90'])}) |")
     ids = [v for v in results["verdicts"] if v["id"].endswith("model_vs_minigpt") or v["id"] == "model_step_vs_minigpt"]
     lines += ["", "What changes from MiniGPT (verdicts, quoted from the list above):", "", *verdict_lines(ids), ""]
