@@ -71,6 +71,40 @@ def test_seed_shortcut_differs():
     assert memory_bound_threshold(16, 4) == 32
 
 
+def test_gqa_costs_hand_values():
+    # Qwen2.5-0.5B's attention: d = 896, H = 14 query heads, H_kv = 2 KV heads, d_k = 64, at T = 128.
+    c = op_costs(128, 896, 14, 2)
+    # qkv_proj: x (128, 896) @ W (896, (14 + 2*2)*64 = 1152): 2*128*896*1152 = 264,241,152 FLOPs;
+    # bytes: x read by each of q, k, v (3*128*896 = 344,064 floats) + W (896*1152 = 1,032,192 floats)
+    assert c["qkv_proj"].flops == 264_241_152
+    assert c["qkv_proj"].bytes == 4 * (344_064 + 1_032_192) == 5_505_024
+    # scores: 14 heads x 2*128^2*64 = 29,360,128 FLOPs; bytes: Q 14*128*64 = 114,688 floats,
+    # K 2*128*64 = 16,384 floats (once per KV head), S 14*128^2 = 229,376 floats
+    assert c["scores"].flops == 29_360_128
+    assert c["scores"].bytes == 4 * (114_688 + 16_384 + 229_376) == 1_441_792
+    # av: same FLOPs; bytes: A 229,376 + V 16,384 + out 114,688 floats (the same total)
+    assert c["av"].flops == 29_360_128 and c["av"].bytes == 1_441_792
+    # out_proj: (128, 896) @ (896, 896): 2*128*896^2 = 205,520,896 FLOPs; 4*(128*896 + 896^2) bytes
+    assert c["out_proj"].flops == 205_520_896 and c["out_proj"].bytes == 4 * (114_688 + 802_816)
+    # softmax does not see the KV heads: 14 * 5 * 128^2 FLOPs over 14 * 8 * 128^2 bytes
+    assert c["softmax"].flops == 1_146_880 and c["softmax"].bytes == 1_835_008
+    # intensity: 29,360,128 / 1,441,792 = 20.3636... = 128*64 / (2*64*(1 + 1/7) + 256)
+    assert c["scores"].intensity == pytest.approx(29_360_128 / 1_441_792)
+    assert scores_intensity(128, 64, group=7) == pytest.approx(8192 / (128 * 8 / 7 + 256))
+    # H_kv = H is the MHA table: the same numbers as without kv heads
+    assert op_costs(512, 64, 4, 4) == op_costs(512, 64, 4)
+
+
+def test_gqa_threshold_hand_value():
+    # d_k = 64, G = 7, I_crit = 8: T d_k = I (2 d_k (1 + 1/7) + 2T) => 64T = 8*(1024/7) + 16T
+    # => 48 T = 8192/7 => T* = 8192/336 = 24.38...; and I(T*) = I_crit
+    t_star = memory_bound_threshold(64, 8, group=7)
+    assert t_star == pytest.approx(8192 / 336)
+    assert scores_intensity(t_star, 64, group=7) == pytest.approx(8)
+    # fewer K/V bytes: a lower T* than MHA's 4*64*8 / (64 - 16) = 42.67 at the same d_k
+    assert memory_bound_threshold(64, 8) == pytest.approx(2048 / 48)
+
+
 def test_threshold_rejects_a_non_positive_ridge():
     with pytest.raises(ValueError):
         memory_bound_threshold(16, 0)
@@ -319,3 +353,31 @@ def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
     assert len(thread_lines) == 2
     for s in thread_lines:
         assert (side in s) if side else ("cannot tell" in s and "faster" not in s and "slower" not in s)
+
+
+def test_lab_profiles_a_model_folders_gqa_shape(tmp_path):
+    """--model DIR reads config.json only: a Qwen2-shaped folder (GQA, q/k/v bias) gives its shape
+    to the sweep, the costs use its KV heads, and the README states the shape and what changes."""
+    folder = tmp_path / "qwen"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 300,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}))
+    roof = fake_roofline(tmp_path / "01-roofline")
+    out = tmp_path / "att"
+    assert main(["attention", "--model", str(folder), "--T", "32", "64", "--quick", "--roofline", str(roof),
+                 "--budget-s", "0", "--threads", "1", "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert (r["config"]["d_model"], r["config"]["n_heads"], r["config"]["kv_heads"]) == (96, 6, 2)
+    scores = r["profile"]["points"][1]["ops"]["scores"]
+    # T=64, d_k=16: Q 6*64*16 + K 2*64*16 + S 6*64*64 floats
+    assert scores["bytes"] == 4 * (6144 + 2048 + 24576)
+    assert r["threshold"]["group"] == 3
+    readme = (out / "README.md").read_text()
+    assert "2 KV heads (grouped-query: 3 query heads share each K/V head, q/k/v biases)" in readme
+    assert "## What changes from the MiniGPT defaults" in readme
+    check_readme(readme, r["verdicts"])
+    # --model with --heads is refused in one line, nothing written
+    assert main(["attention", "--model", str(folder), "--heads", "4", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()

@@ -104,3 +104,14 @@ def test_flash_mha_matches_the_engines_mha():
     m = MHAWeights(f32(64, 192), f32(192), f32(64, 64), f32(64), n_heads=4, n_kv_heads=4)
     x = rng.standard_normal((200, 64)).astype(np.float32)
     np.testing.assert_allclose(flash_mha(x, m, block=48), m.forward(x), rtol=2e-4, atol=2e-5)
+
+
+def test_flash_mha_matches_the_engines_gqa():
+    """14 query heads over 2 KV heads (Qwen2.5-0.5B's grouping at a small width): flash repeats
+    each K/V head for its group; the output equals the engine's grouped attention."""
+    from inferlab.attention_perf import MHAWeights
+    from inferlab.flash import flash_mha
+
+    m = MHAWeights.random(112, 14, 2, qkv_bias=True, seed=3)
+    x = np.random.default_rng(5).standard_normal((150, 112)).astype(np.float32)
+    np.testing.assert_allclose(flash_mha(x, m, block=32), m.forward(x), rtol=2e-4, atol=2e-6)

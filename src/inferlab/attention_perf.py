@@ -17,6 +17,17 @@ The byte counts are the seed's (float32, each operand moved once to or from DRAM
     av         2 T^2 d_k        (x H heads)         8 T d_k + 4 T^2            T d_k / (4 d_k + 2T)
     out_proj   2 T d^2                              4 T d + 4 d^2              T d / (2T + 2d)
 
+With grouped-query attention (H query heads, H_kv key/value heads, G = H / H_kv) the K and V
+operands shrink to H_kv heads: qkv_proj makes (H + 2 H_kv) d_k columns, and scores and av read
+K or V once per KV head (the engine's ops broadcast each K/V head over its G query heads):
+
+    qkv_proj   2 T d (H + 2 H_kv) d_k               4 (3 T d + d (H + 2 H_kv) d_k)
+    scores     2 H T^2 d_k                          4 (H T d_k + H_kv T d_k + H T^2)
+    av         2 H T^2 d_k                          4 (H T^2 + H_kv T d_k + H T d_k)
+    out_proj   2 T (H d_k) d                        4 (T H d_k + H d_k d)
+
+so scores' and av's intensity is T d_k / (2 d_k (1 + 1/G) + 2T); G = 1 is the table above.
+
 The seed's projection bytes read x and W but do not count writing the (T, d) output; we keep its
 formula (so intensities match the curriculum) and say so here rather than silently "fix" it.
 Softmax's 5 T^2 FLOPs are: max, subtract, exp, sum, divide, one each per element; its bytes are
@@ -56,28 +67,34 @@ class OpCost:
         return self.flops / self.bytes
 
 
-def projection_cost(T: int, d: int) -> OpCost:
-    """One (T, d) @ (d, d) projection: 2 T d^2 FLOPs over 4 T d + 4 d^2 bytes (read x and W)."""
-    return OpCost(flops=2 * T * d * d, bytes=FLOAT32_BYTES * (T * d + d * d))
+def projection_cost(T: int, d_in: int, d_out: int | None = None) -> OpCost:
+    """One (T, d_in) @ (d_in, d_out) projection (d_out = d_in by default): 2 T d_in d_out FLOPs over
+    4 T d_in + 4 d_in d_out bytes (read x and W)."""
+    d_out = d_in if d_out is None else d_out
+    return OpCost(flops=2 * T * d_in * d_out, bytes=FLOAT32_BYTES * (T * d_in + d_in * d_out))
 
 
-def qkv_proj_cost(T: int, d: int) -> OpCost:
-    """Q, K and V projections: three times `projection_cost`; I = T d / (2T + 2d)."""
-    one = projection_cost(T, d)
-    return OpCost(flops=3 * one.flops, bytes=3 * one.bytes)
+def qkv_proj_cost(T: int, d: int, q_width: int | None = None, kv_width: int | None = None) -> OpCost:
+    """Q, K and V projections, each reading x: widths H d_k (q_width) and H_kv d_k (kv_width), both
+    d by default (MHA: three times `projection_cost`, I = T d / (2T + 2d))."""
+    q_width = d if q_width is None else q_width
+    kv_width = q_width if kv_width is None else kv_width
+    parts = (projection_cost(T, d, q_width), projection_cost(T, d, kv_width), projection_cost(T, d, kv_width))
+    return OpCost(flops=sum(p.flops for p in parts), bytes=sum(p.bytes for p in parts))
 
 
-def out_proj_cost(T: int, d: int) -> OpCost:
-    """The output projection concat(heads) @ W_O: one `projection_cost`; I = T d / (2T + 2d)."""
-    return projection_cost(T, d)
+def out_proj_cost(T: int, d: int, q_width: int | None = None) -> OpCost:
+    """The output projection concat(heads) (T, H d_k) @ W_O (H d_k, d); I = T d / (2T + 2d) when H d_k = d."""
+    return projection_cost(T, d if q_width is None else q_width, d)
 
 
-def scores_cost(T: int, d_k: int, heads: int = 1) -> OpCost:
-    """S = Q K^T / sqrt(d_k) per head: 2 T^2 d_k FLOPs over 8 T d_k + 4 T^2 bytes.
-
-    Bytes: read Q and K (4 T d_k each), write S (4 T^2). I = T d_k / (4 d_k + 2T).
-    """
-    return OpCost(flops=heads * 2 * T * T * d_k, bytes=heads * FLOAT32_BYTES * (2 * T * d_k + T * T))
+def scores_cost(T: int, d_k: int, heads: int = 1, kv_heads: int | None = None) -> OpCost:
+    """S = Q K^T / sqrt(d_k) per query head: 2 T^2 d_k FLOPs; bytes read Q (4 T d_k per query head),
+    K (4 T d_k per KV head, kv_heads = heads by default) and write S (4 T^2 per query head).
+    MHA: 8 T d_k + 4 T^2 per head, I = T d_k / (4 d_k + 2T)."""
+    kv = heads if kv_heads is None else kv_heads
+    return OpCost(flops=heads * 2 * T * T * d_k,
+                  bytes=FLOAT32_BYTES * (heads * T * d_k + kv * T * d_k + heads * T * T))
 
 
 def softmax_cost(T: int, heads: int = 1) -> OpCost:
@@ -85,23 +102,25 @@ def softmax_cost(T: int, heads: int = 1) -> OpCost:
     return OpCost(flops=heads * 5 * T * T, bytes=heads * FLOAT32_BYTES * 2 * T * T)
 
 
-def av_cost(T: int, d_k: int, heads: int = 1) -> OpCost:
-    """out_h = A V per head: the same shape as scores, 2 T^2 d_k FLOPs over 4 T^2 + 8 T d_k bytes.
+def av_cost(T: int, d_k: int, heads: int = 1, kv_heads: int | None = None) -> OpCost:
+    """out_h = A V per query head: 2 T^2 d_k FLOPs; bytes read A (4 T^2 per query head), V (4 T d_k
+    per KV head) and write out_h (4 T d_k per query head). MHA: 4 T^2 + 8 T d_k per head."""
+    kv = heads if kv_heads is None else kv_heads
+    return OpCost(flops=heads * 2 * T * T * d_k,
+                  bytes=FLOAT32_BYTES * (heads * T * T + kv * T * d_k + heads * T * d_k))
 
-    Bytes: read A (4 T^2) and V (4 T d_k), write out_h (4 T d_k).
-    """
-    return OpCost(flops=heads * 2 * T * T * d_k, bytes=heads * FLOAT32_BYTES * (T * T + 2 * T * d_k))
 
-
-def op_costs(T: int, d_model: int, n_heads: int) -> dict[str, OpCost]:
-    """The five ops' modelled cost for one multi-head attention forward over T tokens."""
+def op_costs(T: int, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> dict[str, OpCost]:
+    """The five ops' modelled cost for one causal attention forward over T tokens (GQA when
+    n_kv_heads < n_heads; d_k = d_model / n_heads)."""
     d_k = d_model // n_heads
+    kv = n_heads if n_kv_heads is None else n_kv_heads
     return {
-        "qkv_proj": qkv_proj_cost(T, d_model),
-        "scores": scores_cost(T, d_k, n_heads),
+        "qkv_proj": qkv_proj_cost(T, d_model, n_heads * d_k, kv * d_k),
+        "scores": scores_cost(T, d_k, n_heads, kv),
         "softmax": softmax_cost(T, n_heads),
-        "av": av_cost(T, d_k, n_heads),
-        "out_proj": out_proj_cost(T, d_model),
+        "av": av_cost(T, d_k, n_heads, kv),
+        "out_proj": out_proj_cost(T, d_model, n_heads * d_k),
     }
 
 
@@ -110,24 +129,25 @@ def projection_intensity(T: float, d: float) -> float:
     return T * d / (2 * T + 2 * d)
 
 
-def scores_intensity(T: float, d_k: float) -> float:
-    """Closed form of scores' and av's intensity: T d_k / (4 d_k + 2T); tends to d_k / 2 as T grows."""
-    return T * d_k / (4 * d_k + 2 * T)
+def scores_intensity(T: float, d_k: float, group: float = 1) -> float:
+    """Closed form of scores' and av's intensity: T d_k / (2 d_k (1 + 1/G) + 2T) with G query heads
+    per KV head (MHA, G = 1: T d_k / (4 d_k + 2T)); tends to d_k / 2 as T grows."""
+    return T * d_k / (2 * d_k * (1 + 1 / group) + 2 * T)
 
 
-def memory_bound_threshold(d_k: float, i_crit: float) -> float | None:
-    """T* where scores/av cross the ridge point: the exact root of T d_k / (4 d_k + 2T) = I_crit.
+def memory_bound_threshold(d_k: float, i_crit: float, group: float = 1) -> float | None:
+    """T* where scores/av cross the ridge point: the exact root of scores_intensity(T) = I_crit.
 
-    T d_k = I_crit (4 d_k + 2T)  =>  T (d_k - 2 I_crit) = 4 d_k I_crit  =>
-    T* = 4 d_k I_crit / (d_k - 2 I_crit).  Below T* the ops are memory-bound, above it compute-bound.
-    The intensity is increasing in T with supremum d_k / 2, so when I_crit >= d_k / 2 no T makes
-    them compute-bound: returns None.
+    T d_k = I_crit (c d_k + 2T), c = 2 (1 + 1/G)  =>  T (d_k - 2 I_crit) = c d_k I_crit  =>
+    T* = c d_k I_crit / (d_k - 2 I_crit) (MHA: 4 d_k I_crit / (d_k - 2 I_crit)). Below T* the ops are
+    memory-bound, above it compute-bound. The intensity is increasing in T with supremum d_k / 2,
+    so when I_crit >= d_k / 2 no T makes them compute-bound: returns None.
     """
     if i_crit <= 0:
         raise ValueError(f"ridge point I_crit must be positive, got {i_crit}")
     if i_crit >= d_k / 2:
         return None
-    return 4 * d_k * i_crit / (d_k - 2 * i_crit)
+    return 2 * (1 + 1 / group) * d_k * i_crit / (d_k - 2 * i_crit)
 
 
 def seed_shortcut_threshold(d_k: float, i_crit: float) -> float | None:
@@ -169,6 +189,18 @@ class MHAWeights:
         """Layer 0 of a freshly initialised one-layer GPT (the engine's own initialisation)."""
         config = GPTConfig(d_model=d_model, n_heads=n_heads, n_layers=1, context=context)
         return cls.from_model(GPT.init(config, seed), 0)
+
+    @classmethod
+    def random(cls, d_model: int, n_heads: int, n_kv_heads: int, *, qkv_bias: bool, seed: int = 0) -> MHAWeights:
+        """A Llama-family layer's attention shape with transformers' N(0, 0.02) initialisation (the
+        ops' time depends on the shapes, not the values); o_proj without bias, q/k/v with one if
+        qkv_bias (Qwen2)."""
+        rng = np.random.default_rng(seed)
+        d_head = d_model // n_heads
+        width = (n_heads + 2 * n_kv_heads) * d_head
+        w = lambda *shape: (0.02 * rng.standard_normal(shape)).astype(np.float32)  # noqa: E731
+        return cls(w(d_model, width), np.zeros(width, np.float32) if qkv_bias else None,
+                   w(n_heads * d_head, d_model), None, n_heads, n_kv_heads)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """(T, d) -> (T, d): the engine's causal multi-head attention, untimed."""
@@ -246,6 +278,9 @@ class SweepConfig:
     T_sweep: tuple[int, ...] = (64, 128, 256, 512)
     d_model: int = 64
     n_heads: int = 4              # d_head = 16, as in the seed
+    # None: MHA with a GPT layer's weights (MiniGPT); else a Llama-family layer (GQA when < n_heads)
+    n_kv_heads: int | None = None
+    qkv_bias: bool = False        # a Llama-family layer's q/k/v bias (Qwen2)
     samples: int = 100            # seed: 100+ runs, median (quick runs use fewer, and say so)
     min_sample_s: float = 0.05    # >= 50 ms of work per sample
     seed: int = 0
@@ -254,10 +289,23 @@ class SweepConfig:
     def d_head(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head (1: MHA)."""
+        return self.n_heads // self.kv_heads
+
 
 def sweep_inputs(config: SweepConfig) -> tuple[MHAWeights, dict[int, np.ndarray]]:
     """The weights and one fixed-seed (T, d) float32 input per T (unit variance, as after LayerNorm)."""
-    mha = MHAWeights.init(config.d_model, config.n_heads, context=max(config.T_sweep), seed=config.seed)
+    if config.n_kv_heads is None:
+        mha = MHAWeights.init(config.d_model, config.n_heads, context=max(config.T_sweep), seed=config.seed)
+    else:
+        mha = MHAWeights.random(config.d_model, config.n_heads, config.n_kv_heads, qkv_bias=config.qkv_bias,
+                                seed=config.seed)
     rng = np.random.default_rng(config.seed)
     xs = {T: rng.standard_normal((T, config.d_model)).astype(np.float32) for T in config.T_sweep}
     return mha, xs

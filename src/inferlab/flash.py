@@ -77,9 +77,9 @@ def flash_bytes(T: int, d_k: int, heads: int = 1, *, block: int = DEFAULT_BLOCK,
     return heads * FLOAT32_BYTES * (2 * T * d_k + 2 * key_rows * d_k)
 
 
-def naive_t2_cost(T: int, d_k: int, heads: int) -> OpCost:
+def naive_t2_cost(T: int, d_k: int, heads: int, kv_heads: int | None = None) -> OpCost:
     """The naive scores, softmax and av together: the FLOPs and bytes flash attention replaces."""
-    parts = (scores_cost(T, d_k, heads), softmax_cost(T, heads), av_cost(T, d_k, heads))
+    parts = (scores_cost(T, d_k, heads, kv_heads), softmax_cost(T, heads), av_cost(T, d_k, heads, kv_heads))
     return OpCost(flops=sum(p.flops for p in parts), bytes=sum(p.bytes for p in parts))
 
 
@@ -115,9 +115,13 @@ def flash_mha(x: np.ndarray, mha, *, block: int = DEFAULT_BLOCK) -> np.ndarray:
 
     x (T, d) -> (T, d); mha holds w_qkv, b_qkv, w_o, b_o, n_heads, n_kv_heads (MHAWeights). The
     projections are the engine's own ops, so only the T^2 core differs from the naive forward.
+    With GQA each K/V head is repeated for its query heads (transformers' repeat_kv) before the
+    core, which is per head: the copy is part of flash's time, and `flash_bytes` reads K and V
+    per query head.
     """
     q, k, v = ops.qkv_proj(x, mha.w_qkv, mha.b_qkv, mha.n_heads, mha.n_kv_heads)   # (H, T, d_k), (H_kv, T, d_k) x2
-    if k.shape[0] != q.shape[0]:
-        raise ValueError(f"flash_mha supports MHA only (H_kv == H), got H={q.shape[0]}, H_kv={k.shape[0]}")
+    group = q.shape[0] // k.shape[0]
+    if group > 1:
+        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)                 # (H, T, d_k) x2
     o = flash_attention(q, k, v, causal=True, block=block)                            # (H, T, d_k)
     return ops.out_proj(o, mha.w_o, mha.b_o)                                          # (T, d)

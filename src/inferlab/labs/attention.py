@@ -48,16 +48,19 @@ class AttentionLabConfig:
     flash_block: int = DEFAULT_BLOCK
     flash_samples: int = 20             # interleaved rounds: naive vs flash, and 1 vs all threads
     budget_s: float = DEFAULT_BUDGET_S  # extra rounds while a comparison is unresolved
+    model: str | None = None            # the --model folder whose attention shape the sweep has
 
     @classmethod
     def build(cls, *, quick: bool = False, seed: int = 0, T_sweep: tuple[int, ...] = (64, 128, 256, 512),
-              d_model: int = 64, n_heads: int = 4, threads: int = 1, roofline_dir: Path | None = None,
+              d_model: int = 64, n_heads: int = 4, n_kv_heads: int | None = None, qkv_bias: bool = False,
+              model: str | None = None, threads: int = 1, roofline_dir: Path | None = None,
               budget_s: float | None = None) -> AttentionLabConfig:
         """The CLI's and `inferlab run all`'s config. --quick keeps every profile shape but takes
-        QUICK_SAMPLES samples per point and stops the memory sweep at T = 1024 (the README says so)."""
-        sweep = SweepConfig(T_sweep=tuple(T_sweep), d_model=d_model, n_heads=n_heads,
-                            samples=QUICK_SAMPLES if quick else SweepConfig.samples, seed=seed)
-        config = cls(sweep=sweep, threads=threads, roofline_dir=roofline_dir, quick=quick,
+        QUICK_SAMPLES samples per point and stops the memory sweep at T = 1024 (the README says so).
+        n_kv_heads (a Llama-family shape, GQA when < n_heads) gives a Llama layer's weights."""
+        sweep = SweepConfig(T_sweep=tuple(T_sweep), d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                            qkv_bias=qkv_bias, samples=QUICK_SAMPLES if quick else SweepConfig.samples, seed=seed)
+        config = cls(sweep=sweep, threads=threads, roofline_dir=roofline_dir, quick=quick, model=model,
                      flash_samples=5 if quick else 20, budget_s=QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         if quick:
             config = replace(config, flash_T=(256, 512, 1024))
@@ -83,7 +86,7 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
     pct_of_total is an op's median over it. total (the bracketing timer's own median) is kept too.
     """
     sweep = config.sweep
-    costs = op_costs(T, sweep.d_model, sweep.n_heads)
+    costs = op_costs(T, sweep.d_model, sweep.n_heads, sweep.kv_heads)
     rest = summarize([t - sum(stats[n].samples[i] for n in OPS) for i, t in enumerate(stats["total"].samples)],
                      iters_per_sample=stats["total"].iters_per_sample)
     forward = sum(stats[n].median for n in OPS) + max(rest.median, 0.0)
@@ -146,7 +149,7 @@ def _flash_points(config: AttentionLabConfig, budget: Budget, on_point) -> list[
             x = rng.standard_normal((T, sweep.d_model)).astype(np.float32)     # (T, d)
             naive_fwd, flash_fwd = partial(mha.forward, x), partial(flash_mha, x, mha, block=config.flash_block)
             naive_out, flash_out = naive_fwd(), flash_fwd()
-            naive = naive_t2_cost(T, sweep.d_head, sweep.n_heads)
+            naive = naive_t2_cost(T, sweep.d_head, sweep.n_heads, sweep.kv_heads)
             flash = flash_cost(T, sweep.d_head, sweep.n_heads, block=config.flash_block, causal=True)
             point = {"T": T,
                      "max_abs_diff": float(np.abs(naive_out - flash_out).max()),
@@ -190,7 +193,7 @@ def measure_all(config: AttentionLabConfig) -> dict:
         "experiment": EXPERIMENT,
         "config": config_json(config),
         "roofline": roof.to_json(),
-        "threshold": threshold_json(sweep.d_head, roof.ridge.value),
+        "threshold": threshold_json(sweep.d_head, roof.ridge.value, sweep.group),
         "profile": {"threads": config.threads,
                     "points": [_point_json(T, profile[T], config, roof) for T in sweep.T_sweep]},
         "threads_comparison": threads,
@@ -253,7 +256,8 @@ def attention_verdicts(results: dict) -> list[dict]:
 
 def config_json(config: AttentionLabConfig) -> dict:
     s = config.sweep
-    return {"d_model": s.d_model, "n_heads": s.n_heads, "d_head": s.d_head, "T_sweep": list(s.T_sweep),
+    return {"d_model": s.d_model, "n_heads": s.n_heads, "d_head": s.d_head, "kv_heads": s.kv_heads,
+            "n_kv_heads": s.n_kv_heads, "qkv_bias": s.qkv_bias, "model": config.model, "T_sweep": list(s.T_sweep),
             "samples": s.samples, "min_sample_s": s.min_sample_s, "seed": s.seed, "dtype": "float32",
             "causal": True, "threads": config.threads, "all_threads": config.all_threads,
             "quick": config.quick, "flash_T": list(config.flash_T), "flash_block": config.flash_block,
@@ -261,10 +265,11 @@ def config_json(config: AttentionLabConfig) -> dict:
             "roofline_dir": str(config.roofline_dir) if config.roofline_dir else None}
 
 
-def threshold_json(d_k: int, i_crit: float) -> dict:
-    """Block E.1: T* for scores/av, exact and by the seed's shortcut (None: no T is compute-bound)."""
-    return {"d_k": d_k, "i_crit": i_crit, "intensity_limit": d_k / 2,
-            "T_star_exact": memory_bound_threshold(d_k, i_crit),
+def threshold_json(d_k: int, i_crit: float, group: int = 1) -> dict:
+    """Block E.1: T* for scores/av, exact (at this shape's G query heads per KV head) and by the
+    seed's MHA shortcut (None: no T is compute-bound)."""
+    return {"d_k": d_k, "i_crit": i_crit, "intensity_limit": d_k / 2, "group": group,
+            "T_star_exact": memory_bound_threshold(d_k, i_crit, group),
             "T_star_seed_shortcut": seed_shortcut_threshold(d_k, i_crit)}
 
 

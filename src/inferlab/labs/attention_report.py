@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.attention_perf import OPS, T2_OPS
+from inferlab.attention_perf import OPS, T2_OPS, memory_bound_threshold, op_costs
 from inferlab.measure import new_figure
 from inferlab.measure.verdicts import verdict_lines
 from inferlab.roofline import Roofline, draw_roofline
@@ -140,10 +140,11 @@ from inferlab.labs.attention import AttentionLabConfig, run_attention
 
 config = AttentionLabConfig(
     sweep=SweepConfig(T_sweep={tuple(config["T_sweep"])!r}, d_model={config["d_model"]}, n_heads={config["n_heads"]},
+                      n_kv_heads={config.get("n_kv_heads")!r}, qkv_bias={config.get("qkv_bias", False)!r},
                       samples={config["samples"]}, min_sample_s={config["min_sample_s"]}, seed={config["seed"]}),
     threads={config["threads"]}, all_threads={config["all_threads"]}, roofline_dir={roof},
     quick={config["quick"]}, flash_T={tuple(config["flash_T"])!r}, flash_block={config["flash_block"]},
-    flash_samples={config["flash_samples"]}, budget_s={config["budget_s"]},
+    flash_samples={config["flash_samples"]}, budget_s={config["budget_s"]}, model={config.get("model")!r},
 )
 args = [a for a in sys.argv[1:] if a != "--force"]
 out = Path(args[0]) if args else Path("experiments/{EXPERIMENT}")
@@ -162,6 +163,52 @@ def _num(x, fmt: str = ".3g") -> str:
 
 def _verdicts(results: dict, prefix: str) -> list[str]:
     return verdict_lines([v for v in results["verdicts"] if v["id"].startswith(prefix)])
+
+
+MINIGPT = {"d_model": 64, "n_heads": 4, "kv_heads": 4}   # the lab's default shape, MiniGPT's attention
+
+
+def _shape_sentence(cfg: dict) -> str:
+    kv = cfg.get("kv_heads", cfg["n_heads"])
+    head = (f"Causal attention with the shape of {cfg['model']}" if cfg.get("model")
+            else "Causal multi-head attention")
+    gqa = (f", {kv} KV heads (grouped-query: {cfg['n_heads'] // kv} query heads share each K/V head"
+           f"{', q/k/v biases' if cfg.get('qkv_bias') else ''})" if kv != cfg["n_heads"] else "")
+    return f"{head}: d_model = {cfg['d_model']}, {cfg['n_heads']} heads of d_head = {cfg['d_head']}{gqa}"
+
+
+def _shape_lines(results: dict) -> list[str]:
+    """What changes from the MiniGPT defaults (d_model 64, 4 heads, MHA): the modelled bytes and
+    intensities from the cost formulas at this run's largest T, T* from this run's ridge point."""
+    cfg, thr = results["config"], results["threshold"]
+    shape = {"d_model": cfg["d_model"], "n_heads": cfg["n_heads"], "kv_heads": cfg.get("kv_heads", cfg["n_heads"])}
+    if shape == MINIGPT:
+        return []
+    p = results["profile"]["points"][-1]
+    T, H, kv, d_k = p["T"], cfg["n_heads"], shape["kv_heads"], cfg["d_head"]
+    lines = ["## What changes from the MiniGPT defaults", "",
+             f"The defaults (MiniGPT's attention) are d_model = 64, 4 heads of d_head = 16, 4 KV heads; this run "
+             f"has d_model = {cfg['d_model']}, {H} heads of d_head = {d_k}, {kv} KV heads. This run did not time the "
+             "defaults (`inferlab attention` without --model does); the figures below are the cost model's at this "
+             f"run's largest T = {T} and the measured times beside them.", ""]
+    mini_ridge = memory_bound_threshold(16, thr["i_crit"])
+    if kv != H:
+        mha = {name: op_costs(T, cfg["d_model"], H)[name] for name in ("qkv_proj", "scores", "av")}
+        lines += ["| op | bytes (GQA, this shape) | bytes if every head had its own K/V | intensity (GQA) | "
+                  "intensity (MHA) | measured median (ms) |", "|---|---|---|---|---|---|"]
+        for name, c in mha.items():
+            op = p["ops"][name]
+            lines.append(f"| {name} | {op['bytes'] / 1e6:.4g} MB | {c.bytes / 1e6:.4g} MB | {op['intensity']:.3g} | "
+                         f"{c.intensity:.3g} | {op['median_ms']:.4g} ({op['p10_ms']:.3g}-{op['p90_ms']:.3g}) |")
+        lines += ["", f"Grouped-query attention reads K and V once per KV head ({kv}) instead of once per query "
+                  f"head ({H}): the modelled bytes above. Softmax and out_proj do not change."]
+    lines += ["", f"d_head = {d_k} (MiniGPT: 16) moves the scores/av threshold: with this run's ridge point "
+              f"I_crit = {thr['i_crit']:.3g} FLOP/byte, at this shape {_t_star_sentence(thr['T_star_exact'], d_k, 2)}; "
+              f"at MiniGPT's (MHA, d_head 16) {_t_star_sentence(mini_ridge, 16, 2)}. Share of the forward at T = {T} "
+              "(measured medians): " + ", ".join(f"{n} {p['ops'][n]['pct_of_total']:.0f}%" for n in OPS) + ".",
+              "RoPE (applied to q and k between qkv_proj and scores in the model) is not one of the five ops and "
+              "is not timed here.", ""]
+    return lines
 
 
 def _t_star_sentence(t_star, d_k: int, limit_factor: int) -> str:
@@ -199,7 +246,7 @@ def readme_text(results: dict) -> str:
     big = flash[-1]
     ridge = roof["ridge_flop_per_byte"]
     L = [f"# {EXPERIMENT}: where the time goes in causal attention (seed 001)", ""]
-    L += [f"Causal multi-head attention, d_model = {cfg['d_model']}, {cfg['n_heads']} heads of d_head = {d_k}, "
+    L += [f"{_shape_sentence(cfg)}, "
           f"float32, T in {cfg['T_sweep']}: the engine's own five ops (`inferlab.model.attention`, the code "
           "`generate` runs), each bracketed by `perf_counter_ns` in `attention_forward_timed`. "
           f"Each point: {cfg['samples']} samples, each >= {cfg['min_sample_s'] * 1e3:g} ms of back-to-back "
@@ -229,15 +276,20 @@ def readme_text(results: dict) -> str:
           "", "![perf](perf.png)", "",
           "The seed expects the projections to take most of the time at small T and the T^2 ops at large T:", "",
           *_verdicts(results, "projections_vs_t2"), ""]
+    L += _shape_lines(results)
     L += ["## Block E", "", "### 1. Which ops are memory-bound on this machine, and for which T?", "",
           "Intensity I (FLOP/byte, the seed's byte model) and measured GFLOP/s (median):", "",
           *_roofline_table(points), "",
           "Each op's side of the ridge point, decided by the ridge's own p10-p90:", "",
           *_verdicts(results, "bound_"), "",
-          "Softmax's intensity is 0.625 at every T. For scores and av, I = T d_k / (4 d_k + 2T) "
-          f"rises with T towards d_k/2 = {thr['intensity_limit']:g}. Solving I = I_crit exactly gives "
-          f"T* = 4 d_k I_crit / (d_k - 2 I_crit): {_t_star_sentence(thr['T_star_exact'], d_k, 2)}. "
-          "The seed's shortcut T d_k > 4(d_k + T) I_crit solves to T* = 4 d_k I_crit / (d_k - 4 I_crit): "
+          "Softmax's intensity is 0.625 at every T. For scores and av, "
+          + (f"with G = {thr.get('group', 1)} query heads per KV head, I = T d_k / (2 d_k (1 + 1/G) + 2T) "
+             if thr.get("group", 1) > 1 else "I = T d_k / (4 d_k + 2T) ")
+          + f"rises with T towards d_k/2 = {thr['intensity_limit']:g}. Solving I = I_crit exactly gives "
+          + ("T* = 2 (1 + 1/G) d_k I_crit / (d_k - 2 I_crit)" if thr.get("group", 1) > 1 else
+             "T* = 4 d_k I_crit / (d_k - 2 I_crit)")
+          + f": {_t_star_sentence(thr['T_star_exact'], d_k, 2)}. "
+          "The seed's (MHA) shortcut T d_k > 4(d_k + T) I_crit solves to T* = 4 d_k I_crit / (d_k - 4 I_crit): "
           f"{_t_star_sentence(thr['T_star_seed_shortcut'], d_k, 4)}. The two differ because the shortcut's "
           "denominator 4(d_k + T) counts 8 T^2 bytes for the T x T matrix where the seed's own byte formula "
           "counts 4 T^2, so it caps the intensity at d_k/4 instead of d_k/2 and gives no T* once "
