@@ -59,7 +59,10 @@ def perf_figure(results: dict):
     ax_pct.set_xlabel("T (tokens)")
     ax_pct.set_ylabel("share of the forward (%)")
     ax_pct.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.suptitle(f"Causal MHA forward, d_model={results['config']['d_model']}, {results['config']['n_heads']} heads, "
+    cfg = results["config"]
+    kv = cfg.get("kv_heads", cfg["n_heads"])
+    fig.suptitle(f"Causal {'MHA' if kv == cfg['n_heads'] else 'GQA'} forward, d_model={cfg['d_model']}, "
+                 f"{cfg['n_heads']} heads{'' if kv == cfg['n_heads'] else f' / {kv} KV heads'}, "
                  f"{results['profile']['threads']} BLAS thread(s): time per op (left), share of the forward (right)")
     return fig
 
