@@ -163,9 +163,14 @@ def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_pat
     assert all(t < 300 for t in real["masks"]["indexed"]["tokens"])
     ids = {v["id"] for v in r["verdicts"]}
     assert {"indexed_vs_none_320_model", "model_step_vs_minigpt", "indexed_overhead_model_vs_minigpt"} <= ids
+    # the jump-forward row ran beside MiniGPT's (V=512): its passes add up, its verdict is stated
+    jf = r["jump_forward"]["summary"]
+    assert jf["forward_passes_saved"] == jf["plain_forward_passes"] - jf["jump_forward_passes"] >= 0
+    assert 0 <= jf["same_text"] <= jf["runs"] and "jump_forward_tokens_per_s" in ids
     readme = (out / "README.md").read_text()
     check_readme(readme, r["verdicts"])
     assert "## On a real model (--model)" in readme and "share of the traced step" in readme
+    assert "## Jump-forward" in readme and f"Forward passes saved: {jf['forward_passes_saved']} of" in readme
     # a folder without its tokenizer.json: one line, exit 2, nothing written
     (folder / "tokenizer.json").unlink()
     assert main(["mask-overhead", "--model", str(folder), "--out", str(tmp_path / "none")]) == 2

@@ -124,3 +124,38 @@ def test_report_cli_refuses_what_is_not_an_experiment(tmp_path, capsys, make, ne
     assert main(["report", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+def test_mask_readme_reports_the_model_row_and_the_jump_forward_row():
+    """A --model row beside MiniGPT's and a jump-forward row, synthetic: the model's section states
+    the mask's share of its step from the breakdown, every comparison is a verdict."""
+    mini = _entry(512, 23, {"indexed": (1.01, 0.99, 1.03)})
+    real = _entry(151_936, 6, {"indexed": (1.001, 0.999, 1.004)})
+    for e, shape in ((mini, (64, 4, 4, 4, "MiniGPT")), (real, (896, 24, 14, 2, "Qwen2ForCausalLM"))):
+        e["real_model"] = e is real
+        e["shape"] = dict(zip(("d_model", "n_layers", "n_heads", "kv_heads", "architecture"), shape),
+                          vocab_size=e["vocab_size"], weight_bytes=4_000_000)
+    real["vocab"], real["model"] = "model", "Qwen2ForCausalLM from /m"
+    real["no_mask"].update(ms_per_step=250.0, ms_per_step_p10=240.0, ms_per_step_p90=260.0)
+    real["masks"]["indexed"]["breakdown"] = {"step_ms": 250.0, "mask_build_ms": 0.03, "mask_apply_ms": 0.02,
+                                             "rest_of_decoder_ms": 249.95}
+    results = synthetic([mini, real])
+    results["config"]["model_max_new_tokens"] = 6
+    results["verdicts"] += mo.model_verdicts([mini, real])
+    results["jump_forward"] = {
+        "vocab_size": 512, "prompts": ["p"], "rounds": 10, "timed_tokens": {"plain": 40, "jump_forward": 40},
+        "timing": {"plain": {"median_ms": 80.0, "n": 10}, "jump_forward": {"median_ms": 40.0, "n": 10}},
+        "tokens_per_s_ratio": {"value": 2.0, "p10": 1.9, "p90": 2.1},
+        "summary": {"runs": 6, "plain_forward_passes": 120, "jump_forward_passes": 45, "forward_passes_saved": 75,
+                    "tokens_forced": 75, "plain_valid": 6, "jump_valid": 6, "same_text": 4, "same_text_greedy": 3,
+                    "greedy_runs": 3, "differ_reasons": {"rng_shift": 2}}}
+    results["verdicts"].append(mo.jump_forward_verdict(results["jump_forward"]))
+    readme = render(results, MANIFEST, None)["README.md"]
+    check_readme(readme, results["verdicts"])
+    by_id = {v["id"]: v for v in results["verdicts"]}
+    # 250 ms against 2 ms (+-5%): the conservative quotient 240/2.1 .. 260/1.9 lies above 1
+    assert by_id["model_step_vs_minigpt"]["resolved"] and by_id["model_step_vs_minigpt"]["p10"] == 240.0 / 2.1
+    assert not by_id["indexed_overhead_model_vs_minigpt"]["resolved"]
+    assert "| indexed | 50 us | 0.02% |" in readme             # (0.03 + 0.02) / 250 of the traced step
+    assert "Forward passes saved: 75 of 120" in readme and "| jump-forward | 45 | 75 | 6/6 | 1000 | 2 (1.9-2.1) |" in readme
+    assert "Jump-forward decodes more tokens per second than plain masked decoding" in by_id["jump_forward_tokens_per_s"]["statement"]

@@ -9,7 +9,9 @@ cost of a step does not depend on the weights' values, only the token path does)
 `model_dir` (`--model DIR`) the lab adds a row for that model with its own vocabulary (the
 folder's tokenizer.json) beside MiniGPT's: the mask's share of a real step, and the verdicts on
 what changes from MiniGPT. Peers (llguidance, outlines-core) are walked along the same token path
-when asked for.
+when asked for. The jump-forward row (issue 11) decodes the conjugation schema with MiniGPT
+with and without jump-forward (constrain.jump_forward.compare_jump_forward): forward passes
+saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
 interleaved run and becomes a verdict; while one is unresolved the lab takes more rounds, within
@@ -24,6 +26,8 @@ from pathlib import Path
 
 from inferlab import roofline
 from inferlab.constrain import compile_mask
+from inferlab.constrain.jump_forward import compare_jump_forward
+from inferlab.constrain.matcher import compile_grammar
 from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
@@ -72,19 +76,25 @@ class MaskLabConfig:
     # MiniGPT. Its forward costs ~100x MiniGPT's at 0.5B, so its runs stop at model_max_new_tokens.
     model_dir: Path | None = None
     model_max_new_tokens: int = 16
+    jump_forward: bool = True         # the jump-forward row, on MiniGPT (V=512) when it runs
+    jump_prompts: int = 3             # held-out prompts, each at 3 seeds x (greedy, T=1)
 
     @classmethod
     def build(cls, *, quick: bool, **overrides) -> "MaskLabConfig":
         base = (cls(trials=5, naive_large_vocab_tokens=4, quick=True, budget_s=QUICK_BUDGET_S,
-                    model_max_new_tokens=6) if quick
+                    model_max_new_tokens=6, jump_prompts=1) if quick
                 else cls())
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def default_prompt() -> str:
     """A held-out regular verb: the model never saw it in training."""
-    ex = next(e for e in examples("heldout") if e.kind == "regular" and e.tense == "presente")
-    return ex.prompt
+    return heldout_prompts(1)[0]
+
+
+def heldout_prompts(n: int) -> list[str]:
+    """n held-out regular verbs in the presente, in the corpus's fixed order (the first is the default)."""
+    return [e.prompt for e in examples("heldout") if e.kind == "regular" and e.tense == "presente"][:n]
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -323,6 +333,33 @@ def default_vocabs() -> tuple[tuple[str, ...], list[str]]:
     return run, skipped
 
 
+def jump_forward_row(config: MaskLabConfig) -> dict:
+    """Plain masked decoding against jump-forward with MiniGPT on the conjugation schema (both with
+    the matcher's mask): quality over prompts x seeds x temperatures, then both decodes of every
+    prompt at greedy, interleaved for config.trials rounds. tokens_per_s_ratio: per round, jump-
+    forward's tokens/s over plain's (the calls' token totals over their paired times)."""
+    ckpt = load_default_model()
+    prompts = heldout_prompts(config.jump_prompts)
+    out = compare_jump_forward(ckpt.model, ckpt.tokenizer, compile_grammar(conjugation_schema(), ckpt.tokenizer),
+                               prompts, max_new_tokens=config.max_new_tokens, samples=config.trials)
+    t = out["timing"]
+    tokens = out["timed_tokens"]
+    per_round = [(p / j) * (tokens["jump_forward"] / tokens["plain"])   # (tokens/time)_jump / (tokens/time)_plain
+                 for p, j in zip(t["plain"]["samples_ms"], t["jump_forward"]["samples_ms"])]
+    return {"vocab_size": ckpt.tokenizer.vocab_size, "prompts": prompts, "summary": out["summary"],
+            "timing": t, "timed_tokens": tokens, "tokens_per_s_ratio": Interval.from_samples(per_round).to_json(),
+            "rounds": t["plain"]["n"]}
+
+
+def jump_forward_verdict(row: dict) -> dict:
+    return decide("jump_forward_tokens_per_s", Interval(**row["tokens_per_s_ratio"]), 1.0,
+                  quantity=(f"tokens/s with jump-forward over plain masked decoding (V={row['vocab_size']:,}, "
+                            f"greedy, {len(row['prompts'])} prompt(s), paired)"),
+                  above="Jump-forward decodes more tokens per second than plain masked decoding",
+                  below="Jump-forward decodes fewer tokens per second than plain masked decoding",
+                  question="whether jump-forward changes tokens per second").to_json()
+
+
 def model_verdicts(table: list[dict]) -> list[dict]:
     """What changes from MiniGPT on the --model row, each from the two rows' own intervals (two
     separate interleaved runs, so conservative quotients): the no-mask step time, and each mask's
@@ -360,7 +397,8 @@ def measure_all(config: MaskLabConfig) -> dict:
         vocabs, results["skipped"] = default_vocabs()
         config = replace(config, vocabs=vocabs)
     sources = config.vocabs + ((MODEL,) if config.model_dir is not None else ())
-    n_steps = len(sources) * (2 + bool(config.peers)) + 1
+    jump = config.jump_forward and DEFAULT_VOCAB in sources
+    n_steps = len(sources) * (2 + bool(config.peers)) + 1 + jump
     budget = Budget(config.budget_s)
     with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
         step("roofline")
@@ -372,7 +410,12 @@ def measure_all(config: MaskLabConfig) -> dict:
         results["table"] = table
         if config.peers:
             results["peers"] = {str(e["vocab_size"]): e.pop("peers") for e in table}
+        if jump:
+            step("jump-forward row")
+            results["jump_forward"] = jump_forward_row(config)
     results["verdicts"] = mask_verdicts(table, default["vocab_size"]) + model_verdicts(table)
+    if jump:
+        results["verdicts"].append(jump_forward_verdict(results["jump_forward"]))
     results["budget"] = {"seconds": config.budget_s, "left_s": budget.left()}
     results["depends_on"] = roof.source
     results["config"] = config_json(config)

@@ -185,6 +185,34 @@ def _model_lines(results: dict) -> list[str]:
     return lines
 
 
+def _jump_forward_lines(results: dict) -> list[str]:
+    """The jump-forward row (issue 11): passes saved, same text, tokens/s as a paired ratio."""
+    row = results.get("jump_forward")
+    if row is None:
+        return []
+    sm, t, tok = row["summary"], row["timing"], row["timed_tokens"]
+    ratio = row["tokens_per_s_ratio"]
+    tps = lambda name: tok[name] / t[name]["median_ms"] * 1e3  # noqa: E731
+    verdict = [v for v in results["verdicts"] if v["id"] == "jump_forward_tokens_per_s"]
+    return ["## Jump-forward", "",
+            f"MiniGPT (V={row['vocab_size']:,}) on the conjugation schema, both decodes masked by the grammar "
+            f"matcher; jump-forward appends the text the grammar forces without sampling it. Prompts: "
+            + ", ".join(f"`{p}`" for p in row["prompts"]) + f"; quality over {sm['runs']} decodes each (prompts x "
+            f"seeds x temperatures 0 and 1); timing: every prompt at greedy per call, {row['rounds']} interleaved "
+            "rounds, first call discarded.", "",
+            "| decoding | forward passes | tokens forced | valid | tokens/s (median) | tokens/s ratio vs plain, "
+            "paired (p10-p90) |", "|---|---|---|---|---|---|",
+            f"| plain masked | {sm['plain_forward_passes']} | 0 | {sm['plain_valid']}/{sm['runs']} | "
+            f"{tps('plain'):.4g} | 1 |",
+            f"| jump-forward | {sm['jump_forward_passes']} | {sm['tokens_forced']} | {sm['jump_valid']}/{sm['runs']} | "
+            f"{tps('jump_forward'):.4g} | {_f(ratio['value'])} ({_f(ratio['p10'])}-{_f(ratio['p90'])}) |", "",
+            f"Forward passes saved: {sm['forward_passes_saved']} of {sm['plain_forward_passes']}. Same text as plain "
+            f"decoding: {sm['same_text']}/{sm['runs']} ({sm['same_text_greedy']}/{sm['greedy_runs']} at greedy); "
+            "where they differ, why: " + (", ".join(f"{k} {n}" for k, n in sm["differ_reasons"].items()) or "none")
+            + " (rng_shift: fewer passes, other random draws; tokenization: different tokens for the same text; "
+            "numerics: several tokens in one pass round differently).", "", *verdict_lines(verdict), ""]
+
+
 def _block_a_table(results: dict) -> list[str]:
     lines = ["| vocab | mask | steps | rounds | ms/step median (p10-p90) | ratio vs no mask, paired (p10-p90) | compile (ms) | tokens agree until |",
              "|---|---|---|---|---|---|---|---|"]
@@ -326,6 +354,7 @@ def readme_text(results: dict, manifest: dict) -> str:
         "**random weights** (the token path differs from a trained model's; the per-step cost does not depend "
         "on the weights' values). A --model row is that folder's own shape and vocabulary (next section).", "",
         *_model_lines(results),
+        *_jump_forward_lines(results),
         "## Block C: interpretation", "",
         _fraction_paragraph(default), "", _scaling_paragraph(results), "",
         _roofline_paragraph(results), "", _throughput_paragraph(results), "",
