@@ -42,3 +42,23 @@ def test_unknown_lab_is_one_line_exit_2(tmp_path, capsys):
     assert main(["run", "99-nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown lab" in err[0] and "01-roofline" in err[0]
+
+
+@pytest.mark.parametrize("argv, budget", [([], None), (["--budget-s", "7.5"], 7.5), (["--budget-s", "0"], 0.0)])
+def test_run_all_passes_the_budget_to_every_lab(tmp_path, monkeypatch, argv, budget):
+    """--budget-s reaches each lab's LabOptions; without it each lab keeps its own default (None)."""
+    from inferlab.cli import run_all
+    from inferlab.labs import Lab
+
+    seen = []
+    fake = [Lab(order=i, name=f"0{i}-fake", title="fake", run=lambda o: seen.append(o.budget_s) or {})
+            for i in (1, 2)]
+    monkeypatch.setattr(run_all, "all_labs", lambda: fake)
+    assert main(["run", "all", "--out", str(tmp_path / "exp"), *argv]) == 0
+    assert seen == [budget, budget]
+
+
+def test_run_all_refuses_a_negative_budget(tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "all", "--budget-s", "-1", "--out", str(tmp_path / "exp")])
+    assert exc.value.code == 2 and not (tmp_path / "exp").exists()

@@ -7,16 +7,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from inferlab.cli.common import print_skip_notes, timestamped_runs_folder
+from inferlab.cli.common import add_budget_argument, print_skip_notes, timestamped_runs_folder
 from inferlab.errors import InferlabError
 from inferlab.labs import LabOptions, all_labs
 from inferlab.measure.artifacts import check_writable
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
 NAME = "run"
 HELP = "run every registered lab in order (run all) or one lab by name"
 EXAMPLES = (
     'inferlab run all --quick',
     'inferlab run 22-cache-sizing --out /tmp/experiments',
+    'inferlab run all --quick --budget-s 10',
 )
 DEFAULT_ROOT = Path("experiments")
 
@@ -28,6 +30,7 @@ def add_arguments(p):
                    help=f"root folder, one sub-folder per lab (default {DEFAULT_ROOT}; when it already holds "
                         f"these labs, a new {DEFAULT_ROOT}/runs/<UTC time>/)")
     p.add_argument("--force", action="store_true", help="replace existing experiment folders in --out")
+    add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)   # passed to every lab
 
 
 def run_root(out: Path | None, names: list[str], *, force: bool) -> Path:
@@ -70,7 +73,7 @@ def run(args) -> int:
         t0 = time.perf_counter()
         console.rule(f"[bold]{lab.name}[/bold]: {lab.title}")
         try:
-            results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force))
+            results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force, budget_s=args.budget_s))
         except KeyboardInterrupt:
             _interrupted(console, root, done, lab.name)
             raise
