@@ -96,6 +96,11 @@ FLEXIBLE_WS_MAX = 12
 # DFA stage has its own state limit, this stops the string from eating the memory first.
 MAX_REGEX_CHARS = 1_000_000
 MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
+# Stack mode: a subschema regex longer than this becomes an automaton of its own, called where it
+# is used, so nesting and repeated use add calls instead of multiplying the text.
+OUTLINE_CHARS = 4_000
+MAX_AUTOMATA = 20_000
+_NOTHING = "[^\\x00-\\U0010ffff]"  # the empty language (an automaton whose schema is unsatisfiable)
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
 _FAMILY_KEYWORDS = {
@@ -531,7 +536,8 @@ def _pattern_ast(pattern: str):
 
 
 class _Compiler:
-    def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth):
+    def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
+                 stack_mode: bool = False):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
         if max_ref_depth < 1:
@@ -547,6 +553,14 @@ class _Compiler:
         self.ref_depth = 0
         self.calls = 0
         self.recursive = False  # some $ref target was entered again inside itself
+        # Stack mode (compile_grammar): a plain $ref, an unconstrained value and any subschema
+        # whose regex exceeds OUTLINE_CHARS become calls `(?&k)` of automaton k, compiled once.
+        self.stack_mode = stack_mode
+        self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
+        self.ref_automaton: dict[str, int] = {}
+        self.unsat_refs: dict[str, _Unsat] = {}
+        self.outlined: dict[str, int] = {}  # regex text -> automaton
+        self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -711,12 +725,57 @@ class _Compiler:
             raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
                               "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
         out = self._compile(node, ptr, stack)
+        if len(out) > OUTLINE_CHARS and self.calls_on():
+            return self.outline(out)
         if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
             raise SchemaTooLarge(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
                               "lower max_ref_depth or simplify the schema")
         return out
 
+    def calls_on(self) -> bool:
+        return self.stack_mode and not self.inline
+
+    def call_ref(self, node, ptr: str) -> str | None:
+        """Stack mode: a $ref whose siblings do not constrain, as a call of its target's
+        automaton (compiled once, on first use; recursion is then exact, with no depth cap)."""
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        if not (self.old_draft or not _constraining(rest)):
+            return None
+        target, tptr = self.resolve(node["$ref"], ptr)
+        if tptr in self.unsat_refs:
+            raise self.unsat_refs[tptr]
+        k = self.ref_automaton.get(tptr)
+        if k is None:
+            k = self.ref_automaton[tptr] = self.new_automaton()
+            try:
+                self.automata[k] = self.compile(target, tptr, ())
+            except _Unsat as exc:
+                # a caller compiled meanwhile may call k: k stays, with the empty language
+                self.automata[k] = _NOTHING
+                del self.ref_automaton[tptr]
+                self.unsat_refs[tptr] = exc
+                raise
+        return f"(?&{k})"
+
+    def new_automaton(self) -> int:
+        if len(self.automata) >= MAX_AUTOMATA:
+            raise SchemaTooLarge(f"the grammar needs more than {MAX_AUTOMATA:,} automata")
+        self.automata.append(_NOTHING)
+        return len(self.automata) - 1
+
+    def outline(self, regex: str) -> str:
+        """Stack mode: a big regex as a call of its own automaton (one per distinct text)."""
+        k = self.outlined.get(regex)
+        if k is None:
+            k = self.outlined[regex] = self.new_automaton()
+            self.automata[k] = regex
+        return f"(?&{k})"
+
     def _compile(self, node, ptr: str, stack: tuple) -> str:
+        if self.calls_on() and isinstance(node, dict) and "$ref" in node:
+            call = self.call_ref(node, ptr)
+            if call is not None:
+                return call
         node, ptr, stack = self.flatten(node, ptr, stack)
         if node is True:
             return self.any_value(ptr)
@@ -826,14 +885,19 @@ class _Compiler:
         return self.any_value(ptr)
 
     def any_value(self, ptr: str) -> str:
+        if self.calls_on():  # exact: one recursive automaton, any nesting
+            if "any" not in self.ref_automaton:
+                k = self.ref_automaton["any"] = self.new_automaton()
+                self.automata[k] = self._any(1, inner=f"(?&{k})")
+            return f"(?&{self.ref_automaton['any']})"
         self.narrow(f"unconstrained value at #{ptr}: nesting limited to {self.any_depth} levels")
         return self._any(self.any_depth)
 
-    def _any(self, depth: int) -> str:
+    def _any(self, depth: int, inner: str | None = None) -> str:
         scalar = f"(?:{_STRING}|{_NUMBER}|true|false|null)"
         if depth == 0:
             return scalar
-        inner = self._any(depth - 1)
+        inner = self._any(depth - 1) if inner is None else inner
         comma = self.tok(",")
         array = f"{self.tok('[')}(?:{inner}(?:{comma}{inner})*)?{self.tok(']')}"
         member = f"{_STRING}{self.tok(':')}{inner}"
@@ -852,7 +916,10 @@ class _Compiler:
             try:
                 flat, _, bstack = self.flatten(branch, bptr, stack)
                 flats.append(flat)
-                branches.append((self.merge(rest, flat, bptr, bstack) if rest else flat, bptr, bstack))
+                if rest:
+                    branches.append((self.merge(rest, flat, bptr, bstack), bptr, bstack))
+                else:  # the branch itself: in stack mode a $ref branch stays a call
+                    branches.append((branch if self.calls_on() else flat, bptr, stack if self.calls_on() else bstack))
             except _Unsat as exc:
                 if key == "oneOf" and exc.cut:
                     raise  # a branch not unrolled still counts for "exactly one"
@@ -979,10 +1046,13 @@ class _Compiler:
             types = _type_set(rest["type"])
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
         elif rest:  # the other keywords, through their (sound) regex
+            self.inline += 1
             try:
                 check = re.compile(self.compile(rest, ptr, stack))
             except _Unsat:
                 values = []
+            finally:
+                self.inline -= 1
         for v in values:
             text = dumps(v)
             if _json_key(v) in seen or (check is not None and check.fullmatch(text) is None):
@@ -1598,6 +1668,38 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
         return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
                               narrowed=tuple(c.narrowed), whitespace=whitespace)
     raise AssertionError("unreachable: depth 1 either returns or raises")
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    """A schema as a recursive transition network: automaton k's regex may call `(?&j)`."""
+
+    automata: tuple[str, ...]    # regexes (the dialect of constrain.regex with calls); 0 is the root
+    unenforced: tuple[str, ...]
+    narrowed: tuple[str, ...]
+    whitespace: str
+
+
+def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
+                    allow_extra_keys: bool = False) -> CompiledGrammar:
+    """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
+
+    Each $ref target (with no constraining siblings) is compiled once into its own automaton and
+    called where it is used, so recursion is exact and has no depth cap; unconstrained values
+    are one recursive automaton (any nesting); a subschema regex over OUTLINE_CHARS characters
+    becomes an automaton of its own. A schema without any of these is one automaton: a flat DFA.
+    """
+    c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
+                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True)
+    try:
+        root = c.compile(schema, "")
+    except _Unsat as exc:
+        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+    except RecursionError:
+        raise SchemaError("schema nested too deeply to compile") from None
+    c.automata[0] = root
+    return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
+                           narrowed=tuple(c.narrowed), whitespace=whitespace)
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,

@@ -1,0 +1,256 @@
+"""The stack grammar (constrain.stack) against independent oracles.
+
+- Masks: at every step of a random token walk, the grammar's bitmask equals a brute-force walk
+  of every token's bytes through a reference interpreter of the automata (sets of explicit
+  stacks, written here from the call encoding of nfa.call_bytes, not from stack.py).
+- Language: texts drawn from the flat regex of a non-recursive schema are accepted; texts the
+  grammar generates parse as JSON and validate under jsonschema (with the format checker).
+- Recursion has no depth cap: a 20-level nested instance is accepted and generated.
+"""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain import regex as rx
+from inferlab.constrain.nfa import call_bytes
+from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
+from inferlab.constrain.stack import StackGrammar, build_machine
+from inferlab.constrain.vocab import Vocabulary
+from test_schema_properties import SCHEMAS, sample, validator
+
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "v": {"type": "integer", "minimum": 0, "maximum": 9},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+    "required": ["v"], "additionalProperties": False}},
+    "$ref": "#/$defs/node"}
+LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength": 2},
+                                         "tail": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["head", "tail"]}
+ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
+RECURSIVE = [TREE, LIST, ANY]
+
+
+def small_vocab(seed: int, n: int = 300) -> Vocabulary:
+    """All single bytes, plus random JSON-ish multi-byte tokens (some cross value boundaries)."""
+    rng = random.Random(seed)
+    text = '{}[]":,0123456789-.eE truefalsenullkidsvheadtailxyé\\'
+    pieces = ['{"v":', ',"kids":[', '"v":', '},{', '"kids":[', ']}', '":', '",', '"}', 'null}', ':{"', '}]}', '[]', '{}']
+    for _ in range(n):
+        pieces.append("".join(rng.choice(text) for _ in range(rng.randint(2, 5))))
+    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p.encode() for p in pieces]))
+    toks.insert(5, toks[260])  # a duplicate byte string
+    eos = len(toks)
+    return Vocabulary(tuple(toks) + (b"",), eos_id=eos, special_ids=frozenset([eos]))
+
+
+class Reference:
+    """Sets of explicit stacks over the DFAs; calls read off the marker paths byte by byte."""
+
+    def __init__(self, machine):
+        self.dfas = machine.dfas
+        self.calls = []
+        for d in self.dfas:
+            table = {}
+            for s in range(d.n_states):
+                for k in range(len(self.dfas)):
+                    r = d.walk(call_bytes(k), s)
+                    if r >= 0:
+                        table.setdefault(s, []).append((k, r))
+            self.calls.append(table)
+
+    def expand(self, stacks):
+        out, todo = set(), [(st, ()) for st in stacks]
+        while todo:
+            st, pushed = todo.pop()
+            if st in out:
+                continue
+            out.add(st)
+            a, s = st[-1]
+            for k, r in self.calls[a].get(s, []):
+                if k not in pushed:
+                    todo.append((st[:-1] + ((a, r), (k, self.dfas[k].start)), pushed + (k,)))
+            if len(st) > 1 and self.dfas[a].accepting[s]:
+                todo.append((st[:-1], pushed))
+        return out
+
+    def step(self, stacks, byte):
+        if byte >= 0xF8:
+            return set()
+        out = set()
+        for st in self.expand(stacks):
+            a, s = st[-1]
+            t = int(self.dfas[a].trans[s, byte])
+            if t >= 0:
+                out.add(st[:-1] + ((a, t),))
+        return out
+
+    def walk(self, stacks, data):
+        for b in data:
+            stacks = self.step(stacks, b)
+            if not stacks:
+                break
+        return stacks
+
+    def can_end(self, stacks):
+        return any(len(st) == 1 and self.dfas[st[0][0]].accepting[st[0][1]] for st in self.expand(stacks))
+
+
+def bitmask_ids(grammar, state):
+    row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)
+    grammar.fill_bitmask(state, row)
+    bits = np.unpackbits(row.view(np.uint8), count=grammar.vocab_size, bitorder="little")
+    return set(np.flatnonzero(bits).tolist())
+
+
+def brute_force_ids(ref, vocab, stacks):
+    ids = {t for t, data in enumerate(vocab.token_bytes)
+           if data and t not in vocab.special_ids and ref.walk(stacks, data)}
+    if ref.can_end(stacks):
+        ids.add(vocab.eos_id)
+    return ids
+
+
+def generate(grammar, rng, ref=None, max_tokens=60):
+    """A random token walk; with `ref`, every mask is checked against the brute force."""
+    vocab = grammar.vocab
+    state = grammar.initial_state()
+    stacks = {((0, grammar.machine.dfas[0].start),)}
+    out = b""
+    for _ in range(max_tokens):
+        ids = bitmask_ids(grammar, state)
+        if ref is not None:
+            assert ids == brute_force_ids(ref, vocab, stacks), out
+        assert ids, f"dead end after {out!r}"
+        if vocab.eos_id in ids and (len(ids) == 1 or rng.random() < 0.3):
+            return out, True
+        ids.discard(vocab.eos_id)
+        # prefer closing tokens near the budget so walks finish
+        t = rng.choice(sorted(ids))
+        state = grammar.advance(state, t)
+        assert state is not None
+        out += vocab.token_bytes[t]
+        if ref is not None:
+            stacks = ref.walk(stacks, vocab.token_bytes[t])
+    return out, False
+
+
+@pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
+def test_masks_equal_brute_force_on_recursive_schemas(schema):
+    vocab = small_vocab(1)
+    machine = build_machine(compile_grammar(schema).automata)
+    assert machine.uses_stack
+    grammar = StackGrammar(machine, vocab)
+    ref = Reference(machine)
+    rng = random.Random(0)
+    v = validator(schema)
+    finished = 0
+    for _ in range(12):
+        text, done = generate(grammar, rng, ref)
+        if done:
+            finished += 1
+            assert v.is_valid(json.loads(text)), text
+    assert finished > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    vocab = small_vocab(2, n=120)
+    machine = build_machine(compiled.automata)
+    grammar = StackGrammar(machine, vocab)
+    ref = Reference(machine)
+    v = validator(schema)
+    for _ in range(2):
+        text, done = generate(grammar, rng, ref, max_tokens=25)
+        if done:
+            assert v.is_valid(json.loads(text)), (schema, text)  # soundness
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_grammar_accepts_the_flat_regex_language(schema, rng):
+    """Non-recursive schemas: whatever the flat regex matches, the stack grammar accepts."""
+    try:
+        flat = compile_schema(schema)
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    machine = build_machine(compiled.automata)
+    ast = rx.parse(flat.regex)
+    for _ in range(10):
+        text = sample(ast, rng)
+        assert machine.accepts(text), (schema, text)
+
+
+def nested_tree(depth):
+    return {"v": depth % 10} if depth == 0 else {"v": depth % 10, "kids": [nested_tree(depth - 1)]}
+
+
+def test_recursion_has_no_depth_cap():
+    machine = build_machine(compile_grammar(TREE).automata)
+    text = json.dumps(nested_tree(20), separators=(",", ":"))
+    assert machine.accepts(text)
+    assert not machine.accepts(text[:-1])
+    assert not machine.accepts(text.replace('"v":0', '"v":10'))
+    # token by token through the grammar: every token of the text is in its mask
+    vocab = small_vocab(3)
+    grammar = StackGrammar(machine, vocab)
+    state = grammar.initial_state()
+    lookup = {b: t for t, b in enumerate(vocab.token_bytes) if b}
+    for byte in text.encode():
+        t = lookup[bytes([byte])]
+        assert t in bitmask_ids(grammar, state)
+        state = grammar.advance(state, t)
+    assert grammar.can_end(state) and vocab.eos_id in bitmask_ids(grammar, state)
+
+
+def test_generation_reaches_deep_nesting():
+    """Forcing '"kids":[' at every chance generates a 20-level instance that validates."""
+    machine = build_machine(compile_grammar(TREE).automata)
+    vocab = small_vocab(4)
+    grammar = StackGrammar(machine, vocab)
+    lookup = {b: t for t, b in enumerate(vocab.token_bytes) if b}
+    state, text = grammar.initial_state(), b""
+    plan = [b'{"v":', b"7", b',"kids":['] * 20 + [b'{"v":', b"1", b"}"] + [b"]}"] * 20
+    for piece in plan:
+        t = lookup[piece]
+        assert t in bitmask_ids(grammar, state), text
+        state = grammar.advance(state, t)
+        text += piece
+    assert grammar.can_end(state)
+    instance = json.loads(text)
+    assert validator(TREE).is_valid(instance)
+    depth = 0
+    while "kids" in instance:
+        instance, depth = instance["kids"][0], depth + 1
+    assert depth == 20
+
+
+def test_unconstrained_values_nest_without_limit():
+    machine = build_machine(compile_grammar(ANY).automata)
+    deep = '{"x":' + "[" * 30 + '{"a":null}' + "]" * 30 + ',"y":[[[[1]]]]}'
+    assert machine.accepts(deep)
+    assert not machine.accepts('{"x":[[1]}')
+
+
+def test_forced_bytes_and_eos():
+    machine = build_machine(compile_grammar(TREE).automata)
+    grammar = StackGrammar(machine, small_vocab(5))
+    assert grammar.forced_bytes(grammar.initial_state()) == b'{"v":'
+    assert not grammar.can_end(grammar.initial_state())
+    assert grammar.advance(grammar.initial_state(), grammar.eos_id) is None
+
+
+def test_flat_schema_is_one_automaton():
+    compiled = compile_grammar({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    assert len(compiled.automata) == 1
+    assert not build_machine(compiled.automata).uses_stack
