@@ -98,7 +98,7 @@ MAX_REGEX_CHARS = 1_000_000
 MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
 # Stack mode: a subschema regex longer than this becomes an automaton of its own, called where it
 # is used, so nesting and repeated use add calls instead of multiplying the text.
-OUTLINE_CHARS = 4_000
+OUTLINE_CHARS = (4_000, 400, 60)  # tried in turn while an automaton is over the size limits
 MAX_AUTOMATA = 20_000
 _NOTHING = "[^\\x00-\\U0010ffff]"  # the empty language (an automaton whose schema is unsatisfiable)
 
@@ -537,7 +537,7 @@ def _pattern_ast(pattern: str):
 
 class _Compiler:
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
-                 stack_mode: bool = False):
+                 stack_mode: bool = False, outline_chars: int = 4_000):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
         if max_ref_depth < 1:
@@ -556,6 +556,7 @@ class _Compiler:
         # Stack mode (compile_grammar): a plain $ref, an unconstrained value and any subschema
         # whose regex exceeds OUTLINE_CHARS become calls `(?&k)` of automaton k, compiled once.
         self.stack_mode = stack_mode
+        self.outline_chars = outline_chars
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
         self.ref_automaton: dict[str, int] = {}
         self.unsat_refs: dict[str, _Unsat] = {}
@@ -725,7 +726,7 @@ class _Compiler:
             raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
                               "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
         out = self._compile(node, ptr, stack)
-        if len(out) > OUTLINE_CHARS and self.calls_on():
+        if len(out) > self.outline_chars and self.calls_on():
             return self.outline(out)
         if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
             raise SchemaTooLarge(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
@@ -1681,16 +1682,17 @@ class CompiledGrammar:
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
-                    allow_extra_keys: bool = False) -> CompiledGrammar:
+                    allow_extra_keys: bool = False, outline_chars: int = OUTLINE_CHARS[0]) -> CompiledGrammar:
     """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
 
     Each $ref target (with no constraining siblings) is compiled once into its own automaton and
     called where it is used, so recursion is exact and has no depth cap; unconstrained values
     are one recursive automaton (any nesting); a subschema regex over OUTLINE_CHARS characters
-    becomes an automaton of its own. A schema without any of these is one automaton: a flat DFA.
+    becomes an automaton of its own (smaller `outline_chars`: more, smaller automata). A schema
+    without any of these is one automaton: a flat DFA.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
-                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True)
+                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars)
     try:
         root = c.compile(schema, "")
     except _Unsat as exc:
