@@ -142,7 +142,7 @@ def generate(grammar, rng, ref=None, max_tokens=60):
 @pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
 def test_masks_equal_brute_force_on_recursive_schemas(schema):
     vocab = small_vocab(1)
-    machine = build_machine(compile_grammar(schema).automata)
+    machine = build_machine(compile_grammar(schema))
     assert machine.uses_stack
     grammar = StackGrammar(machine, vocab)
     ref = Reference(machine)
@@ -165,7 +165,7 @@ def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
     except SchemaError:
         return
     vocab = small_vocab(2, n=120)
-    machine = build_machine(compiled.automata)
+    machine = build_machine(compiled)
     grammar = StackGrammar(machine, vocab)
     ref = Reference(machine)
     v = validator(schema)
@@ -184,7 +184,7 @@ def test_grammar_accepts_the_flat_regex_language(schema, rng):
         compiled = compile_grammar(schema)
     except SchemaError:
         return
-    machine = build_machine(compiled.automata)
+    machine = build_machine(compiled)
     ast = rx.parse(flat.regex)
     for _ in range(10):
         text = sample(ast, rng)
@@ -196,7 +196,7 @@ def nested_tree(depth):
 
 
 def test_recursion_has_no_depth_cap():
-    machine = build_machine(compile_grammar(TREE).automata)
+    machine = build_machine(compile_grammar(TREE))
     text = json.dumps(nested_tree(20), separators=(",", ":"))
     assert machine.accepts(text)
     assert not machine.accepts(text[:-1])
@@ -215,7 +215,7 @@ def test_recursion_has_no_depth_cap():
 
 def test_generation_reaches_deep_nesting():
     """Forcing '"kids":[' at every chance generates a 20-level instance that validates."""
-    machine = build_machine(compile_grammar(TREE).automata)
+    machine = build_machine(compile_grammar(TREE))
     vocab = small_vocab(4)
     grammar = StackGrammar(machine, vocab)
     lookup = {b: t for t, b in enumerate(vocab.token_bytes) if b}
@@ -236,21 +236,69 @@ def test_generation_reaches_deep_nesting():
 
 
 def test_unconstrained_values_nest_without_limit():
-    machine = build_machine(compile_grammar(ANY).automata)
+    machine = build_machine(compile_grammar(ANY))
     deep = '{"x":' + "[" * 30 + '{"a":null}' + "]" * 30 + ',"y":[[[[1]]]]}'
     assert machine.accepts(deep)
     assert not machine.accepts('{"x":[[1]}')
 
 
 def test_forced_bytes_and_eos():
-    machine = build_machine(compile_grammar(TREE).automata)
+    machine = build_machine(compile_grammar(TREE))
     grammar = StackGrammar(machine, small_vocab(5))
     assert grammar.forced_bytes(grammar.initial_state()) == b'{"v":'
     assert not grammar.can_end(grammar.initial_state())
     assert grammar.advance(grammar.initial_state(), grammar.eos_id) is None
 
 
+def walk_pair(a, b, rng, steps=80):
+    """Random token walk on grammar a; at every step b's mask must equal a's."""
+    sa, sb = a.initial_state(), b.initial_state()
+    for _ in range(steps):
+        ids = bitmask_ids(a, sa)
+        assert ids == bitmask_ids(b, sb)
+        assert a.can_end(sa) == b.can_end(sb)
+        ids.discard(a.eos_id)
+        if not ids:
+            return
+        t = rng.choice(sorted(ids))
+        sa, sb = a.advance(sa, t), b.advance(sb, t)
+        assert sa is not None and sb is not None
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 15, "maxLength": 40},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 30}, "b": {"type": ["string", "null"], "minLength": 3, "maxLength": 12}},
+     "required": ["a"]},
+    {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 9}, "maxItems": 3},
+])
+def test_counted_strings_equal_unrolled(schema):
+    """A counted automaton (the frame counts characters) against the unrolled flat DFA."""
+    vocab = small_vocab(6)
+    counted = StackGrammar(build_machine(compile_grammar(schema, count_min=2)), vocab)
+    flat_compiled = compile_grammar(schema, count_min=10**9)
+    assert any(counted.machine.counts) and not any(flat_compiled.counts)
+    flat = StackGrammar(build_machine(flat_compiled), vocab)
+    rng = random.Random(7)
+    for _ in range(15):
+        walk_pair(counted, flat, rng)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
+    try:
+        counted_c = compile_grammar(schema, count_min=2)
+        flat_c = compile_grammar(schema, count_min=10**9)
+    except SchemaError:
+        return
+    vocab = small_vocab(8, n=100)
+    counted = StackGrammar(build_machine(counted_c), vocab)
+    flat = StackGrammar(build_machine(flat_c), vocab)
+    for _ in range(3):
+        walk_pair(counted, flat, rng, steps=30)
+
+
 def test_flat_schema_is_one_automaton():
     compiled = compile_grammar({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
     assert len(compiled.automata) == 1
-    assert not build_machine(compiled.automata).uses_stack
+    assert not build_machine(compiled).uses_stack

@@ -48,7 +48,7 @@ def _read_json(path: Path, what: str):
 def _compile(args):
     schema = _read_json(args.schema, "schema")
     compiled = compile_grammar(schema, whitespace=args.whitespace)
-    return schema, compiled, build_machine(compiled.automata, max_states=DEFAULT_MAX_STATES)
+    return schema, compiled, build_machine(compiled, max_states=DEFAULT_MAX_STATES)
 
 
 def describe(compiled, machine) -> dict:

@@ -151,7 +151,7 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
             if accepted:
                 res.unsound.append(text[:200])
     if vocab is not None and first_accepted is not None:
-        _time_mask(res, machine.dfas, vocab, first_accepted, config)
+        _time_mask(res, machine, vocab, first_accepted, config)
     return res
 
 
@@ -177,7 +177,7 @@ def _compile_once(schema, config: BenchConfig, outline_chars: int):
         if size > BENCH_MAX_NFA:
             raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
         dfas.append(compile_ast(ast, max_states=config.max_states))
-    return compiled, StackMachine(dfas)
+    return compiled, StackMachine(dfas, compiled.counts)
 
 
 def nfa_size_estimate(node) -> int:
@@ -192,11 +192,11 @@ def nfa_size_estimate(node) -> int:
     return nfa_size_estimate(node.item) * max(copies, 1) + 1
 
 
-def _time_mask(res: SchemaResult, dfas, vocab, text: str, config: BenchConfig) -> None:
+def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, config: BenchConfig) -> None:
     """A fresh grammar's first mask, then the per-token cost of a walk over `text`'s tokens."""
     vocabulary, tok = vocab
     vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
-    grammar = StackGrammar(StackMachine(dfas), vocabulary)
+    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts), vocabulary)  # nothing built yet
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()
     grammar.fill_bitmask(grammar.initial_state(), row)

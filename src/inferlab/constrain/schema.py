@@ -100,6 +100,7 @@ MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution
 # is used, so nesting and repeated use add calls instead of multiplying the text.
 OUTLINE_CHARS = (4_000, 400, 60)  # tried in turn while an automaton is over the size limits
 MAX_AUTOMATA = 20_000
+COUNT_MIN = 64  # stack mode: a string maxLength from here on is counted by the frame, not unrolled
 _NOTHING = "[^\\x00-\\U0010ffff]"  # the empty language (an automaton whose schema is unsatisfiable)
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
@@ -537,7 +538,7 @@ def _pattern_ast(pattern: str):
 
 class _Compiler:
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
-                 stack_mode: bool = False, outline_chars: int = 4_000):
+                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
         if max_ref_depth < 1:
@@ -557,11 +558,14 @@ class _Compiler:
         # whose regex exceeds OUTLINE_CHARS become calls `(?&k)` of automaton k, compiled once.
         self.stack_mode = stack_mode
         self.outline_chars = outline_chars
+        self.count_min = count_min
+        self.counts: dict[int, tuple[int, int]] = {}  # counted automaton -> (min, max) items
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
         self.ref_automaton: dict[str, int] = {}
         self.unsat_refs: dict[str, _Unsat] = {}
         self.outlined: dict[str, int] = {}  # regex text -> automaton
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
+        self.unenforced_formats: list[str] = []
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -763,6 +767,18 @@ class _Compiler:
             raise SchemaTooLarge(f"the grammar needs more than {MAX_AUTOMATA:,} automata")
         self.automata.append(_NOTHING)
         return len(self.automata) - 1
+
+    def counted(self, item: str, lo: int, hi: int) -> str:
+        """Stack mode: item{lo,hi} with a large hi as a call of a counted automaton: its frame
+        counts the items (exact; the DFA would need a state per count). `item` must be one
+        non-empty unit whose DFA never re-enters its start state (one character)."""
+        key = f"{lo},{hi}:{item}"
+        k = self.outlined.get(key)
+        if k is None:
+            k = self.outlined[key] = self.new_automaton()
+            self.automata[k] = item
+            self.counts[k] = (lo, hi)
+        return f"(?&{k})"
 
     def outline(self, regex: str) -> str:
         """Stack mode: a big regex as a call of its own automaton (one per distinct text)."""
@@ -1111,6 +1127,8 @@ class _Compiler:
         if integer and name in formats.INTEGER_FORMATS:
             self.narrow(f"format {name} at #{ptr}: the OpenAPI range is enforced (JSON Schema ignores it)")
             return formats.INTEGER_FORMATS[name]
+        if self.custom_format(name, _child(ptr, "format")):
+            return None
         self.refuse("format", _child(ptr, "format"), f"unknown format {name!r} for a number")
         return None
 
@@ -1199,6 +1217,8 @@ class _Compiler:
             elif fast is not None:
                 ast = fast
         if ast is None:
+            if self.calls_on() and hi is not None and hi >= self.count_min:
+                return f'"{self.counted(_CHAR, lo, hi)}"'
             return f'"{_repeat(_CHAR, lo, hi)}"'
         if lo > 0 or hi is not None:
             limited = _with_length(ast, lo, hi)
@@ -1235,7 +1255,18 @@ class _Compiler:
             self.refuse("pattern", ptr, str(exc))
             return None
 
+    def custom_format(self, name, ptr) -> bool:
+        """Stack mode: a format outside the specification's list is an annotation (listed)."""
+        if not self.stack_mode or not isinstance(name, str) or name in formats.SPEC_FORMATS:
+            return False
+        note = f"format {name!r} at #{ptr}: not a format of the specification, an annotation (not enforced)"
+        if note not in self.unenforced_formats:
+            self.unenforced_formats.append(note)
+        return True
+
     def format_ast(self, name, ptr):
+        if self.custom_format(name, ptr):
+            return None
         if name not in formats.FORMATS:
             self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
             return None
@@ -1679,20 +1710,31 @@ class CompiledGrammar:
     unenforced: tuple[str, ...]
     narrowed: tuple[str, ...]
     whitespace: str
+    unenforced_formats: tuple[str, ...] = ()  # custom formats left as annotations (format policy)
+    counts: tuple[tuple[int, int] | None, ...] = ()  # per automaton: (min, max) items if counted
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
-                    allow_extra_keys: bool = False, outline_chars: int = OUTLINE_CHARS[0]) -> CompiledGrammar:
+                    allow_extra_keys: bool = False, outline_chars: int = OUTLINE_CHARS[0],
+                    count_min: int = COUNT_MIN) -> CompiledGrammar:
     """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
 
     Each $ref target (with no constraining siblings) is compiled once into its own automaton and
     called where it is used, so recursion is exact and has no depth cap; unconstrained values
     are one recursive automaton (any nesting); a subschema regex over OUTLINE_CHARS characters
-    becomes an automaton of its own (smaller `outline_chars`: more, smaller automata). A schema
+    becomes an automaton of its own (smaller `outline_chars`: more, smaller automata); a string
+    with maxLength >= count_min is a counted automaton (its frame counts characters). A schema
     without any of these is one automaton: a flat DFA.
+
+    Format policy (JSON Schema 2020-12 makes `format` an annotation unless a validator opts in to
+    assertion): the formats of constrain.formats are enforced exactly; a format the specification
+    does not define (a custom name such as "path" or "utc-millisec") is an annotation, not
+    enforced, and listed in `unenforced_formats`; a format the specification defines that is not
+    implemented (ipv6, idn-email, regex, duration, ...) is refused, since validators assert it.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
-                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars)
+                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
+                  count_min=count_min)
     try:
         root = c.compile(schema, "")
     except _Unsat as exc:
@@ -1701,7 +1743,9 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
         raise SchemaError("schema nested too deeply to compile") from None
     c.automata[0] = root
     return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
-                           narrowed=tuple(c.narrowed), whitespace=whitespace)
+                           narrowed=tuple(c.narrowed), whitespace=whitespace,
+                           unenforced_formats=tuple(c.unenforced_formats),
+                           counts=tuple(c.counts.get(k) for k in range(len(c.automata))))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,

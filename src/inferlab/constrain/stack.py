@@ -18,6 +18,11 @@ the first mask depends on what one token can reach from the start, not on the sc
 
 Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
 only the configurations visited are ever built.
+
+A *counted* automaton (schema.compile_grammar: a string's maxLength) matches item{min,max}: its
+frame carries the number of items done, so long bounded strings cost one small DFA, not one state
+per count. Masks are keyed by the configuration with each count clamped to what one token can
+still change (mask_key): counts that far from both bounds give the same mask.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from inferlab.constrain.index import _expand
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
 
-Frame = tuple[int, int]           # (automaton, DFA state)
+Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items done) when counted
 Stack = tuple[Frame, ...]         # bottom first
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
@@ -53,8 +58,12 @@ def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
-    def __init__(self, dfas: list[DFA]):
+    def __init__(self, dfas: list[DFA], counts=None):
         self.dfas = dfas
+        self.counts = list(counts) if counts else [None] * len(dfas)
+        for k, c in enumerate(self.counts):
+            if c is not None and (dfas[k].trans == dfas[k].start).any():
+                raise InferlabError(f"counted automaton {k} re-enters its start state")
         text = []
         for d in dfas:  # text never walks a marker path
             t = d.trans.copy()
@@ -137,10 +146,21 @@ class StackMachine:
             if st in seen:
                 continue
             seen.add(st)
-            a, s = st[-1]
+            top = st[-1]
+            a, s = top[0], top[1]
+            if self.counts[a] is not None:
+                lo, hi = self.counts[a]
+                done = top[2] + (s != self.starts[a])  # items done if the current one ends here
+                if s == self.starts[a] or self.accepting[a][s]:
+                    if s != self.starts[a] and done < hi:  # the next item
+                        work.append((st[:-1] + ((a, self.starts[a], done),), pushed))
+                    if done >= lo and len(st) > 1:
+                        work.append((st[:-1], pushed))
+                continue
             for callee, ret in self.calls[a].get(s, ()):
                 if callee not in pushed and self.productive[callee]:
-                    work.append((st[:-1] + ((a, ret), (callee, self.starts[callee])), pushed | {callee}))
+                    entry = (callee, self.starts[callee]) + ((0,) if self.counts[callee] is not None else ())
+                    work.append((st[:-1] + ((a, ret), entry), pushed | {callee}))
             if len(st) > 1 and self.accepting[a][s]:
                 work.append((st[:-1], pushed))
         out = self._closures[cid] = tuple(sorted(seen))
@@ -155,12 +175,12 @@ class StackMachine:
         if row[0] != -2:
             return row
         stacks = self.closure(cid)
-        targets = np.stack([self.text_trans[a][s] for (a, s) in (st[-1] for st in stacks)])  # (K, 256)
+        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         out = np.full(256, -1, dtype=np.int32)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
             cols, inverse = np.unique(targets[:, live], axis=1, return_inverse=True)
-            ids = [self.intern(st[:-1] + ((st[-1][0], t),) for st, t in zip(stacks, col.tolist()) if t >= 0)
+            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col.tolist()) if t >= 0)
                    for col in cols.T]
             out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
         self.table[cid] = out  # (the table may have grown in intern: write after)
@@ -183,14 +203,36 @@ class StackMachine:
         cid = self.walk(data)
         return cid >= 0 and self.can_end(cid)
 
+    def mask_key(self, cid: int, reach: int) -> int:
+        """The configuration with each count clamped where `reach` more items cannot tell it
+        apart from the true one: both have the same token masks when a token is at most
+        `reach` bytes (an item is at least one byte)."""
+        if not any(c is not None for c in self.counts):
+            return cid
+        stacks = []
+        for st in self.configs[cid]:
+            frames = []
+            for f in st:
+                if len(f) == 3:
+                    lo, hi = self.counts[f[0]]
+                    c, margin = f[2], reach + 2  # a token moves the count by at most reach + 1
+                    if lo - c > margin:
+                        c = lo - margin - 1
+                    elif c >= lo and hi - c > margin:
+                        c = lo
+                    f = (f[0], f[1], c)
+                frames.append(f)
+            stacks.append(tuple(frames))
+        return self.intern(stacks)
+
     def ensure_rows(self, cids: np.ndarray) -> None:
         for cid in np.unique(cids[self.table[cids, 0] == -2]).tolist():
             self.row(cid)
 
 
-def build_machine(automata, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
-    """Regexes (CompiledGrammar.automata) -> StackMachine; each DFA within max_states."""
-    return StackMachine([compile_regex(r, max_states=max_states) for r in automata])
+def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
+    """CompiledGrammar -> StackMachine; each DFA within max_states."""
+    return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts)
 
 
 @dataclass(frozen=True)
@@ -213,6 +255,8 @@ class StackGrammar:
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_rows = cache_rows
         self._advance: dict[tuple[int, int], int] = {}
+        self._keys: dict[int, int] = {}
+        self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
         m = self.machine
@@ -248,13 +292,16 @@ class StackGrammar:
         return bytes(out)
 
     def fill_bitmask(self, state: int, out: np.ndarray) -> None:
-        row = self._masks.get(state)
+        key = self._keys.get(state)
+        if key is None:
+            key = self._keys[state] = self.machine.mask_key(state, self.reach)
+        row = self._masks.get(key)
         if row is None:
-            row = self._masks[state] = self._build_mask(state)
+            row = self._masks[key] = self._build_mask(key)
             if len(self._masks) > self._cache_rows:
                 self._masks.popitem(last=False)
         else:
-            self._masks.move_to_end(state)
+            self._masks.move_to_end(key)
         out[:] = row
 
     def allowed_ids(self, state: int) -> np.ndarray:
