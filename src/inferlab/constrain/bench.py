@@ -49,6 +49,7 @@ class BenchConfig:
     any_depth: int = 1             # nesting generated for unconstrained values (compile_schema's)
     allow_extra_keys: bool = False
     max_states: int = BENCH_MAX_STATES
+    peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
     mask_samples: int = 5          # timing samples per schema (each >= mask_min_sample_s of work)
     mask_min_sample_s: float = 0.05
 
@@ -70,9 +71,12 @@ class SchemaResult:
     automata: int | None = None
     uses_stack: bool | None = None
     narrowed: int = 0
-    mask_us_per_token: float | None = None        # fill bitmask + advance, rows already built
+    mask_us_per_token: float | None = None        # fill bitmask (median of single readings), rows built
+    step_us_per_token: float | None = None        # fill bitmask + advance, per token of a walk
     first_walk_us_per_token: float | None = None  # the same on the first walk (rows built lazily)
     mask_tokens: int = 0
+    mask_us_p99: float | None = None
+    peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
 
 
 def category_of(path: Path) -> str:
@@ -116,19 +120,48 @@ def _reason_key(message: str) -> str:
     return key[:120]
 
 
-def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
+def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> SchemaResult:
+    """One schema; `peers` = {name: bench_peers adapter} to run beside ours (needs `vocab`)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     schema, tests = doc["schema"], doc.get("tests", [])
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
+    _ours(res, schema, tests, config, vocab)
+    if peers and vocab is not None:
+        _run_peers(res, schema, tests, config, vocab, peers)
+    return res
+
+
+def _canonical(instance, schema, config: BenchConfig) -> str:
+    return canonical_json(instance, schema, max_ref_depth=config.max_ref_depth,
+                          allow_extra_keys=config.allow_extra_keys, any_depth=config.any_depth)
+
+
+def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
+    from inferlab.constrain.bench_peers import run_peer
+
+    tok = vocab[1]
+    cases = []
+    for test in tests:
+        try:
+            text = _canonical(test["data"], schema, config)
+        except InferlabError:  # a schema we refuse may not give a canonical order: compact JSON
+            text = json.dumps(test["data"], ensure_ascii=False, separators=(",", ":"))
+        cases.append((bool(test["valid"]), text, tok.encode(text)))
+    timing = next((tokens for valid, _, tokens in cases if valid), None)
+    for name, peer in peers.items():
+        res.peers[name] = asdict(run_peer(peer, schema, cases, timing))
+
+
+def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     t0 = time.perf_counter()
     try:
         compiled, machine = compile_within_limits(schema, config)
     except SchemaError as exc:
         res.reason = str(exc)
-        return res
+        return
     except InferlabError as exc:  # the automaton's limits (states) or its parser
         res.reason = f"dfa: {exc}"
-        return res
+        return
     res.compile_ms = (time.perf_counter() - t0) * 1e3
     res.compiled = True
     res.dfa_states = machine.n_states
@@ -137,8 +170,7 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
     res.narrowed = len(compiled.narrowed)
     first_accepted = None
     for test in tests:
-        text = canonical_json(test["data"], schema, max_ref_depth=config.max_ref_depth,
-                              allow_extra_keys=config.allow_extra_keys, any_depth=config.any_depth)
+        text = _canonical(test["data"], schema, config)
         accepted = machine.accepts(text)
         if test["valid"]:
             res.valid_total += 1
@@ -152,7 +184,6 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
                 res.unsound.append(text[:200])
     if vocab is not None and first_accepted is not None:
         _time_mask(res, machine, vocab, first_accepted, config)
-    return res
 
 
 def compile_within_limits(schema, config: BenchConfig):
@@ -219,8 +250,49 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
         return
     res.first_walk_us_per_token = (time.perf_counter() - t0) / max(len(tokens), 1) * 1e6
     stats = measure(walk, samples=config.mask_samples, min_sample_s=config.mask_min_sample_s)
-    res.mask_us_per_token = stats.median / max(len(tokens), 1) * 1e6
+    res.step_us_per_token = stats.median / max(len(tokens), 1) * 1e6
     res.mask_tokens = len(tokens)
+    res.mask_us_per_token, res.mask_us_p99 = _fill_readings(grammar, tokens, row)
+
+
+def _fill_readings(grammar, tokens, row) -> tuple[float, float]:
+    """(median, p99) in us of single fill_bitmask readings over repeated walks (rows built),
+    >= 50 ms of readings in all: the peers' unit (bench_peers times the same)."""
+    from inferlab.measure.timing import gc_disabled
+    readings: list[int] = []
+    with gc_disabled():
+        while sum(readings) < 50e6:
+            state = grammar.initial_state()
+            for t in tokens:
+                a = time.perf_counter_ns()
+                grammar.fill_bitmask(state, row)
+                readings.append(time.perf_counter_ns() - a)
+                state = grammar.advance(state, t)
+    us = np.asarray(readings) / 1e3
+    return float(np.median(us)), float(np.percentile(us, 99))
+
+
+def _stats(rs: list, get) -> dict:
+    """Coverage, completeness, soundness and timings of results `rs`; get(r) -> the record
+    (ours: the SchemaResult; a peer's: its PeerResult dict, None if the peer did not run)."""
+    recs = [x for x in map(get, rs) if x is not None]
+    g = (lambda x, k: x[k]) if recs and isinstance(recs[0], dict) else getattr
+    comp = [x for x in recs if g(x, "compiled")]
+    v_tot, v_acc = sum(g(x, "valid_total") for x in comp), sum(g(x, "valid_accepted") for x in comp)
+    i_tot, i_rej = sum(g(x, "invalid_total") for x in comp), sum(g(x, "invalid_rejected") for x in comp)
+
+    def pct(key, q):
+        vals = [g(x, key) for x in comp if g(x, key) is not None]
+        return float(np.percentile(vals, q)) if vals else None
+    return {
+        "schemas": len(recs), "compiled": len(comp), "coverage": len(comp) / len(recs) if recs else None,
+        "valid": v_tot, "valid_accepted": v_acc, "completeness": v_acc / v_tot if v_tot else None,
+        "invalid": i_tot, "invalid_rejected": i_rej, "soundness": i_rej / i_tot if i_tot else None,
+        "compile_ms_median": pct("compile_ms", 50),
+        "first_mask_ms_median": pct("first_mask_ms", 50), "first_mask_ms_p90": pct("first_mask_ms", 90),
+        "mask_us_per_token_median": pct("mask_us_per_token", 50),
+        "mask_us_p99_median": pct("mask_us_p99", 50),
+    }
 
 
 def summarize(results: list[SchemaResult]) -> dict:
@@ -231,29 +303,13 @@ def summarize(results: list[SchemaResult]) -> dict:
     groups_all = dict(sorted(groups.items()))
     groups_all["all"] = results
     out = {}
+    peer_names = sorted({name for r in results for name in r.peers})
     for cat, rs in groups_all.items():
-        comp = [r for r in rs if r.compiled]
-        v_tot = sum(r.valid_total for r in comp)
-        v_acc = sum(r.valid_accepted for r in comp)
-        i_tot = sum(r.invalid_total for r in comp)
-        i_rej = sum(r.invalid_rejected for r in comp)
-        masks = [r.mask_us_per_token for r in comp if r.mask_us_per_token is not None]
-        first = [r.first_mask_ms for r in comp if r.first_mask_ms is not None]
-        compile_ms = [r.compile_ms for r in comp]
         out[cat] = {
-            "schemas": len(rs),
-            "compiled": len(comp),
-            "coverage": len(comp) / len(rs) if rs else None,
-            "valid": v_tot, "valid_accepted": v_acc,
-            "completeness": v_acc / v_tot if v_tot else None,
-            "invalid": i_tot, "invalid_rejected": i_rej,
-            "soundness": i_rej / i_tot if i_tot else None,
-            "compile_ms_median": float(np.median(compile_ms)) if compile_ms else None,
-            "mask_us_per_token_median": float(np.median(masks)) if masks else None,
-            "first_mask_ms_median": float(np.median(first)) if first else None,
-            "first_mask_ms_p90": float(np.percentile(first, 90)) if first else None,
+            **_stats(rs, lambda r: r),
             "size_refusals": sum(1 for r in rs if not r.compiled and _size_refusal(r.reason)),
             "refusals": dict(Counter(_reason_key(r.reason) for r in rs if not r.compiled).most_common()),
+            "peers": {name: _stats(rs, lambda r, n=name: r.peers.get(n)) for name in peer_names},
         }
     return out
 
@@ -266,9 +322,13 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     """Every selected schema; `vocab` = (Vocabulary, Tokenizer) for mask timing or None;
     `step(name)` is called after each schema (the CLI's progress bar)."""
     files = list_cases(config.directory, config.limit, config.seed)
+    peers, peer_info = None, {}
+    if config.peers and vocab is not None:
+        from inferlab.constrain.bench_peers import load_peers
+        peers, peer_info = load_peers(*vocab)
     results = []
     for path in files:
-        results.append(run_schema(path, config, vocab))
+        results.append(run_schema(path, config, vocab, peers))
         if step is not None:
             step(path.stem)
     config_json = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
@@ -277,6 +337,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "experiment": "schema-bench",
         "config": config_json,
         "summary": summarize(results),
+        "peers": peer_info,
         "schemas": [asdict(r) for r in results],
     }
 
