@@ -302,3 +302,35 @@ def test_flat_schema_is_one_automaton():
     compiled = compile_grammar({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
     assert len(compiled.automata) == 1
     assert not build_machine(compiled).uses_stack
+
+
+def test_many_members_compile_in_blocks_exactly():
+    """Objects over MEMBER_BLOCK members are compiled a block at a time (no RecursionError at
+    1,000 optional properties); on 40..100 members the language equals the flat regex's."""
+    import re
+    from inferlab.constrain.schema import MEMBER_BLOCK
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(1000)}}
+    machine = build_machine(compile_grammar(big))
+    assert machine.accepts('{"p3":"a","p999":"b"}') and machine.accepts("{}")
+    assert not machine.accepts('{"p999":"b","p3":"a"}') and not machine.accepts('{"p3":"a","p3":"a"}')
+    rng = random.Random(0)
+    for _ in range(12):
+        n = rng.randint(MEMBER_BLOCK + 1, 100)
+        props = {f"p{i}": {"type": "integer"} for i in range(n)}
+        schema = {"type": "object", "properties": props,
+                  "required": [p for p in props if rng.random() < 0.05]}
+        if rng.random() < 0.5:
+            schema["additionalProperties"] = {"type": "boolean"}
+        if rng.random() < 0.3:
+            schema["minProperties"] = 1
+        machine = build_machine(compile_grammar(schema))
+        flat = re.compile(compile_schema(schema).regex)
+        for _ in range(30):
+            keys = [k for k in props if k in schema["required"] or rng.random() < rng.choice([0, 0.03, 0.2])]
+            if keys and rng.random() < 0.3:
+                keys = keys[1:]
+            obj = {k: 1 for k in keys}
+            if rng.random() < 0.4:
+                obj["zz"] = True
+            text = json.dumps(obj, separators=(",", ":"))
+            assert machine.accepts(text) == bool(flat.fullmatch(text)), (schema, text)

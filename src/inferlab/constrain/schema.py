@@ -101,6 +101,7 @@ MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution
 OUTLINE_CHARS = (4_000, 400, 60)  # tried in turn while an automaton is over the size limits
 MAX_AUTOMATA = 20_000
 COUNT_MIN = 64  # stack mode: a string maxLength from here on is counted by the frame, not unrolled
+MEMBER_BLOCK = 32  # stack mode: objects with more members are compiled a block at a time
 _NOTHING = "[^\\x00-\\U0010ffff]"  # the empty language (an automaton whose schema is unsatisfiable)
 
 _TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
@@ -1392,7 +1393,10 @@ class _Compiler:
             sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
             key_rx = _lit(dumps(name)) + self.tok(":")
             try:
-                members.append((key_rx + self.compile(sub, sub_ptr, stack), name in required))
+                value = self.compile(sub, sub_ptr, stack)
+                if self.calls_on() and len(schemas) > MEMBER_BLOCK and len(value) > 16:
+                    value = self.outline(value)  # shared by the members (blocked_object_body)
+                members.append((key_rx + value, name in required))
             except _Unsat as exc:
                 if name in required:
                     raise
@@ -1407,7 +1411,10 @@ class _Compiler:
         elif extra is None and map_rx is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
-        body = self.object_body(members, extra_rx, nonempty=nonempty)
+        if self.calls_on() and len(members) > MEMBER_BLOCK:
+            body = self.blocked_object_body(members, extra_rx, nonempty=nonempty)
+        else:
+            body = self.object_body(members, extra_rx, nonempty=nonempty)
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
@@ -1425,6 +1432,31 @@ class _Compiler:
             self.refuse("maxProperties", _child(ptr, "maxProperties"),
                         f"maxProperties {hi} < the {n_members} possible properties")
         return nonempty
+
+    def blocked_object_body(self, members, extra_rx, *, nonempty: bool) -> str:
+        """Stack mode, many members: the body as two automata per block of MEMBER_BLOCK members,
+        so the regex nests at most a block deep and the automata stay small (exact).
+
+        after[b]: the rest of the body from block b when a member was already written (each
+        member with its leading comma), then a call of after[b+1]; first[b]: the same when
+        nothing was written yet: the block's members with at least one written (object_body),
+        then after[b+1]; or, when the block may be skipped, first[b+1]. Past the last block:
+        the extra members, or the end (first[end] is empty unless a member must be written)."""
+        comma = self.tok(",")
+        extras = f"(?:{comma}{extra_rx})*" if extra_rx is not None else ""
+        after_next = extras
+        if extra_rx is not None:
+            first_next = f"{extra_rx}{extras}" if nonempty else f"(?:{extra_rx}{extras})?"
+        else:
+            first_next = _NOTHING if nonempty else ""
+        for start in range((len(members) - 1) // MEMBER_BLOCK * MEMBER_BLOCK, -1, -MEMBER_BLOCK):
+            block = members[start:start + MEMBER_BLOCK]
+            after = "".join(f"{comma}{rx_j}" if req else f"(?:{comma}{rx_j})?" for rx_j, req in block)
+            written = self.object_body(block, None, nonempty=True)
+            skip = "" if any(req for _, req in block) else f"|{first_next}"
+            first_next = self.outline(f"{written}{after_next}{skip}") if start else f"(?:{written}{after_next}{skip})"
+            after_next = self.outline(after + after_next)
+        return first_next
 
     def object_body(self, members, extra_rx, *, nonempty: bool = False) -> str | None:
         """Members in schema order, each required or optional, then extra members; a comma only
