@@ -74,6 +74,21 @@ token (`{ } [ ] : ,`).
 Unconstrained values (a true schema, an array without items, an extra key's value when allowed)
 are generated up to `any_depth` levels of nested arrays/objects (JSON nesting is not regular; a
 narrowing, recorded).
+
+Stack mode (`compile_grammar`, run by constrain.stack): the same keywords, compiled into automata
+that call each other, which lifts these narrowings and limits:
+- $ref (whose siblings do not constrain, or in drafts 4-7) is a call of its target's automaton,
+  compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
+- unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
+- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over
+  MEMBER_BLOCK members are compiled a block at a time, so size grows with the schema, not with
+  nesting times uses;
+- format policy: a format the specification does not define is an annotation (listed in
+  CompiledGrammar.unenforced_formats); the formats above are enforced; other specification
+  formats are errors.
+Extra keys (additionalProperties, a patternProperties map) may still repeat a key, as in the
+regex: tracking written keys in the frame is not done yet.
 """
 
 from __future__ import annotations
