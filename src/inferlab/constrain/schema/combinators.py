@@ -105,13 +105,10 @@ class CombinatorsMixin:
         """True only if no instance that the regex of `a` generates satisfies `b`."""
         if self.disjoint(a, b, sa, sb, depth):
             return True
-        if depth > 8:
-            return False
-        try:
-            a, _, sa = self.flatten(a, "", sa)
-            b, _, sb = self.flatten(b, "", sb)
-        except _Unsat as exc:
-            return not exc.cut  # an empty schema is disjoint from all; a cut one is unknown
+        pair = self.flat_pair(a, b, sa, sb, depth)
+        if isinstance(pair, bool):
+            return pair
+        a, b, sa, sb = pair
         if not (isinstance(a, dict) and isinstance(b, dict)) or "anyOf" in a or "oneOf" in a:
             return False
         # generated objects must lack, or have a value outside, a property b requires
@@ -125,6 +122,19 @@ class CombinatorsMixin:
                 return True
         return False
 
+    def flat_pair(self, a, b, sa, sb, depth: int):
+        """(a, b, sa, sb) flattened; or the answer to "disjoint?" where it is known without
+        looking further: past depth 8, unknown (False); a side empty, True, unless the emptiness
+        is a recursion cut (then unknown: False)."""
+        if depth > 8:
+            return False
+        try:
+            a, _, sa = self.flatten(a, "", sa)
+            b, _, sb = self.flatten(b, "", sb)
+        except _Unsat as exc:
+            return not exc.cut
+        return a, b, sa, sb
+
     def generates_extra_keys(self, node) -> bool:
         extra = node.get("additionalProperties")
         if extra is None:
@@ -133,13 +143,10 @@ class CombinatorsMixin:
 
     def disjoint(self, a, b, sa=(), sb=(), depth=0) -> bool:
         """True only if no instance satisfies both a and b (a sufficient test)."""
-        if depth > 8:
-            return False
-        try:
-            a, _, sa = self.flatten(a, "", sa)
-            b, _, sb = self.flatten(b, "", sb)
-        except _Unsat as exc:
-            return not exc.cut  # an empty schema is disjoint from all; a cut one is unknown
+        pair = self.flat_pair(a, b, sa, sb, depth)
+        if isinstance(pair, bool):
+            return pair
+        a, b, sa, sb = pair
         if a is False or b is False:
             return True
         if a is True or b is True:

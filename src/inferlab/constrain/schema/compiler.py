@@ -166,6 +166,16 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         return "(?:true|false)"
 
 
+def _compile_root(c: _Compiler, schema) -> str:
+    """The root's regex; an unsatisfiable or too deeply nested schema as one SchemaError."""
+    try:
+        return c.compile(schema, "")
+    except _Unsat as exc:
+        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+    except RecursionError:
+        raise SchemaError("schema nested too deeply to compile") from None
+
+
 def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
                    allow_extra_keys: bool = False, any_depth: int = 1) -> CompiledSchema:
     """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
@@ -181,11 +191,7 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
         c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=depth,
                       allow_extra_keys=allow_extra_keys, any_depth=any_depth)
         try:
-            regex = c.compile(schema, "")
-        except _Unsat as exc:
-            raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
-        except RecursionError:
-            raise SchemaError("schema nested too deeply to compile") from None
+            regex = _compile_root(c, schema)
         except SchemaTooLarge:
             if not c.recursive or depth == 1:
                 raise
@@ -230,13 +236,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
                   allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
                   count_min=count_min)
-    try:
-        root = c.compile(schema, "")
-    except _Unsat as exc:
-        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
-    except RecursionError:
-        raise SchemaError("schema nested too deeply to compile") from None
-    c.automata[0] = root
+    c.automata[0] = _compile_root(c, schema)
     return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
                            narrowed=tuple(c.narrowed), whitespace=whitespace,
                            unenforced_formats=tuple(c.unenforced_formats),
