@@ -114,3 +114,11 @@ def test_peers_run_on_the_same_instances(bench_dir):
         assert p["mask_us_per_token"] > 0 and p["first_mask_ms"] >= 0
     assert set(results["summary"]["all"]["peers"]) == set(peers)
     assert results["summary"]["all"]["peers"]["llguidance"]["schemas"] == 3
+
+
+def test_cli_peers_flag(bench_dir, capsys):
+    pytest.importorskip("llguidance")
+    assert main(["schema-bench", str(bench_dir), "--vocab", "512", "--peers", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["peers"] is True and out["peers"]["llguidance"]["available"]
+    assert "llguidance" in out["summary"]["all"]["peers"]

@@ -50,3 +50,14 @@ def test_bad_input_and_refusals_exit_2(files, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("inferlab schema: error:") for line in err)
     assert "#/not" in err[1] and "Traceback" not in "".join(err)
+
+
+def test_compile_lists_custom_formats_as_unenforced(files, capsys):
+    schema = {"type": "object", "properties": {"p": {"type": "string", "format": "path"},
+                                               "d": {"type": "string", "format": "date"}}}
+    assert main(["schema", "compile", files("s.json", schema), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert len(info["unenforced_formats"]) == 1 and "'path'" in info["unenforced_formats"][0]
+    # the known format stays enforced: a non-date is rejected
+    assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "yesterday"})]) == 1
+    assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "2024-02-29", "p": "~"})]) == 0

@@ -57,7 +57,8 @@ def describe(compiled, machine) -> dict:
         calls = sorted({callee for edges in call_edges(dfa).values() for callee, _ in edges})
         automata.append({"automaton": k, "states": dfa.n_states, "calls": calls, "regex_chars": len(compiled.automata[k])})
     return {"automata": automata, "dfa_states": machine.n_states, "uses_stack": machine.uses_stack,
-            "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced)}
+            "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced),
+            "unenforced_formats": list(compiled.unenforced_formats)}
 
 
 def run(args) -> int:
@@ -74,6 +75,8 @@ def run(args) -> int:
             print(f"  automaton {a['automaton']}: {a['states']} states, calls {calls}")
         for n in info["narrowed"]:
             print(f"  narrowed: {n}")
+        for n in info["unenforced_formats"]:
+            print(f"  not enforced: {n}")
         return 0
     instance = _read_json(args.instance, "instance")
     text = canonical_json(instance, schema)
