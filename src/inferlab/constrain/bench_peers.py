@@ -43,6 +43,7 @@ class PeerResult:
     first_mask_ms: float | None = None
     mask_us_per_token: float | None = None  # median over per-token readings
     mask_us_p99: float | None = None
+    first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
 
 
 def _version(dist: str) -> str | None:
@@ -183,8 +184,9 @@ def _accepts(peer: _Peer, handle, tokens: list[int]) -> bool:
     return _eos_allowed(words, peer.eos)
 
 
-def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float]:
-    """(first mask ms of a fresh matcher, per-token median us, p99 us) over repeated walks."""
+def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float, float]:
+    """(first mask ms of a fresh matcher, per-token median us, p99 us over repeated walks, the
+    first walk's mean us per token)."""
     readings: list[int] = []
     with gc_disabled():
         fill, consume, _ = peer.matcher(handle)
@@ -203,7 +205,7 @@ def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, fl
                 if not consume(t):
                     raise ValueError(f"token {t} rejected on the timing walk")
     us = np.asarray(readings, dtype=np.float64) / 1e3
-    return first_ms, float(np.median(us)), float(np.percentile(us, 99))
+    return first_ms, float(np.median(us)), float(np.percentile(us, 99)), float(us[:len(tokens)].mean())
 
 
 def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timing_tokens) -> PeerResult:
@@ -226,7 +228,8 @@ def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timi
                 res.unsound.append(text[:200])
     if timing_tokens:
         try:
-            res.first_mask_ms, res.mask_us_per_token, res.mask_us_p99 = _time_walk(peer, handle, timing_tokens)
+            (res.first_mask_ms, res.mask_us_per_token, res.mask_us_p99,
+             res.first_walk_us_per_token) = _time_walk(peer, handle, timing_tokens)
         except ValueError:
             pass  # the peer rejects our valid instance: its completeness already says so
     return res
