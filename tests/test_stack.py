@@ -175,6 +175,41 @@ def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
             assert v.is_valid(json.loads(text)), (schema, text)  # soundness
 
 
+@st.composite
+def recursive_schemas(draw):
+    """A recursive $defs node around generated subschemas: its children (array items, an optional
+    property, an anyOf branch) refer back to it, so every walk runs on calls and returns."""
+    child = {"$ref": "#/$defs/node"}
+    kind = draw(st.sampled_from(["array", "property", "anyOf"]))
+    node = {"type": "object", "properties": {"v": draw(SCHEMAS)}, "required": ["v"],
+            "additionalProperties": draw(st.booleans())}
+    if kind == "array":
+        node["properties"]["kids"] = {"type": "array", "items": child, "maxItems": draw(st.integers(1, 3))}
+    elif kind == "property":
+        node["properties"]["next"] = child
+    else:
+        node = {"anyOf": [node, {"type": "array", "items": child, "maxItems": 2}]}
+    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recursive_schemas(), st.randoms(use_true_random=False))
+def test_masks_equal_brute_force_on_generated_recursive_schemas(schema, rng):
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    vocab = small_vocab(10, n=120)
+    grammar = StackGrammar(build_machine(compiled), vocab)
+    assert grammar.machine.uses_stack
+    ref = Reference(grammar.machine)
+    v = validator(schema)
+    for _ in range(2):
+        text, done = generate(grammar, rng, ref, max_tokens=30)
+        if done:
+            assert v.is_valid(json.loads(text)), (schema, text)  # soundness
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(SCHEMAS, st.randoms(use_true_random=False))
 def test_grammar_accepts_the_flat_regex_language(schema, rng):
