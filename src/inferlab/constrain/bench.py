@@ -66,6 +66,7 @@ class SchemaResult:
     invalid_rejected: int = 0
     unsound: list[str] = field(default_factory=list)  # canonical texts of accepted invalid instances
     compile_ms: float | None = None    # schema -> regexes -> minimal DFAs
+    refuse_ms: float | None = None     # time spent before a refusal (size limits cost the most)
     first_mask_ms: float | None = None  # a fresh grammar's first bitmask (vocabulary preprocessed)
     dfa_states: int | None = None      # summed over the automata
     automata: int | None = None
@@ -156,11 +157,9 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     t0 = time.perf_counter()
     try:
         compiled, machine = compile_within_limits(schema, config)
-    except SchemaError as exc:
-        res.reason = str(exc)
-        return
-    except InferlabError as exc:  # the automaton's limits (states) or its parser
-        res.reason = f"dfa: {exc}"
+    except InferlabError as exc:  # SchemaError, or the automaton's limits (states) or its parser
+        res.reason = str(exc) if isinstance(exc, SchemaError) else f"dfa: {exc}"
+        res.refuse_ms = (time.perf_counter() - t0) * 1e3
         return
     res.compile_ms = (time.perf_counter() - t0) * 1e3
     res.compiled = True

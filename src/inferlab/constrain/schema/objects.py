@@ -11,7 +11,7 @@ from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _un
 
 
 class ObjectsMixin:
-    """Objects: properties, required, additionalProperties, patternProperties, dependencies. (mixed into schema.compiler._Compiler)"""
+    """Objects: properties, required, additionalProperties, patternProperties, dependencies (a mixin of schema.compiler._Compiler)."""
 
     def dependencies_as_any_of(self, node, ptr) -> dict:
         """dependencies / dependentRequired / dependentSchemas {name: X}: an object without `name`,
@@ -95,7 +95,7 @@ class ObjectsMixin:
             try:
                 value = self.compile(sub, sub_ptr, stack)
                 if self.calls_on() and len(schemas) > MEMBER_BLOCK and len(value) > 16:
-                    value = self.outline(value)  # shared by the members (blocked_object_body)
+                    value = self.outline(value, force=True)  # shared by the members (blocked_object_body)
                 members.append((key_rx + value, name in required))
             except _Unsat as exc:
                 if name in required:
@@ -111,8 +111,8 @@ class ObjectsMixin:
         elif extra is None and map_rx is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
-        if self.calls_on() and len(members) > MEMBER_BLOCK:
-            body = self.blocked_object_body(members, extra_rx, nonempty=nonempty)
+        if self.calls_on() and (len(members) > MEMBER_BLOCK or (members and extra_rx is not None)):
+            body = self.called_object_body(members, extra_rx, nonempty=nonempty)
         else:
             body = self.object_body(members, extra_rx, nonempty=nonempty)
         if body is None:
@@ -133,7 +133,24 @@ class ObjectsMixin:
                         f"maxProperties {hi} < the {n_members} possible properties")
         return nonempty
 
-    def blocked_object_body(self, members, extra_rx, *, nonempty: bool) -> str:
+    def called_object_body(self, members, extra_rx, *, nonempty: bool) -> str:
+        """Stack mode: the extra members as automata of their own (called after the declared
+        ones), so the DFA of the declared members is not multiplied by the extra-key pattern;
+        over MEMBER_BLOCK members, the declared ones a block at a time too. Exact."""
+        if extra_rx is None:
+            after_tail, first_tail = "", (_NOTHING if nonempty else "")
+        else:
+            extras = f"(?:{self.tok(',')}{extra_rx})*"
+            after_tail = self.outline(extras, force=True)
+            first_tail = self.outline(f"{extra_rx}{extras}" if nonempty else f"(?:{extra_rx}{extras})?", force=True)
+        if len(members) > MEMBER_BLOCK:
+            return self.blocked_object_body(members, after_tail, first_tail)
+        written = self.object_body(members, None, nonempty=True)
+        if any(req for _, req in members):
+            return f"{written}{after_tail}"
+        return f"(?:{written}{after_tail}|{first_tail})"
+
+    def blocked_object_body(self, members, after_tail: str, first_tail: str) -> str:
         """Stack mode, many members: the body as two automata per block of MEMBER_BLOCK members,
         so the regex nests at most a block deep and the automata stay small (exact).
 
@@ -141,21 +158,17 @@ class ObjectsMixin:
         member with its leading comma), then a call of after[b+1]; first[b]: the same when
         nothing was written yet: the block's members with at least one written (object_body),
         then after[b+1]; or, when the block may be skipped, first[b+1]. Past the last block:
-        the extra members, or the end (first[end] is empty unless a member must be written)."""
+        after_tail and first_tail (the extra members, or the end)."""
         comma = self.tok(",")
-        extras = f"(?:{comma}{extra_rx})*" if extra_rx is not None else ""
-        after_next = extras
-        if extra_rx is not None:
-            first_next = f"{extra_rx}{extras}" if nonempty else f"(?:{extra_rx}{extras})?"
-        else:
-            first_next = _NOTHING if nonempty else ""
+        after_next, first_next = after_tail, first_tail
         for start in range((len(members) - 1) // MEMBER_BLOCK * MEMBER_BLOCK, -1, -MEMBER_BLOCK):
             block = members[start:start + MEMBER_BLOCK]
             after = "".join(f"{comma}{rx_j}" if req else f"(?:{comma}{rx_j})?" for rx_j, req in block)
             written = self.object_body(block, None, nonempty=True)
             skip = "" if any(req for _, req in block) else f"|{first_next}"
-            first_next = self.outline(f"{written}{after_next}{skip}") if start else f"(?:{written}{after_next}{skip})"
-            after_next = self.outline(after + after_next)
+            body = f"{written}{after_next}{skip}"
+            first_next = self.outline(body, force=True) if start else f"(?:{body})"
+            after_next = self.outline(after + after_next, force=True)
         return first_next
 
     def object_body(self, members, extra_rx, *, nonempty: bool = False) -> str | None:

@@ -10,7 +10,7 @@ from inferlab.constrain.schema.common import (MAX_AUTOMATA, SchemaTooLarge, _NOT
 
 
 class RefsMixin:
-    """$ref resolution and allOf merging; in stack mode, calls of automata compiled once. (mixed into schema.compiler._Compiler)"""
+    """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (a mixin of schema.compiler._Compiler)."""
 
     def resolve(self, ref, ptr: str):
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
@@ -184,8 +184,11 @@ class RefsMixin:
             self.counts[k] = (lo, hi)
         return f"(?&{k})"
 
-    def outline(self, regex: str) -> str:
-        """Stack mode: a big regex as a call of its own automaton (one per distinct text)."""
+    def outline(self, regex: str, *, force: bool = False) -> str:
+        """Stack mode: a big regex as a call of its own automaton (one per distinct text); an
+        empty or short one stays inline unless `force`."""
+        if not regex or (not force and len(regex) <= self.outline_chars):
+            return regex
         k = self.outlined.get(regex)
         if k is None:
             k = self.outlined[regex] = self.new_automaton()
