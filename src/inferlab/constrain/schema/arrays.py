@@ -7,7 +7,7 @@ from inferlab.constrain.schema.common import _Unsat, _child, _repeat
 
 
 class ArraysMixin:
-    """Arrays: prefixItems/items, minItems/maxItems (a mixin of schema.compiler._Compiler)."""
+    """Arrays: prefixItems/items, minItems/maxItems (mixed into _Compiler)."""
 
     def compile_array(self, node, ptr, stack) -> str:
         lo = node.get("minItems", 0)

@@ -11,7 +11,7 @@ from inferlab.constrain.schema.strings import _searches
 
 
 class CanonicalMixin:
-    """The canonical text of an instance: what the compiled regex/grammar is complete on (a mixin of schema.compiler._Compiler)."""
+    """The canonical text of an instance: what the compiled regex/grammar is complete on (mixed into _Compiler)."""
 
     def canonical(self, instance, node, ptr: str, stack: tuple = ()) -> str:
         try:

@@ -11,7 +11,7 @@ from inferlab.constrain.schema.common import (_ANNOTATIONS, _TYPES, _Unsat, _chi
 
 
 class CombinatorsMixin:
-    """anyOf/oneOf (disjointness), not (rewritten where exact), enum/const (a mixin of schema.compiler._Compiler)."""
+    """anyOf/oneOf (disjointness), not (rewritten where exact), enum/const (mixed into _Compiler)."""
 
     def without_not(self, node, ptr, stack) -> dict:
         """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.

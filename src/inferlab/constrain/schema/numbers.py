@@ -9,7 +9,7 @@ from inferlab.constrain.schema.common import _INTEGER, _NUMBER, _child
 
 
 class NumbersMixin:
-    """Integers and numbers: exact bounds as digit-range regexes (constrain.numbers) (a mixin of schema.compiler._Compiler)."""
+    """Integers and numbers: exact bounds as digit-range regexes (constrain.numbers) (mixed into _Compiler)."""
 
     def bounds(self, node, ptr):
         """(minimum, min_inclusive, maximum, max_inclusive) with draft-4 boolean exclusives read."""

@@ -11,7 +11,7 @@ from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _un
 
 
 class ObjectsMixin:
-    """Objects: properties, required, additionalProperties, patternProperties, dependencies (a mixin of schema.compiler._Compiler)."""
+    """Objects: properties, required, additionalProperties, patternProperties, dependencies (mixed into _Compiler)."""
 
     def dependencies_as_any_of(self, node, ptr) -> dict:
         """dependencies / dependentRequired / dependentSchemas {name: X}: an object without `name`,

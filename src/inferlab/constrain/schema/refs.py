@@ -10,7 +10,7 @@ from inferlab.constrain.schema.common import (MAX_AUTOMATA, SchemaTooLarge, _NOT
 
 
 class RefsMixin:
-    """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (a mixin of schema.compiler._Compiler)."""
+    """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
 
     def resolve(self, ref, ptr: str):
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):

@@ -14,7 +14,7 @@ from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES,
 
 
 class StringsMixin:
-    """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (a mixin of schema.compiler._Compiler)."""
+    """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (mixed into _Compiler)."""
 
     def compile_string(self, node, ptr, stack) -> str:
         lo = node.get("minLength", 0)
