@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -24,9 +25,11 @@ import numpy as np
 from inferlab.measure.timing import gc_disabled
 
 PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
-# outlines-core's Index build has no size limit of its own and can run for many minutes on a big
-# regex; above this many regex characters it is not attempted (reported as such).
+# outlines-core's Index build has no size limit of its own and can run for many minutes, or take
+# many GB, on a big regex or a large counted repeat (maxLength 8192 unrolls); above these it is
+# not attempted (reported as such, never counted as compiled).
 OUTLINES_MAX_REGEX = 20_000
+OUTLINES_MAX_REPEAT = 256
 MIN_TIMING_S = 0.05
 
 
@@ -136,6 +139,10 @@ class _Outlines(_Peer):
         if len(regex) > OUTLINES_MAX_REGEX:
             raise ValueError(f"not attempted: its regex has {len(regex):,} characters (> {OUTLINES_MAX_REGEX:,}; "
                              "the Index build is unbounded)")
+        repeat = max((int(n) for n in re.findall(r"\{\d*,?(\d+)\}", regex)), default=0)
+        if repeat > OUTLINES_MAX_REPEAT:
+            raise ValueError(f"not attempted: its regex repeats a part {repeat:,} times (> {OUTLINES_MAX_REPEAT}; "
+                             "the Index build unrolls it)")
         return self.oc.Index(regex, self.vocabulary)
 
     def matcher(self, index):
