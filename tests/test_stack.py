@@ -157,22 +157,27 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema):
     assert finished > 0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
+def check_masks_and_soundness(schema, rng, vocab_seed, *, stack: bool = False):
+    """Two random walks on the compiled schema: every mask equals the brute force, and every
+    finished text validates under jsonschema."""
     try:
         compiled = compile_grammar(schema)
     except SchemaError:
         return
-    vocab = small_vocab(2, n=120)
-    machine = build_machine(compiled)
-    grammar = StackGrammar(machine, vocab)
-    ref = Reference(machine)
+    grammar = StackGrammar(build_machine(compiled), small_vocab(vocab_seed, n=120))
+    assert grammar.machine.uses_stack or not stack
+    ref = Reference(grammar.machine)
     v = validator(schema)
     for _ in range(2):
-        text, done = generate(grammar, rng, ref, max_tokens=25)
+        text, done = generate(grammar, rng, ref, max_tokens=30)
         if done:
             assert v.is_valid(json.loads(text)), (schema, text)  # soundness
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
+    check_masks_and_soundness(schema, rng, 2)
 
 
 @st.composite
@@ -195,19 +200,7 @@ def recursive_schemas(draw):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(recursive_schemas(), st.randoms(use_true_random=False))
 def test_masks_equal_brute_force_on_generated_recursive_schemas(schema, rng):
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    vocab = small_vocab(10, n=120)
-    grammar = StackGrammar(build_machine(compiled), vocab)
-    assert grammar.machine.uses_stack
-    ref = Reference(grammar.machine)
-    v = validator(schema)
-    for _ in range(2):
-        text, done = generate(grammar, rng, ref, max_tokens=30)
-        if done:
-            assert v.is_valid(json.loads(text)), (schema, text)  # soundness
+    check_masks_and_soundness(schema, rng, 10, stack=True)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
