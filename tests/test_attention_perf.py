@@ -355,6 +355,7 @@ def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
         assert (side in s) if side else ("cannot tell" in s and "faster" not in s and "slower" not in s)
 
 
+@pytest.mark.slow  # a real (quick) profile at two T with the >= 50 ms samples: ~6 s
 def test_lab_profiles_a_model_folders_gqa_shape(tmp_path):
     """--model DIR reads config.json only: a Qwen2-shaped folder (GQA, q/k/v bias) gives its shape
     to the sweep, the costs use its KV heads, and the README states the shape and what changes."""

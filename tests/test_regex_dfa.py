@@ -45,9 +45,9 @@ def test_dfa_agrees_with_re_on_random_strings(pattern, texts):
         assert dfa.fullmatch(text) == (oracle.fullmatch(text) is not None), (pattern, text)
 
 
-# The default run draws 50 patterns (their cost varies a lot with the pattern drawn, and the default
+# The default run draws 25 patterns (their cost varies a lot with the pattern drawn, and the default
 # suite has a time budget); `pytest -m slow` draws 400.
-@pytest.mark.parametrize("examples", [50, pytest.param(400, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("examples", [25, pytest.param(400, marks=pytest.mark.slow)])
 def test_dfa_accepts_strings_generated_from_the_pattern(examples):
     @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(data=st.data(), pattern=patterns)

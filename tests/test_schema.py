@@ -384,7 +384,7 @@ def test_overlapping_integer_ranges_in_oneof_are_refused():
 
 
 def test_too_large_recursion_falls_back_to_a_shallower_depth(monkeypatch):
-    from inferlab.constrain import schema as schema_module
+    from inferlab.constrain.schema import compiler as schema_module
     tree = {"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}},
                                                               "name": {"type": "string"}},
                             "additionalProperties": False}}, "$ref": "#/$defs/t"}

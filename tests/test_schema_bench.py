@@ -82,3 +82,45 @@ def test_real_benchmark_sample_is_sound():
     total = results["summary"]["all"]
     assert total["schemas"] == 20
     assert total["soundness"] in (None, 1.0), [r["unsound"] for r in results["schemas"] if r["unsound"]]
+
+
+def test_refusal_histogram_keeps_names_and_limits():
+    from inferlab.constrain.bench import _reason_key
+    assert _reason_key("the regex for #/definitions/a exceeds 1,000,000 characters: simplify") == \
+        "the regex for #… exceeds 1,000,000 characters: simplify"
+    assert _reason_key("oneOf at #/x/oneOf: branches /x/oneOf/0 and /x/oneOf/1 are not provably disjoint") == \
+        "oneOf: branches #… and #… are not provably disjoint"
+    assert _reason_key("format at #/f: unknown format 'ipv6' (maxProperties 3)") == \
+        "format: unknown format 'ipv6' (maxProperties N)"
+
+
+@pytest.mark.slow  # the peers run at Qwen-free 512 tokens still takes seconds each
+def test_peers_run_on_the_same_instances(bench_dir):
+    """--peers: each installed peer compiles, and its accept/reject counts are over our instances;
+    hand-checked: every peer accepts 1 (valid) and rejects -1 and "x" (invalid) for Alpha---int."""
+    pytest.importorskip("llguidance")
+    from inferlab.cli.schema_bench import _load_vocab
+    results = run_bench(BenchConfig(directory=bench_dir, peers=True, mask_samples=1, mask_min_sample_s=0.001),
+                        vocab=_load_vocab("512"))
+    by_name = {r["name"]: r for r in results["schemas"]}
+    peers = by_name["Alpha---int"]["peers"]
+    assert "llguidance" in peers
+    for name, p in peers.items():
+        assert p["compiled"], (name, p)
+        assert (p["valid_accepted"], p["valid_total"], p["invalid_total"]) == (1, 1, 2), name
+        if name == "outlines-core":  # it does not enforce minimum: -1 is accepted, and shown
+            assert p["invalid_rejected"] == 1 and p["unsound"] == ["-1"]
+        else:
+            assert p["invalid_rejected"] == 2 and p["unsound"] == [], name
+        assert p["mask_us_per_token"] > 0 and p["first_mask_ms"] >= 0
+    assert set(results["summary"]["all"]["peers"]) == set(peers)
+    assert results["summary"]["all"]["peers"]["llguidance"]["schemas"] == 3
+
+
+@pytest.mark.slow  # the peers run at Qwen-free 512 tokens still takes seconds each
+def test_cli_peers_flag(bench_dir, capsys):
+    pytest.importorskip("llguidance")
+    assert main(["schema-bench", str(bench_dir), "--vocab", "512", "--peers", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["peers"] is True and out["peers"]["llguidance"]["available"]
+    assert "llguidance" in out["summary"]["all"]["peers"]

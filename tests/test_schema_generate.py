@@ -16,8 +16,8 @@ import pytest
 
 from inferlab.constrain import vocabulary_of
 from inferlab.constrain.bench import DEFAULT_DIR, BenchConfig, compile_within_limits, list_cases
-from inferlab.constrain.index import TokenIndex
-from inferlab.constrain.masks import IndexedJSONSchemaMask
+from inferlab.constrain.masks import NEG_INF
+from inferlab.constrain.stack import StackGrammar
 from inferlab.errors import InferlabError
 from inferlab.model.generate import generate
 from inferlab.model.tokenizer import load_vocab
@@ -25,6 +25,40 @@ from inferlab.model.tokenizer import load_vocab
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not DEFAULT_DIR.is_dir(), reason="../shared/jsonschemabench is not here")]
+
+
+class GrammarTokenMask:
+    """The TokenMask hook driven by the Grammar protocol methods (test-local: the library's
+    adapter over GrammarMatcher is constrain.matcher's)."""
+
+    def __init__(self, grammar):
+        self.grammar = grammar
+        self.vocab_size = grammar.vocab_size
+        self.row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
+        self.reset()
+
+    def reset(self):
+        self.state = self.grammar.initial_state()
+
+    def allowed_mask(self):
+        self.grammar.fill_bitmask(self.state, self.row)
+        return self.row
+
+    def apply(self, logits, m):
+        keep = np.unpackbits(m.view(np.uint8), count=len(logits), bitorder="little")  # (V,)
+        logits[keep == 0] = NEG_INF
+
+    def advance(self, token):
+        nxt = self.grammar.advance(self.state, token)
+        if nxt is None:
+            raise InferlabError(f"token {token} is not allowed")
+        self.state = nxt
+
+    def is_complete(self):
+        return self.grammar.can_end(self.state)
+
+    def allowed_ids(self):
+        return self.grammar.allowed_ids(self.state)
 
 
 @dataclass(frozen=True)
@@ -65,10 +99,10 @@ def test_complete_outputs_validate_on_the_benchmark_sample():
     for path in list_cases(DEFAULT_DIR, limit=config.limit, seed=1):
         schema = json.loads(path.read_text(encoding="utf-8"))["schema"]
         try:
-            _, dfa = compile_within_limits(schema, config)
+            _, machine = compile_within_limits(schema, config)
         except InferlabError:
             continue                      # refused: nothing is generated for it
-        mask = IndexedJSONSchemaMask(TokenIndex.build(dfa, vocab))
+        mask = GrammarTokenMask(StackGrammar(machine, vocab))
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         for seed in range(3):

@@ -187,7 +187,9 @@ def test_metaspace_split_true_is_refused(tmp_path):
         load_hf_tokenizer(tmp_path)
 
 
-@pytest.fixture(scope="module", params=["cl100k", "qwen"])
+# Slow: each real vocabulary is ~150k tokens written, read back and cross-encoded (~3-4 s apiece);
+# test_tokenizer_vocab checks the same vocabularies against tiktoken in the default run.
+@pytest.fixture(scope="module", params=[pytest.param(v, marks=pytest.mark.slow) for v in ("cl100k", "qwen")])
 def real(request, tmp_path_factory):
     """A real vocabulary written as tokenizer.json by us (merges derived from the ranks,
     TikTokenConverter's way) and read back by us and by `tokenizers`: Qwen's with its own regex

@@ -47,6 +47,8 @@ def add_arguments(p):
                    help="generate extra keys where additionalProperties is absent (default: not generated)")
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
+    p.add_argument("--peers", action="store_true",
+                   help="also run llguidance, xgrammar and outlines-core on the same schemas and tokens")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
@@ -69,6 +71,7 @@ def _print_summary(results: dict, console: Console) -> None:
                       "-" if s["compile_ms_median"] is None else f"{s['compile_ms_median']:.1f}",
                       "-" if mask is None else f"{mask:.1f}")
     console.print(table)
+    _print_peers(results, console)
     refusals = results["summary"]["all"]["refusals"]
     if refusals:
         console.print("[bold]top refusal reasons[/bold]")
@@ -77,6 +80,29 @@ def _print_summary(results: dict, console: Console) -> None:
     unsound = [r for r in results["schemas"] if r["unsound"]]
     for r in unsound:
         console.print(f"[red]UNSOUND[/red] {r['name']}: accepted invalid {r['unsound'][0]}")
+
+
+def _print_peers(results: dict, console: Console) -> None:
+    summary = results["summary"]
+    names = list(summary["all"].get("peers", {}))
+    if not names:
+        return
+    table = Table(title="inferlab and its peers, same schemas and tokens (all categories)")
+    for col in ("engine", "coverage", "completeness", "soundness", "first mask ms (median / p90)",
+                "mask µs/token (median)"):
+        table.add_column(col, justify="left" if col == "engine" else "right")
+    for name, s in [("inferlab", summary["all"]), *summary["all"]["peers"].items()]:
+        first = "-" if s["first_mask_ms_median"] is None else \
+            f"{s['first_mask_ms_median']:.2f} / {s['first_mask_ms_p90']:.2f}"
+        mask = s["mask_us_per_token_median"]
+        table.add_row(name, f"{_pct(s['coverage'])} ({s['compiled']}/{s['schemas']})",
+                      f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
+                      f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
+                      first, "-" if mask is None else f"{mask:.1f}")
+    console.print(table)
+    for name, info in results.get("peers", {}).items():
+        if not info.get("available"):
+            console.print(f"  {name}: {info.get('note')}")
 
 
 def _load_vocab(name: str):
@@ -121,7 +147,7 @@ def _cases(config: BenchConfig) -> list[Path]:
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
-                         allow_extra_keys=args.allow_extra_keys)
+                         allow_extra_keys=args.allow_extra_keys, peers=args.peers)
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))
     vocab = _load_vocab(args.vocab)

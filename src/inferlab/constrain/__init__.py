@@ -4,6 +4,11 @@
     compile_regex (dfa.py)      regex -> Thompson NFA over UTF-8 bytes -> minimal DFA
     TokenIndex.build (index.py) DFA x vocabulary trie -> per-state allowed tokens, next states
     masks.py                    NaiveJSONSchemaMask (seed baseline), IndexedJSONSchemaMask
+
+v2, the stack grammar (schema-bench, `inferlab schema`, the matcher API's Grammar):
+    compile_grammar (schema.py) JSON Schema -> regexes of automata that call each other
+    stack.py                    automata -> StackMachine (configurations: sets of stacks) ->
+                                StackGrammar (lazy, cached token masks over the vocabulary trie)
 """
 
 from __future__ import annotations

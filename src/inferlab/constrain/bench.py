@@ -1,10 +1,12 @@
 """schema-bench: the compiler on real schemas (JSONSchemaBench files), per schema and per category.
 
-For each schema: compile (schema -> regex -> byte DFA), or record the refusal reason; re-serialise
-each test instance canonically (`canonical_json`) and ask the DFA whether it accepts it; a valid
-instance should be accepted (completeness), an invalid one must be rejected (soundness); then
-build the token index for a vocabulary and time the indexed mask over the tokens of the first
-accepted valid instance (mask build + apply + advance, per token).
+For each schema: compile (schema -> stack grammar: one regex and byte DFA per automaton,
+schema.compile_grammar and constrain.stack), or record the refusal reason; re-serialise each
+test instance canonically (`canonical_json`) and ask the grammar whether it accepts it; a valid
+instance should be accepted (completeness), an invalid one must be rejected (soundness); then,
+for a vocabulary, time the first mask of a fresh grammar (rows are built lazily) and the
+per-token mask over the tokens of the first accepted valid instance: fill an int32 bitmask row
+and advance, after a first walk that built the rows (the first walk is reported apart).
 
 File format (one file per schema, `<Category>---<name>.json`): {"schema": ..., "tests":
 [{"valid": bool, "data": ...}]}; see the folder's README.
@@ -24,12 +26,13 @@ import numpy as np
 
 from inferlab.constrain import regex as rx
 from inferlab.constrain.dfa import compile_ast
-from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
+from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, canonical_json, compile_grammar
+from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure.timing import measure
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
-# Subset construction in Python: beyond this a schema's DFA takes minutes; refused with a reason.
+# Subset construction in Python: beyond this an automaton's DFA takes minutes; refused with a reason.
 BENCH_MAX_STATES = 20_000
 # A regex whose NFA would exceed this (counted repeats such as maxLength 8192 unrolled) is refused
 # before the automaton is built: building it only to hit the state limit costs tens of seconds.
@@ -46,6 +49,7 @@ class BenchConfig:
     any_depth: int = 1             # nesting generated for unconstrained values (compile_schema's)
     allow_extra_keys: bool = False
     max_states: int = BENCH_MAX_STATES
+    peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
     mask_samples: int = 5          # timing samples per schema (each >= mask_min_sample_s of work)
     mask_min_sample_s: float = 0.05
 
@@ -61,13 +65,19 @@ class SchemaResult:
     invalid_total: int = 0
     invalid_rejected: int = 0
     unsound: list[str] = field(default_factory=list)  # canonical texts of accepted invalid instances
-    compile_ms: float | None = None    # schema -> regex -> minimal DFA
-    index_ms: float | None = None      # DFA x vocabulary -> token index
-    dfa_states: int | None = None
-    ref_depth: int | None = None
+    compile_ms: float | None = None    # schema -> regexes -> minimal DFAs
+    refuse_ms: float | None = None     # time spent before a refusal (size limits cost the most)
+    first_mask_ms: float | None = None  # a fresh grammar's first bitmask (vocabulary preprocessed)
+    dfa_states: int | None = None      # summed over the automata
+    automata: int | None = None
+    uses_stack: bool | None = None
     narrowed: int = 0
-    mask_us_per_token: float | None = None
+    mask_us_per_token: float | None = None        # fill bitmask (median of single readings), rows built
+    step_us_per_token: float | None = None        # fill bitmask + advance, per token of a walk
+    first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     mask_tokens: int = 0
+    mask_us_p99: float | None = None
+    peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
 
 
 def category_of(path: Path) -> str:
@@ -102,37 +112,65 @@ def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
 
 
 def _reason_key(message: str) -> str:
-    """A refusal message without its pointer, for the histogram."""
+    """A refusal message with its pointers and schema-specific numbers made generic, for the
+    histogram; limits written with thousands separators (1,000,000) stay as they are."""
     key = re.sub(r" at #\S*?: ", ": ", message)   # pointers may hold ":" (not ": ") themselves
-    key = re.sub(r" #\S*", "", key)
-    key = re.sub(r"/\S*", "", key)
-    key = re.sub(r"\d+", "N", key)
-    return key[:90]
+    key = re.sub(r"#/?\S*|(?<=\s)/\S*", "#…", key)
+    key = re.sub(r"~[\d,]+", "~N", key)
+    key = re.sub(r"(?<![\w,])\d+(?![\d,])", "N", key)
+    return key[:120]
 
 
-def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
+def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> SchemaResult:
+    """One schema; `peers` = {name: bench_peers adapter} to run beside ours (needs `vocab`)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     schema, tests = doc["schema"], doc.get("tests", [])
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
+    _ours(res, schema, tests, config, vocab)
+    if peers and vocab is not None:
+        _run_peers(res, schema, tests, config, vocab, peers)
+    return res
+
+
+def _canonical(instance, schema, config: BenchConfig) -> str:
+    return canonical_json(instance, schema, max_ref_depth=config.max_ref_depth,
+                          allow_extra_keys=config.allow_extra_keys, any_depth=config.any_depth)
+
+
+def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
+    from inferlab.constrain.bench_peers import run_peer
+
+    tok = vocab[1]
+    cases = []
+    for test in tests:
+        try:
+            text = _canonical(test["data"], schema, config)
+        except InferlabError:  # a schema we refuse may not give a canonical order: compact JSON
+            text = json.dumps(test["data"], ensure_ascii=False, separators=(",", ":"))
+        cases.append((bool(test["valid"]), text, tok.encode(text)))
+    timing = next((tokens for valid, _, tokens in cases if valid), None)
+    for name, peer in peers.items():
+        res.peers[name] = asdict(run_peer(peer, schema, cases, timing))
+
+
+def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     t0 = time.perf_counter()
     try:
-        compiled, dfa = compile_within_limits(schema, config)
-    except SchemaError as exc:
-        res.reason = str(exc)
-        return res
-    except InferlabError as exc:  # the automaton's limits (states) or its parser
-        res.reason = f"dfa: {exc}"
-        return res
+        compiled, machine = compile_within_limits(schema, config)
+    except InferlabError as exc:  # SchemaError, or the automaton's limits (states) or its parser
+        res.reason = str(exc) if isinstance(exc, SchemaError) else f"dfa: {exc}"
+        res.refuse_ms = (time.perf_counter() - t0) * 1e3
+        return
     res.compile_ms = (time.perf_counter() - t0) * 1e3
     res.compiled = True
-    res.dfa_states = dfa.n_states
-    res.ref_depth = compiled.ref_depth
+    res.dfa_states = machine.n_states
+    res.automata = machine.n_automata
+    res.uses_stack = machine.uses_stack
     res.narrowed = len(compiled.narrowed)
     first_accepted = None
     for test in tests:
-        text = canonical_json(test["data"], schema, max_ref_depth=config.max_ref_depth,
-                              allow_extra_keys=config.allow_extra_keys, any_depth=config.any_depth)
-        accepted = dfa.fullmatch(text)
+        text = _canonical(test["data"], schema, config)
+        accepted = machine.accepts(text)
         if test["valid"]:
             res.valid_total += 1
             res.valid_accepted += accepted
@@ -144,27 +182,32 @@ def run_schema(path: Path, config: BenchConfig, vocab=None) -> SchemaResult:
             if accepted:
                 res.unsound.append(text[:200])
     if vocab is not None and first_accepted is not None:
-        _time_mask(res, dfa, vocab, first_accepted, config)
-    return res
+        _time_mask(res, machine, vocab, first_accepted, config)
 
 
 def compile_within_limits(schema, config: BenchConfig):
-    """schema -> (CompiledSchema, DFA); a recursive schema whose automaton is over the limits is
-    retried with a shallower max_ref_depth (its ref_depth and narrowed say so)."""
-    depth = config.max_ref_depth
-    while True:
-        compiled = compile_schema(schema, whitespace=config.whitespace, max_ref_depth=depth,
-                                  any_depth=config.any_depth, allow_extra_keys=config.allow_extra_keys)
+    """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits; over
+    them, subschemas are outlined into automata of their own from a smaller size on."""
+    for k, outline in enumerate(OUTLINE_CHARS):
         try:
-            ast = rx.parse(compiled.regex)
-            size = nfa_size_estimate(ast)
-            if size > BENCH_MAX_NFA:
-                raise InferlabError(f"the regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
-            return compiled, compile_ast(ast, max_states=config.max_states)
+            return _compile_once(schema, config, outline)
         except InferlabError:
-            if compiled.ref_depth <= 1:
+            if k + 1 == len(OUTLINE_CHARS):
                 raise
-            depth = compiled.ref_depth - 1
+    raise AssertionError("unreachable")
+
+
+def _compile_once(schema, config: BenchConfig, outline_chars: int):
+    compiled = compile_grammar(schema, whitespace=config.whitespace, allow_extra_keys=config.allow_extra_keys,
+                               outline_chars=outline_chars)
+    dfas = []
+    for k, regex in enumerate(compiled.automata):
+        ast = rx.parse(regex)
+        size = nfa_size_estimate(ast)
+        if size > BENCH_MAX_NFA:
+            raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
+        dfas.append(compile_ast(ast, max_states=config.max_states))
+    return compiled, StackMachine(dfas, compiled.counts)
 
 
 def nfa_size_estimate(node) -> int:
@@ -173,37 +216,86 @@ def nfa_size_estimate(node) -> int:
         return len(node.ranges) + 1
     if isinstance(node, (rx.Concat, rx.Alt)):
         return sum(nfa_size_estimate(item) for item in node.items) + 1
+    if isinstance(node, rx.Call):
+        return 6
     copies = node.max if node.max is not None else node.min + 1
     return nfa_size_estimate(node.item) * max(copies, 1) + 1
 
 
-def _time_mask(res: SchemaResult, dfa, vocab, text: str, config: BenchConfig) -> None:
-    """Index build time, then the per-token cost of a walk over `text`'s tokens."""
-    from inferlab.constrain.index import TokenIndex
-    from inferlab.constrain.masks import IndexedJSONSchemaMask
-
+def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, config: BenchConfig) -> None:
+    """A fresh grammar's first mask, then the per-token cost of a walk over `text`'s tokens."""
     vocabulary, tok = vocab
-    index = TokenIndex.build(dfa, vocabulary)
-    res.index_ms = index.build_seconds * 1e3
+    vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
+    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts), vocabulary)  # nothing built yet
+    row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
+    t0 = time.perf_counter()
+    grammar.fill_bitmask(grammar.initial_state(), row)
+    res.first_mask_ms = (time.perf_counter() - t0) * 1e3
     tokens = tok.encode(text)
-    mask = IndexedJSONSchemaMask(index)
-    logits = np.zeros(index.vocab_size, dtype=np.float32)  # (V,)
 
-    def walk():
-        mask.reset()
+    def walk(fill_ns=None):
+        state = grammar.initial_state()
         for t in tokens:
-            m = mask.allowed_mask()
-            mask.apply(logits, m)
-            mask.advance(t)
+            a = time.perf_counter_ns()
+            grammar.fill_bitmask(state, row)
+            if fill_ns is not None:
+                fill_ns.append(time.perf_counter_ns() - a)
+            state = grammar.advance(state, t)
+            if state is None:
+                raise InferlabError(f"token {t} is not allowed")
 
+    first_walk: list[int] = []
     try:
-        walk()  # a tokenization the index rejects is a bug to report, not to time
+        walk(first_walk)  # a tokenization the grammar rejects is a bug to report, not to time
     except InferlabError as exc:
         res.reason = f"mask walk failed: {exc}"
         return
+    res.first_walk_us_per_token = sum(first_walk) / max(len(tokens), 1) / 1e3  # rows built on the way
     stats = measure(walk, samples=config.mask_samples, min_sample_s=config.mask_min_sample_s)
-    res.mask_us_per_token = stats.median / max(len(tokens), 1) * 1e6
+    res.step_us_per_token = stats.median / max(len(tokens), 1) * 1e6
     res.mask_tokens = len(tokens)
+    res.mask_us_per_token, res.mask_us_p99 = _fill_readings(grammar, tokens, row)
+
+
+def _fill_readings(grammar, tokens, row) -> tuple[float, float]:
+    """(median, p99) in us of single fill_bitmask readings over repeated walks (rows built),
+    >= 50 ms of readings in all: the peers' unit (bench_peers times the same)."""
+    from inferlab.measure.timing import gc_disabled
+    readings: list[int] = []
+    with gc_disabled():
+        while sum(readings) < 50e6:
+            state = grammar.initial_state()
+            for t in tokens:
+                a = time.perf_counter_ns()
+                grammar.fill_bitmask(state, row)
+                readings.append(time.perf_counter_ns() - a)
+                state = grammar.advance(state, t)
+    us = np.asarray(readings) / 1e3
+    return float(np.median(us)), float(np.percentile(us, 99))
+
+
+def _stats(rs: list, get) -> dict:
+    """Coverage, completeness, soundness and timings of results `rs`; get(r) -> the record
+    (ours: the SchemaResult; a peer's: its PeerResult dict, None if the peer did not run)."""
+    recs = [x for x in map(get, rs) if x is not None]
+    g = (lambda x, k: x[k]) if recs and isinstance(recs[0], dict) else getattr
+    comp = [x for x in recs if g(x, "compiled")]
+    v_tot, v_acc = sum(g(x, "valid_total") for x in comp), sum(g(x, "valid_accepted") for x in comp)
+    i_tot, i_rej = sum(g(x, "invalid_total") for x in comp), sum(g(x, "invalid_rejected") for x in comp)
+
+    def pct(key, q):
+        vals = [g(x, key) for x in comp if g(x, key) is not None]
+        return float(np.percentile(vals, q)) if vals else None
+    return {
+        "schemas": len(recs), "compiled": len(comp), "coverage": len(comp) / len(recs) if recs else None,
+        "valid": v_tot, "valid_accepted": v_acc, "completeness": v_acc / v_tot if v_tot else None,
+        "invalid": i_tot, "invalid_rejected": i_rej, "soundness": i_rej / i_tot if i_tot else None,
+        "compile_ms_median": pct("compile_ms", 50),
+        "first_mask_ms_median": pct("first_mask_ms", 50), "first_mask_ms_p90": pct("first_mask_ms", 90),
+        "mask_us_per_token_median": pct("mask_us_per_token", 50),
+        "mask_us_p99_median": pct("mask_us_p99", 50),
+        "first_walk_us_per_token_median": pct("first_walk_us_per_token", 50),
+    }
 
 
 def summarize(results: list[SchemaResult]) -> dict:
@@ -214,36 +306,32 @@ def summarize(results: list[SchemaResult]) -> dict:
     groups_all = dict(sorted(groups.items()))
     groups_all["all"] = results
     out = {}
+    peer_names = sorted({name for r in results for name in r.peers})
     for cat, rs in groups_all.items():
-        comp = [r for r in rs if r.compiled]
-        v_tot = sum(r.valid_total for r in comp)
-        v_acc = sum(r.valid_accepted for r in comp)
-        i_tot = sum(r.invalid_total for r in comp)
-        i_rej = sum(r.invalid_rejected for r in comp)
-        masks = [r.mask_us_per_token for r in comp if r.mask_us_per_token is not None]
-        compile_ms = [r.compile_ms for r in comp]
         out[cat] = {
-            "schemas": len(rs),
-            "compiled": len(comp),
-            "coverage": len(comp) / len(rs) if rs else None,
-            "valid": v_tot, "valid_accepted": v_acc,
-            "completeness": v_acc / v_tot if v_tot else None,
-            "invalid": i_tot, "invalid_rejected": i_rej,
-            "soundness": i_rej / i_tot if i_tot else None,
-            "compile_ms_median": float(np.median(compile_ms)) if compile_ms else None,
-            "mask_us_per_token_median": float(np.median(masks)) if masks else None,
+            **_stats(rs, lambda r: r),
+            "size_refusals": sum(1 for r in rs if not r.compiled and _size_refusal(r.reason)),
             "refusals": dict(Counter(_reason_key(r.reason) for r in rs if not r.compiled).most_common()),
+            "peers": {name: _stats(rs, lambda r, n=name: r.peers.get(n)) for name in peer_names},
         }
     return out
+
+
+def _size_refusal(reason: str | None) -> bool:
+    return bool(reason) and any(w in reason for w in ("exceeds", "unrolls to", "more than", "too large"))
 
 
 def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     """Every selected schema; `vocab` = (Vocabulary, Tokenizer) for mask timing or None;
     `step(name)` is called after each schema (the CLI's progress bar)."""
     files = list_cases(config.directory, config.limit, config.seed)
+    peers, peer_info = None, {}
+    if config.peers and vocab is not None:
+        from inferlab.constrain.bench_peers import load_peers
+        peers, peer_info = load_peers(*vocab)
     results = []
     for path in files:
-        results.append(run_schema(path, config, vocab))
+        results.append(run_schema(path, config, vocab, peers))
         if step is not None:
             step(path.stem)
     config_json = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
@@ -252,6 +340,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "experiment": "schema-bench",
         "config": config_json,
         "summary": summarize(results),
+        "peers": peer_info,
         "schemas": [asdict(r) for r in results],
     }
 

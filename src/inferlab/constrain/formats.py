@@ -99,3 +99,11 @@ NARROWINGS = {
     "uri-reference": "no IP-literal ([...]) host",
     "hostname": "at most 4 labels of at most 62 characters",
 }
+
+# The formats JSON Schema defines (2020-12 §7.3, plus the names of drafts 3-7); a name outside this
+# list is a custom format, an annotation (schema.compile_grammar's format policy). Draft 3's
+# "utc-millisec" is left out: it asks for a number, which the instance already is.
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
+    "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex", "host-name", "ip-address", "color"})

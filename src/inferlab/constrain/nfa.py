@@ -12,12 +12,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from inferlab.constrain.regex import Alt, CharSet, Concat, Node, Repeat
+from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat
 from inferlab.errors import InferlabError
 
 DEFAULT_MAX_NFA_STATES = 2_000_000  # ~200 MB of Python lists; beyond it a regex is a blow-up
 
 ByteSeq = tuple[tuple[int, int], ...]  # one UTF-8 byte range per position
+
+# A Call(k) is written as bytes no UTF-8 text contains (F8-FF): CALL_MARK, then k in CALL_DIGITS
+# base-CALL_BASE digits, each CALL_MARK + 1 + digit. So a called automaton is an ordinary edge
+# path of the DFA (determinised and minimised with the rest); the stack machine reads it as a
+# call, and text (tokens) never walks it.
+CALL_MARK = 0xF8
+CALL_BASE = 7
+CALL_DIGITS = 5
+MAX_CALL_TARGETS = CALL_BASE ** CALL_DIGITS
+
+
+def call_bytes(target: int) -> bytes:
+    """The marker path of a call of automaton `target`."""
+    if not 0 <= target < MAX_CALL_TARGETS:
+        raise InferlabError(f"call target {target} outside 0..{MAX_CALL_TARGETS - 1}")
+    digits = []
+    for _ in range(CALL_DIGITS):
+        target, d = divmod(target, CALL_BASE)
+        digits.append(CALL_MARK + 1 + d)
+    return bytes([CALL_MARK, *digits])
 
 
 def _encode(cp: int) -> bytes:
@@ -123,6 +143,12 @@ class _Builder:
             return end
         if isinstance(node, Repeat):
             return self.repeat(node, start)
+        if isinstance(node, Call):
+            for b in call_bytes(node.target):
+                nxt = self.state()
+                self.edges[start].append((b, b, nxt))
+                start = nxt
+            return start
         raise TypeError(f"not a regex AST node: {node!r}")
 
     def charset(self, node: CharSet, start: int) -> int:

@@ -35,6 +35,8 @@ AST (frozen dataclasses; `parse` returns one of them):
     Concat(items)          the items in sequence; Concat(()) is the empty string
     Alt(items)             any one of the items
     Repeat(item, min, max) item repeated min..max times (max None = unbounded)
+    Call(target)           `(?&N)`: a call of automaton N of a stack grammar (constrain.stack);
+                           not Python `re` syntax, written only by the schema compiler
 """
 
 from __future__ import annotations
@@ -69,7 +71,12 @@ class Repeat:
     max: int | None  # None = unbounded
 
 
-Node = CharSet | Concat | Alt | Repeat
+@dataclass(frozen=True)
+class Call:
+    target: int  # the called automaton's number in its grammar
+
+
+Node = CharSet | Concat | Alt | Repeat | Call
 
 
 def normalize_ranges(ranges) -> tuple[tuple[int, int], ...]:
@@ -230,6 +237,13 @@ class _Parser:
         if self.p.startswith("?", self.i):
             if self.p.startswith("?:", self.i):
                 self.i += 2
+            elif self.p.startswith("?&", self.i):
+                close = self.p.find(")", self.i)
+                number = self.p[self.i + 2:close] if close > 0 else ""
+                if not (number.isascii() and number.isdigit()):
+                    raise self.error("bad call '(?&N)'", open_pos)
+                self.i = close + 1
+                return Call(int(number))
             elif self.p.startswith("?P<", self.i):
                 close = self.p.find(">", self.i)
                 name = self.p[self.i + 3:close] if close > 0 else ""

@@ -1,0 +1,103 @@
+"""`inferlab schema compile SCHEMA.json [--json]` and `inferlab schema check SCHEMA.json INSTANCE.json [--json]`.
+
+Ask the JSON-schema compiler questions. `compile` prints the stack grammar: its automata (states,
+calls), whether text needs the stack, and every narrowing. `check` answers whether the grammar
+accepts the instance's canonical text (constrain.schema.canonical_json): exit 0 accepted, 1
+rejected, 2 bad input or a refused schema (one stderr line naming keyword and JSON pointer).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inferlab.cli.common import examples_epilog, print_json
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES
+from inferlab.constrain.schema import canonical_json, compile_grammar
+from inferlab.constrain.stack import build_machine, call_edges
+from inferlab.errors import InferlabError
+
+NAME = "schema"
+HELP = "compile a JSON schema to the stack grammar and show it, or check an instance against it"
+EXAMPLES = (
+    "inferlab schema compile schema.json",
+    "inferlab schema check schema.json instance.json --json",
+)
+
+
+def add_arguments(p):
+    sub = p.add_subparsers(dest="action", required=True, parser_class=type(p))
+    c = _action(sub, "compile", "print automata, states, stack use and narrowings",
+                "inferlab schema compile schema.json", "inferlab schema compile schema.json --json")
+    k = _action(sub, "check", "does the compiled grammar accept the instance's canonical text? "
+                "(exit 0 accepted, 1 rejected, 2 bad input or refused)",
+                "inferlab schema check schema.json instance.json",
+                "inferlab schema check schema.json instance.json --whitespace flexible --json")
+    c.add_argument("schema", type=Path, help="the JSON Schema file")
+    k.add_argument("schema", type=Path, help="the JSON Schema file")
+    k.add_argument("instance", type=Path, help="the JSON instance to check")
+    for q in (c, k):
+        q.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
+                       help="the whitespace the grammar allows between tokens (default compact)")
+        q.add_argument("--json", action="store_true", help="print the answer as JSON on stdout")
+
+
+def _action(sub, name: str, text: str, *examples: str):
+    return sub.add_parser(name, help=text, description=text, epilog=examples_epilog(*examples))
+
+
+def _read_json(path: Path, what: str):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InferlabError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InferlabError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nesting"
+        raise InferlabError(f"{what} {path}: not JSON ({where})") from None
+
+
+def _compile(args):
+    schema = _read_json(args.schema, "schema")
+    compiled = compile_grammar(schema, whitespace=args.whitespace)
+    return schema, compiled, build_machine(compiled, max_states=DEFAULT_MAX_STATES)
+
+
+def describe(compiled, machine) -> dict:
+    automata = []
+    for k, dfa in enumerate(machine.dfas):
+        calls = sorted({callee for edges in call_edges(dfa).values() for callee, _ in edges})
+        automata.append({"automaton": k, "states": dfa.n_states, "calls": calls, "regex_chars": len(compiled.automata[k])})
+    return {"automata": automata, "dfa_states": machine.n_states, "uses_stack": machine.uses_stack,
+            "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced),
+            "unenforced_formats": list(compiled.unenforced_formats)}
+
+
+def run(args) -> int:
+    schema, compiled, machine = _compile(args)
+    if args.action == "compile":
+        info = describe(compiled, machine)
+        if args.json:
+            print_json(info)
+            return 0
+        print(f"{len(info['automata'])} automata, {info['dfa_states']} DFA states, "
+              f"{'uses the stack (calls)' if info['uses_stack'] else 'one flat DFA (no stack)'}")
+        for a in info["automata"]:
+            calls = ", ".join(map(str, a["calls"])) or "-"
+            print(f"  automaton {a['automaton']}: {a['states']} states, calls {calls}")
+        for n in info["narrowed"]:
+            print(f"  narrowed: {n}")
+        for n in info["unenforced_formats"]:
+            print(f"  not enforced: {n}")
+        return 0
+    instance = _read_json(args.instance, "instance")
+    text = canonical_json(instance, schema)
+    accepted = machine.accepts(text)
+    if args.json:
+        print_json({"accepted": accepted, "canonical_text": text})
+    else:
+        print(f"{'accepted' if accepted else 'rejected'}: {text if len(text) <= 200 else text[:200] + '...'}")
+    return 0 if accepted else 1

@@ -1,0 +1,242 @@
+"""schema-bench --peers: llguidance, xgrammar and outlines-core on the same schemas, instances and
+tokens as inferlab's stack grammar, in the same run (MaskBench's method).
+
+Per peer and schema: compile or the peer's refusal; every test instance's canonical text, as our
+tokenizer's tokens, consumed token by token, then "may it end here" read from the EOS bit of the
+peer's own bitmask (a valid instance accepted: completeness; an invalid one accepted: a soundness
+failure, shown as such); the time to the first mask of a fresh matcher; the per-token mask on the
+first accepted valid instance's tokens, each peer filling an int32 bitmask row in place on its
+fastest native path (llguidance fill_next_token_bitmask into numpy, xgrammar
+fill_next_token_bitmask into its torch int32 bitmask, outlines-core Guide.write_mask_into).
+Peers are imported here only, lazily; one that is absent is reported, never silently dropped.
+The tokenizer conversion of each peer is vocabulary preprocessing: done once, timed apart.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inferlab.measure.timing import gc_disabled
+
+PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
+# outlines-core's Index build has no size limit of its own and can run for many minutes, or take
+# many GB, on a big regex or a large counted repeat (maxLength 8192 unrolls); above these it is
+# not attempted (reported as such, never counted as compiled).
+OUTLINES_MAX_REGEX = 20_000
+OUTLINES_MAX_REPEAT = 256
+MIN_TIMING_S = 0.05
+
+
+@dataclass
+class PeerResult:
+    compiled: bool
+    reason: str | None = None
+    valid_total: int = 0
+    valid_accepted: int = 0
+    invalid_total: int = 0
+    invalid_rejected: int = 0
+    unsound: list[str] = field(default_factory=list)
+    compile_ms: float | None = None
+    first_mask_ms: float | None = None
+    mask_us_per_token: float | None = None  # median over per-token readings
+    mask_us_p99: float | None = None
+    first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class _Peer:
+    """A peer adapter: compile(schema) -> handle; matcher(handle) -> (fill, consume, may_end)."""
+
+    name = ""
+
+    def __init__(self, vocab, tok):
+        self.vocab_size = vocab.vocab_size
+        self.eos = vocab.eos_id
+        t0 = time.perf_counter()
+        self.setup(vocab, tok)
+        self.preprocessing_ms = (time.perf_counter() - t0) * 1e3
+
+
+class _LLGuidance(_Peer):
+    name = "llguidance"
+
+    def setup(self, vocab, tok):
+        import llguidance
+        import llguidance.numpy as lln
+
+        from inferlab.model.pretokenize import REFERENCE_PATTERNS
+        self.ll, self.lln = llguidance, lln
+        encoder = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+        self.tokenizer = llguidance.LLTokenizer.from_tiktoken(
+            encoder=encoder, special_tokens=dict(tok.special_tokens), pattern=REFERENCE_PATTERNS[tok.pattern],
+            eos_token=vocab.eos_id, n_vocab=vocab.vocab_size, slices=None)
+        self.bitmask = lln.allocate_token_bitmask(1, vocab.vocab_size)  # (1, ceil(V/32)) int32
+
+    def compile(self, schema):
+        grammar = self.ll.LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+        m = self.ll.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if m.is_error():
+            raise ValueError(m.get_error())
+        return grammar
+
+    def matcher(self, grammar):
+        m = self.ll.LLMatcher(self.tokenizer, grammar, log_level=0)
+        bitmask, lln = self.bitmask, self.lln
+
+        def consume(t):
+            return m.consume_token(t) and not m.is_error()
+        return (lambda: lln.fill_next_token_bitmask(m, bitmask)), consume, bitmask[0]
+
+
+class _XGrammar(_Peer):
+    name = "xgrammar"
+
+    def setup(self, vocab, tok):
+        import xgrammar as xgr
+        self.xgr = xgr
+        info = xgr.TokenizerInfo(list(vocab.token_bytes), xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
+                                 stop_token_ids=[vocab.eos_id])
+        self.compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+        self.bitmask = xgr.allocate_token_bitmask(1, vocab.vocab_size)  # torch int32 (1, ceil(V/32))
+
+    def compile(self, schema):
+        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"),
+                                                 strict_mode=True)
+
+    def matcher(self, compiled):
+        m = self.xgr.GrammarMatcher(compiled)
+        bitmask = self.bitmask
+        return (lambda: m.fill_next_token_bitmask(bitmask)), m.accept_token, bitmask[0].numpy()
+
+
+class _Outlines(_Peer):
+    name = "outlines-core"
+
+    def setup(self, vocab, tok):
+        import outlines_core as oc
+        self.oc = oc
+        by_bytes: dict[bytes, list[int]] = {}
+        for i, b in enumerate(vocab.token_bytes):
+            if i not in vocab.special_ids and b:
+                by_bytes.setdefault(b, []).append(i)
+        self.vocabulary = oc.Vocabulary(vocab.eos_id, by_bytes)
+        self.bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+
+    def compile(self, schema):
+        regex = self.oc.json_schema.build_regex_from_schema(json.dumps(schema))
+        if len(regex) > OUTLINES_MAX_REGEX:
+            raise ValueError(f"not attempted: its regex has {len(regex):,} characters (> {OUTLINES_MAX_REGEX:,}; "
+                             "the Index build is unbounded)")
+        repeat = max((int(n) for n in re.findall(r"\{\d*,?(\d+)\}", regex)), default=0)
+        if repeat > OUTLINES_MAX_REPEAT:
+            raise ValueError(f"not attempted: its regex repeats a part {repeat:,} times (> {OUTLINES_MAX_REPEAT}; "
+                             "the Index build unrolls it)")
+        return self.oc.Index(regex, self.vocabulary)
+
+    def matcher(self, index):
+        guide = self.oc.Guide(index)
+        bitmask = self.bitmask
+        ptr, n, size = bitmask.ctypes.data, bitmask.size, bitmask.itemsize
+
+        def consume(t):
+            try:
+                guide.advance(t)
+                return True
+            except Exception:  # outlines-core raises on a token the guide does not allow
+                return False
+        return (lambda: guide.write_mask_into(ptr, n, size)), consume, bitmask[0]
+
+
+_ADAPTERS = {"llguidance": _LLGuidance, "xgrammar": _XGrammar, "outlines-core": _Outlines}
+
+
+def load_peers(vocab, tok) -> tuple[dict, dict]:
+    """({name: adapter} for the installed peers, {name: info}) with versions, preprocessing time,
+    and a note for each peer that could not be loaded."""
+    peers, info = {}, {}
+    for name, cls in _ADAPTERS.items():
+        try:
+            peers[name] = cls(vocab, tok)
+            info[name] = {"available": True, "version": _version(name),
+                          "vocab_preprocessing_ms": peers[name].preprocessing_ms}
+        except ImportError as exc:
+            info[name] = {"available": False, "note": f"not installed ({exc.name}); pip install 'inferlab[peers]'"}
+        except Exception as exc:  # a peer that cannot take this vocabulary is a finding, reported
+            info[name] = {"available": False, "note": f"{type(exc).__name__}: {exc}"}
+    return peers, info
+
+
+def _eos_allowed(words: np.ndarray, eos: int) -> bool:
+    return bool((int(words[eos // 32]) >> (eos % 32)) & 1)
+
+
+def _accepts(peer: _Peer, handle, tokens: list[int]) -> bool:
+    fill, consume, words = peer.matcher(handle)
+    for t in tokens:
+        if not consume(t):
+            return False
+    fill()
+    return _eos_allowed(words, peer.eos)
+
+
+def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float, float]:
+    """(first mask ms of a fresh matcher, per-token median us, p99 us over repeated walks, the
+    first walk's mean us per token)."""
+    readings: list[int] = []
+    with gc_disabled():
+        fill, consume, _ = peer.matcher(handle)
+        t0 = time.perf_counter_ns()
+        fill()
+        first_ms = (time.perf_counter_ns() - t0) / 1e6
+        total = 0
+        while total < MIN_TIMING_S * 1e9:
+            fill, consume, _ = peer.matcher(handle)
+            for t in tokens:
+                a = time.perf_counter_ns()
+                fill()
+                dt = time.perf_counter_ns() - a
+                readings.append(dt)
+                total += dt
+                if not consume(t):
+                    raise ValueError(f"token {t} rejected on the timing walk")
+    us = np.asarray(readings, dtype=np.float64) / 1e3
+    return first_ms, float(np.median(us)), float(np.percentile(us, 99)), float(us[:len(tokens)].mean())
+
+
+def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timing_tokens) -> PeerResult:
+    """`cases`: (valid, canonical text, its tokens) per test instance."""
+    t0 = time.perf_counter()
+    try:
+        handle = peer.compile(schema)
+    except Exception as exc:  # the peer's refusal, in its words
+        return PeerResult(compiled=False, reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+    res = PeerResult(compiled=True, compile_ms=(time.perf_counter() - t0) * 1e3)
+    for valid, text, tokens in cases:
+        ok = _accepts(peer, handle, tokens)
+        if valid:
+            res.valid_total += 1
+            res.valid_accepted += ok
+        else:
+            res.invalid_total += 1
+            res.invalid_rejected += not ok
+            if ok:
+                res.unsound.append(text[:200])
+    if timing_tokens:
+        try:
+            (res.first_mask_ms, res.mask_us_per_token, res.mask_us_p99,
+             res.first_walk_us_per_token) = _time_walk(peer, handle, timing_tokens)
+        except ValueError:
+            pass  # the peer rejects our valid instance: its completeness already says so
+    return res

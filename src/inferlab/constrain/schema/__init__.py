@@ -1,0 +1,107 @@
+"""JSON Schema -> regular expression: the first stage of constrained decoding.
+
+`compile_schema(schema)` returns a regex (the dialect of `constrain.regex`, Python-`re`
+compatible, whole-string match) that matches JSON texts. The guarantee is soundness: every text
+the regex matches parses as JSON and validates against the schema. The regex is complete on
+canonical texts (`canonical_json`) except where a documented narrowing applies; each narrowing
+that a schema triggers is listed in `CompiledSchema.narrowed`. A constraint is never loosened
+silently: what cannot be enforced exactly raises `SchemaError` naming the keyword and its JSON
+pointer ("minimum at #/properties/age: ..."), or, with `lenient=True`, is listed in
+`CompiledSchema.unenforced` (and the regex is then looser than the schema at that place).
+
+Supported keywords
+- type (a name or a list; "integer" is a subset of "number"); boolean schemas true / false;
+- enum, const: any JSON values, written canonically (compact, ensure_ascii=False); values that
+  fail the schema's other keywords are dropped;
+- object: properties (emitted in schema order; an optional property may be omitted), required
+  (a required name missing from properties gets the additionalProperties schema),
+  additionalProperties false / schema / true: extra keys come after the declared ones and never
+  repeat a declared name. Absent additionalProperties: extra keys are not generated unless
+  `allow_extra_keys=True` or no property is declared (a narrowing, recorded).
+  patternProperties: applied to the declared names it matches when no extra key can be
+  generated; a single pattern with no declared properties is a map (its keys match the pattern);
+  a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
+  0, and otherwise only where the generated objects always satisfy them. dependencies,
+  dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
+  and what it needs", as exact alternatives;
+- array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
+  items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
+- string: minLength, maxLength (code points of the decoded string: an escape counts as one),
+  pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
+  date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds with a pattern or
+  format: intersected exactly where the shape allows (one repeated part), else a recorded subset
+  (search padding dropped, the length budget split over repeated parts of fixed width), else an
+  error;
+- integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
+  as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
+  OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
+- number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
+  are not generated for a bounded number, and next to an exclusive bound at most 15 significant
+  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
+- boolean, null;
+- anyOf; oneOf when no text generated for one branch validates another (types, enum/const
+  values, numeric ranges, array lengths, a required key the other branch never writes or with
+  values it cannot take), since then oneOf == anyOf on what is generated;
+- not: not {} (nothing), not {type}, not {required: [...]} (an object missing one of them), not
+  {anyOf: [{required}...]}; other forms are errors;
+  allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
+  each side's additionalProperties, anyOf/oneOf distributed);
+- $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
+  `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
+  be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
+  siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged);
+- annotations and unknown keywords (title, description, default, examples, $schema, $id,
+  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
+
+Everything else that constrains instances (other `not`s, if/then/else, multipleOf other than 1,
+contains, uniqueItems, propertyNames, unevaluated*, $dynamicRef, formats not listed, ...) is an
+error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
+maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
+value of the type, an empty merge) is left out exactly where the schema allows absence (an
+optional property, an anyOf branch, an empty array) and is an error elsewhere.
+
+Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
+jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
+quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
+`(?<name>...)`. `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
+Python's Unicode meanings) and `\\D \\W \\S` the complements of the Unicode classes, so a match
+is a match under both ECMA-262 and Python. `.` excludes all four ECMA line terminators.
+
+Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
+characters of JSON whitespace (space, tab, newline, carriage return) around every structural
+token (`{ } [ ] : ,`).
+
+Unconstrained values (a true schema, an array without items, an extra key's value when allowed)
+are generated up to `any_depth` levels of nested arrays/objects (JSON nesting is not regular; a
+narrowing, recorded).
+
+Stack mode (`compile_grammar`, run by constrain.stack): the same keywords, compiled into automata
+that call each other, which lifts these narrowings and limits:
+- $ref (whose siblings do not constrain, or in drafts 4-7) is a call of its target's automaton,
+  compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
+- unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
+- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over
+  MEMBER_BLOCK members are compiled a block at a time, so size grows with the schema, not with
+  nesting times uses;
+- format policy: a format the specification does not define is an annotation (listed in
+  CompiledGrammar.unenforced_formats); the formats above are enforced; other specification
+  formats are errors.
+Extra keys (additionalProperties, a patternProperties map) may still repeat a key, as in the
+regex: tracking written keys in the frame is not done yet.
+"""
+
+
+# The package, one module per stage or type family: common (errors, results, regex text,
+# keyword tables), refs ($ref and allOf merging, stack-mode calls), strings (patterns, lengths,
+# formats), numbers, arrays, objects, combinators (anyOf/oneOf/not/enum), canonical (the
+# canonical text of an instance), compiler (dispatch and the entry points).
+from inferlab.constrain.schema.common import (COUNT_MIN, FLEXIBLE_WS_MAX, MAX_DEPENDENCIES, MAX_REGEX_CHARS,
+                                              MAX_SUBSCHEMAS, MEMBER_BLOCK, OUTLINE_CHARS, CompiledSchema,
+                                              SchemaError, SchemaTooLarge, dumps)
+from inferlab.constrain.schema.compiler import (CompiledGrammar, canonical_json, compile_grammar,
+                                                compile_schema)
+
+__all__ = ["COUNT_MIN", "FLEXIBLE_WS_MAX", "MAX_DEPENDENCIES", "MAX_REGEX_CHARS", "MAX_SUBSCHEMAS", "MEMBER_BLOCK",
+           "OUTLINE_CHARS", "CompiledGrammar", "CompiledSchema", "SchemaError", "SchemaTooLarge", "canonical_json",
+           "compile_grammar", "compile_schema", "dumps"]

@@ -1,0 +1,69 @@
+"""The canonical text of an instance: what the compiled regex/grammar is complete on."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from inferlab.constrain.schema.common import (SchemaError, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
+                                              _plain_decimal, _type_set, _values, dumps)
+from inferlab.constrain.schema.strings import _searches
+
+
+class CanonicalMixin:
+    """The canonical text of an instance: what the compiled regex/grammar is complete on (mixed into _Compiler)."""
+
+    def canonical(self, instance, node, ptr: str, stack: tuple = ()) -> str:
+        try:
+            node, ptr, stack = self.flatten(node, ptr, stack)
+        except _Unsat:
+            return dumps(instance)
+        if not isinstance(node, dict):
+            return dumps(instance)
+        if "anyOf" in node or "oneOf" in node:
+            key = "anyOf" if "anyOf" in node else "oneOf"
+            rest = {k: v for k, v in node.items() if k != key}
+            fallback = None
+            for k, branch in enumerate(node[key]):
+                bptr = _child(ptr, key, k)
+                try:
+                    flat, _, bstack = self.flatten(branch, bptr, stack)
+                    merged = self.merge(rest, flat, bptr, bstack) if rest else flat
+                    text = self.canonical(instance, merged, bptr, bstack)
+                    if re.fullmatch(self.compile(merged, bptr, bstack), text):
+                        return text
+                except (_Unsat, SchemaError):
+                    continue
+                fallback = fallback or text
+            return fallback or dumps(instance)
+        for v in _values(node) or []:
+            if _json_key(v) == _json_key(instance):
+                return dumps(v)
+        if isinstance(instance, dict):
+            props = node.get("properties", {})
+            extra = node.get("additionalProperties", True)
+            order = [n for n in list(props) + list(node.get("required", [])) if n in instance]
+            order = list(dict.fromkeys(order)) + [n for n in instance if n not in props and n not in node.get("required", [])]
+            parts = []
+            patterns = node.get("patternProperties") or {}
+            for name in order:
+                sub = props.get(name, extra)
+                if name not in props:
+                    sub = next((ps for pat, ps in patterns.items() if _searches(pat, name)), sub)
+                sub_ptr = _child(ptr, "properties", name) if name in props else _child(ptr, "additionalProperties")
+                parts.append(dumps(name) + ":" + self.canonical(instance[name], sub, sub_ptr, stack))
+            return "{" + ",".join(parts) + "}"
+        if isinstance(instance, list):
+            if isinstance(node.get("items"), list):
+                prefix, rest = node["items"], node.get("additionalItems", True)
+            else:
+                prefix, rest = node.get("prefixItems", []), node.get("items", True)
+            parts = [self.canonical(v, prefix[k] if k < len(prefix) else rest, ptr, stack) for k, v in enumerate(instance)]
+            return "[" + ",".join(parts) + "]"
+        if isinstance(instance, float) and instance.is_integer() and "type" in node and \
+                "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
+            return dumps(int(instance))
+        if isinstance(instance, float) and math.isfinite(instance) and any(k in node for k in _FAMILY_KEYWORDS["number"]):
+            return _plain_decimal(instance)  # bounded numbers are generated without exponents
+        return dumps(instance)
+

@@ -1,0 +1,272 @@
+"""anyOf/oneOf (disjointness), not (rewritten where exact), enum/const."""
+
+from __future__ import annotations
+
+import re
+
+from inferlab.constrain.schema.common import (_ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
+                                              _generated_types, _group, _intersect_types, _json_key,
+                                              _json_type, _known_keywords, _lit, _type_set, _value_types,
+                                              _values, dumps)
+
+
+class CombinatorsMixin:
+    """anyOf/oneOf (disjointness), not (rewritten where exact), enum/const (mixed into _Compiler)."""
+
+    def without_not(self, node, ptr, stack) -> dict:
+        """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.
+
+        not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
+        not {required: [a, b]}: an object without a or without b; not {anyOf: [...]} of those: all
+        of the negations; not {allOf: [...]}: their required names together."""
+        neg = node["not"]
+        rest = {k: v for k, v in node.items() if k != "not"}
+        if isinstance(neg, dict):
+            try:
+                neg = self.flatten(neg, _child(ptr, "not"), stack)[0]
+            except _Unsat:
+                return rest  # not (nothing) = anything
+        if neg is True or neg == {} or (isinstance(neg, dict) and not _constraining(neg)):
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        if neg is False:
+            return rest
+        if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"type"}:
+            banned = _type_set(neg["type"])
+            if "number" in banned:
+                banned |= {"integer"}
+            allowed = _type_set(rest["type"]) if "type" in rest else set(_TYPES) | {"integer"}
+            if "number" in allowed:
+                allowed |= {"integer"}  # "number" includes the integers
+            if "integer" in banned and "number" not in banned and "number" in allowed:
+                return node  # "a number that is not an integer" has no exact regex here
+            if not allowed - banned:
+                raise _Unsat(f"not at #{ptr}: no type is left")
+            rest["type"] = sorted(allowed - banned)
+            return rest
+        positive = _negation(neg)
+        if positive is None:
+            return node
+        return self.merge(rest, positive, ptr, stack) if positive else rest
+
+    def compile_alternatives(self, node, ptr, stack) -> str:
+        key = "anyOf" if "anyOf" in node else "oneOf"
+        branches_raw = node[key]
+        if not isinstance(branches_raw, list) or not branches_raw:
+            raise self.error(key, _child(ptr, key), "must be a non-empty array")
+        rest = {k: v for k, v in node.items() if k != key}
+        branches, flats = [], []
+        for k, branch in enumerate(branches_raw):
+            bptr = _child(ptr, key, k)
+            try:
+                flat, _, bstack = self.flatten(branch, bptr, stack)
+                flats.append(flat)
+                if rest:
+                    branches.append((self.merge(rest, flat, bptr, bstack), bptr, bstack))
+                else:  # the branch itself: in stack mode a $ref branch stays a call
+                    branches.append((branch if self.calls_on() else flat, bptr, stack if self.calls_on() else bstack))
+            except _Unsat as exc:
+                if key == "oneOf" and exc.cut:
+                    raise  # a branch not unrolled still counts for "exactly one"
+                self.note_cut(exc)
+        if key == "oneOf":
+            clash = self.first_clash(branches)
+            if clash is not None:
+                if all(_negatable(f) for f in flats):
+                    # exactly one: each branch without any of the others, then plain alternatives
+                    exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
+                    return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
+                self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
+                            "disjoint (oneOf then differs from anyOf)")
+        parts = []
+        for merged, bptr, bstack in branches:
+            try:
+                parts.append(self.compile(merged, bptr, bstack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
+        return _group(parts)
+
+    def note_cut(self, exc: _Unsat) -> None:
+        if exc.cut:
+            self.narrow(str(exc) + ": the branch is cut")
+
+    def first_clash(self, branches):
+        """oneOf compiled as anyOf is exact when no text generated for one branch validates
+        another: an accepted instance then matches exactly one branch. The first pair (pointers)
+        where that is not provable, or None."""
+        for i, (a, a_ptr, sa) in enumerate(branches):
+            for j, (b, b_ptr, sb) in enumerate(branches):
+                if i != j and not self.excludes(a, b, sa, sb):
+                    return a_ptr, b_ptr
+        return None
+
+    def excludes(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance that the regex of `a` generates satisfies `b`."""
+        if self.disjoint(a, b, sa, sb, depth):
+            return True
+        pair = self.flat_pair(a, b, sa, sb, depth)
+        if isinstance(pair, bool):
+            return pair
+        a, b, sa, sb = pair
+        if not (isinstance(a, dict) and isinstance(b, dict)) or "anyOf" in a or "oneOf" in a:
+            return False
+        # generated objects must lack, or have a value outside, a property b requires
+        if not (_generated_types(a) <= {"object"} or _value_types(b) <= {"object"}):
+            return False
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        for name in b.get("required", []):
+            if name not in pa and name not in a.get("required", []) and not self.generates_extra_keys(a):
+                return True
+            if name in pa and name in pb and self.excludes(pa[name], pb[name], sa, sb, depth + 1):
+                return True
+        return False
+
+    def flat_pair(self, a, b, sa, sb, depth: int):
+        """(a, b, sa, sb) flattened; or the answer to "disjoint?" where it is known without
+        looking further: past depth 8, unknown (False); a side empty, True, unless the emptiness
+        is a recursion cut (then unknown: False)."""
+        if depth > 8:
+            return False
+        try:
+            a, _, sa = self.flatten(a, "", sa)
+            b, _, sb = self.flatten(b, "", sb)
+        except _Unsat as exc:
+            return not exc.cut
+        return a, b, sa, sb
+
+    def generates_extra_keys(self, node) -> bool:
+        extra = node.get("additionalProperties")
+        if extra is None:
+            return self.allow_extra_keys or not node.get("properties")
+        return extra is not False
+
+    def disjoint(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance satisfies both a and b (a sufficient test)."""
+        pair = self.flat_pair(a, b, sa, sb, depth)
+        if isinstance(pair, bool):
+            return pair
+        a, b, sa, sb = pair
+        if a is False or b is False:
+            return True
+        if a is True or b is True:
+            return False
+        for x, y, sx, sy in ((a, b, sa, sb), (b, a, sb, sa)):
+            # x within the union of its anyOf/oneOf branches: disjoint if each branch is
+            branches = x.get("anyOf") or x.get("oneOf")
+            if isinstance(branches, list) and all(self.disjoint(br, y, sx, sy, depth + 1) for br in branches):
+                return True
+        if not _intersect_types(_value_types(a), _value_types(b)):
+            return True
+        ta, tb = _value_types(a), _value_types(b)
+        if ta <= {"array"} and tb <= {"array"} and _intervals_disjoint(
+                (a.get("minItems"), True, a.get("maxItems"), True), (b.get("minItems"), True, b.get("maxItems"), True)):
+            return True
+        va, vb = _values(a), _values(b)
+        if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
+            return True
+        if ta <= {"integer", "number"} and tb <= {"integer", "number"} and _intervals_disjoint(
+                self.bounds(a, ""), self.bounds(b, "")):
+            return True
+        if ta <= {"object"} or tb <= {"object"}:
+            # objects both must have, with a property whose values cannot agree
+            pa, pb = a.get("properties", {}), b.get("properties", {})
+            for name in set(a.get("required", [])) & set(b.get("required", [])):
+                if name in pa and name in pb and self.disjoint(pa[name], pb[name], sa, sb, depth + 1):
+                    return True
+            # a name one side requires and the other (objects only) forbids
+            for x, y in ((a, b), (b, a)):
+                if _value_types(y) <= {"object"} and y.get("additionalProperties") is False and \
+                        any(n not in y.get("properties", {}) for n in x.get("required", [])):
+                    return True
+        return False
+
+    def compile_enum(self, node, ptr, stack) -> str:
+        values = [node["const"]] if "const" in node else node["enum"]
+        where = _child(ptr, "const" if "const" in node else "enum")
+        if not isinstance(values, list):
+            raise self.error("enum", where, "must be an array")
+        rest = {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
+                and k not in _ANNOTATIONS}
+        if "enum" in node and "const" in node:
+            keys = {_json_key(node["const"])}
+            values = [v for v in node["enum"] if _json_key(v) in keys]
+        kept, seen = [], set()
+        check = None
+        if set(rest) == {"type"}:  # the common case, checked on the value itself
+            types = _type_set(rest["type"])
+            values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
+        elif rest:  # the other keywords, through their (sound) regex
+            self.inline += 1
+            try:
+                check = re.compile(self.compile(rest, ptr, stack))
+            except _Unsat:
+                values = []
+            finally:
+                self.inline -= 1
+        for v in values:
+            text = dumps(v)
+            if _json_key(v) in seen or (check is not None and check.fullmatch(text) is None):
+                continue
+            seen.add(_json_key(v))
+            kept.append(_lit(text) if not self.ws else self.spaced_literal(v))
+        if not kept:  # dropped exactly where the schema lets it be absent, an error elsewhere
+            raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
+                         "the rest of the schema")
+        return _group(kept)
+
+    def spaced_literal(self, value) -> str:
+        """A JSON value as a regex that allows the flexible whitespace between tokens."""
+        if isinstance(value, list):
+            inner = self.tok(",").join(self.spaced_literal(v) for v in value)
+            return self.tok("[") + inner + self.tok("]")
+        if isinstance(value, dict):
+            inner = self.tok(",").join(_lit(dumps(k)) + self.tok(":") + self.spaced_literal(v) for k, v in value.items())
+            return self.tok("{") + inner + self.tok("}")
+        return _lit(dumps(value))
+
+
+def _intervals_disjoint(a, b) -> bool:
+    """(lo, lo_inclusive, hi, hi_inclusive) intervals (None = unbounded): no common point?"""
+    def before(x, y):  # x entirely below y
+        hi, hi_incl, lo, lo_incl = x[2], x[3], y[0], y[1]
+        return hi is not None and lo is not None and (hi < lo or (hi == lo and not (hi_incl and lo_incl)))
+    return before(a, b) or before(b, a)
+
+
+def _negation(neg):
+    """A schema equivalent to `not neg` for negated `required` forms; else None."""
+    names = _required_names(neg)
+    if names is not None:  # an object missing at least one of the names
+        branches = [{"properties": {n: False}} for n in names]
+        return {"type": "object", **({"anyOf": branches} if len(branches) > 1 else branches[0])}
+    if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"anyOf"} and \
+            all(_required_names(b) is not None for b in neg["anyOf"]):
+        return {"type": "object", "allOf": [_negation(b) for b in neg["anyOf"]]}  # none of them
+    return None
+
+
+def _negatable(node) -> bool:
+    """Can `not node` be rewritten exactly (see _Compiler.without_not)?"""
+    if not isinstance(node, dict):
+        return False
+    keys = set(node) - _ANNOTATIONS
+    if keys == {"type"}:  # not integer (but number) has no exact regex here
+        types = _type_set(node["type"])
+        return "integer" not in types or "number" in types
+    return _negation(node) is not None
+
+
+def _required_names(node):
+    """The names a schema made only of `required` (also inside allOf) asks for; else None."""
+    if not isinstance(node, dict):
+        return None
+    keys = set(node) - _ANNOTATIONS
+    if keys == {"required"} and isinstance(node["required"], list) and node["required"]:
+        return list(node["required"])
+    if keys == {"allOf"}:
+        names = [_required_names(b) for b in node["allOf"]]
+        if all(n is not None for n in names):
+            return list(dict.fromkeys(n for ns in names for n in ns))
+    return None
+

@@ -1,0 +1,261 @@
+"""Shared pieces of the schema compiler: errors, results, regex text helpers, keyword tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from inferlab.errors import InferlabError
+
+
+FLEXIBLE_WS_MAX = 12
+
+
+# Bigger regexes mean an unrolled blow-up (a $ref used in many places, a deep recursion); the
+# DFA stage has its own state limit, this stops the string from eating the memory first.
+MAX_REGEX_CHARS = 1_000_000
+
+
+MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
+
+
+# Stack mode: a subschema regex longer than this becomes an automaton of its own, called where it
+# is used, so nesting and repeated use add calls instead of multiplying the text.
+OUTLINE_CHARS = (4_000, 400, 60)  # tried in turn while an automaton is over the size limits
+
+
+MAX_AUTOMATA = 20_000
+
+
+COUNT_MIN = 64  # stack mode: a string maxLength from here on is counted by the frame, not unrolled
+
+
+MEMBER_BLOCK = 32  # stack mode: objects with more members are compiled a block at a time
+
+
+_NOTHING = "[^\\x00-\\U0010ffff]"  # the empty language (an automaton whose schema is unsatisfiable)
+
+
+_TYPES = ("null", "boolean", "object", "array", "number", "string")  # "integer" is within number
+
+
+_FAMILY_KEYWORDS = {
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+              "contains", "minContains", "maxContains", "unevaluatedItems"),
+    "object": ("properties", "required", "additionalProperties", "patternProperties",
+               "minProperties", "maxProperties", "propertyNames", "dependencies",
+               "dependentRequired", "dependentSchemas", "unevaluatedProperties"),
+}
+
+
+# keywords that constrain instances but are not translated (for any type)
+_UNSUPPORTED = {
+    "not": "negation is not expressible in a regex built by this compiler",
+    "if": "conditional schemas (if/then/else) are not supported",
+    "contains": "contains is not supported",
+    "minContains": "minContains is not supported",
+    "maxContains": "maxContains is not supported",
+    "propertyNames": "propertyNames is not supported",
+    "unevaluatedProperties": "unevaluatedProperties is not supported",
+    "unevaluatedItems": "unevaluatedItems is not supported",
+    "$dynamicRef": "$dynamicRef is not supported",
+    "$recursiveRef": "$recursiveRef is not supported",
+}
+
+
+_DEPENDENCY_KEYWORDS = ("dependencies", "dependentRequired", "dependentSchemas")
+
+
+MAX_DEPENDENCIES = 4  # each one doubles the alternatives (present or absent)
+
+
+_OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+
+
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+
+_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+
+
+# one character of a JSON string: unescaped, a short escape, or a \u escape outside the
+# surrogates (a surrogate pair would be two escapes for one code point and break length counts)
+_CHAR = (r'(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]'
+         r"|\\u(?:[0-9a-ce-fA-CE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))")
+
+
+_STRING = f'"{_CHAR}*"'
+
+
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class SchemaError(InferlabError):
+    """A schema the compiler cannot translate exactly; the message names keyword and pointer."""
+
+
+class SchemaTooLarge(SchemaError):
+    """The regex would exceed MAX_REGEX_CHARS or MAX_SUBSCHEMAS (an unrolled blow-up)."""
+
+
+@dataclass(frozen=True)
+class CompiledSchema:
+    regex: str
+    unenforced: tuple[str, ...]  # "keyword at #/pointer: reason", only with lenient=True
+    ref_depth: int               # deepest nesting of one $ref target that was unrolled (0: no $ref)
+    narrowed: tuple[str, ...]    # documented narrowings this schema triggered
+    whitespace: str
+
+
+class _Unsat(Exception):
+    """A subschema no instance satisfies; dropped exactly where the schema allows absence."""
+
+    def __init__(self, reason: str, *, cut: bool = False):
+        super().__init__(reason)
+        self.cut = cut  # True: recursion cut at max_ref_depth (a narrowing), not a real emptiness
+
+
+def _group(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _quant(lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, None):
+        return "*"
+    if (lo, hi) == (1, None):
+        return "+"
+    if (lo, hi) == (0, 1):
+        return "?"
+    if hi is None:
+        return f"{{{lo},}}"
+    return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+
+
+def _repeat(atom: str, lo: int, hi: int | None) -> str:
+    if hi == 0:
+        return ""
+    if (lo, hi) == (1, 1):
+        return atom
+    return f"(?:{atom}){_quant(lo, hi)}"
+
+
+_META = set("\\.^$*+?()[]{}|")
+
+
+def _lit(text: str) -> str:
+    """Regex matching exactly `text` (text is already JSON, so no control characters)."""
+    return "".join("\\" + c if c in _META else c for c in text)
+
+
+def dumps(value) -> str:
+    """The canonical JSON text of a value: compact separators, ensure_ascii=False."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _json_key(value) -> str:
+    """Equality key under JSON-Schema equality: 1 == 1.0, true != 1, key order irrelevant."""
+    def norm(v):
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+    return json.dumps(norm(value), sort_keys=True)
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _plain_decimal(x: float) -> str:
+    """repr's digits in positional notation: 1e-05 -> 0.00001, 1e+16 -> 10000000000000000.0."""
+    text = format(Decimal(repr(x)), "f")
+    return text if "." in text else text + ".0"
+
+
+def _escape_pointer(token: str) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _child(ptr: str, *tokens) -> str:
+    return ptr + "".join("/" + _escape_pointer(t) for t in tokens)
+
+
+_ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "id", "$comment",
+                "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "$anchor",
+                "contentEncoding", "contentMediaType", "contentSchema", "$vocabulary"}
+
+
+@lru_cache(maxsize=1)
+def _known_keywords() -> frozenset:
+    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "else", "then", "additionalItems"}
+    keys |= set(_UNSUPPORTED)
+    for family in _FAMILY_KEYWORDS.values():
+        keys |= set(family)
+    return frozenset(keys)
+
+
+def _constraining(node: dict) -> bool:
+    return any(k in _known_keywords() for k in node)
+
+
+def _keyword_families(node) -> list[str]:
+    """The types whose keywords a schema without "type" uses (what it is generated as)."""
+    return [f for f, keys in _FAMILY_KEYWORDS.items() if any(k in node for k in keys)]
+
+
+def _generated_types(node) -> set:
+    """The JSON types compile() generates for a flattened schema."""
+    values = _values(node)
+    if values is not None:
+        return {_json_type(v) for v in values}
+    if "type" in node:
+        return _type_set(node["type"])
+    return set(_keyword_families(node)) or set(_TYPES)
+
+
+def _type_set(t) -> set[str]:
+    return set(t) if isinstance(t, list) else {t}
+
+
+def _intersect_types(a: set, b: set) -> set:
+    out = a & b
+    if "integer" in a and "number" in b or "integer" in b and "number" in a:
+        out.add("integer")
+    return out
+
+
+def _values(node):
+    if "const" in node:
+        return [node["const"]]
+    return node.get("enum")
+
+
+def _value_types(node) -> set:
+    values = _values(node)
+    if values is not None:
+        return {_json_type(v) for v in values} | ({"number"} if any(_json_type(v) == "integer" for v in values) else set())
+    if "type" in node:
+        t = _type_set(node["type"])
+        return t | ({"integer"} if "number" in t else set())
+    return set(_TYPES) | {"integer"}
+

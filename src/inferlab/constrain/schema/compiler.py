@@ -1,0 +1,256 @@
+"""The compiler: dispatch by type, and the entry points compile_schema / compile_grammar / canonical_json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferlab.constrain.schema.arrays import ArraysMixin
+from inferlab.constrain.schema.canonical import CanonicalMixin
+from inferlab.constrain.schema.combinators import CombinatorsMixin
+from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
+                                              MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
+                                              _DEPENDENCY_KEYWORDS, _NUMBER, _OLD_DRAFTS, _STRING, _TYPES,
+                                              _UNSUPPORTED, _Unsat, _child, _group, _keyword_families, _lit,
+                                              _type_set)
+from inferlab.constrain.schema.numbers import NumbersMixin
+from inferlab.constrain.schema.objects import ObjectsMixin
+from inferlab.constrain.schema.refs import RefsMixin
+from inferlab.constrain.schema.strings import StringsMixin
+
+
+class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
+    def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
+                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
+        if whitespace not in ("compact", "flexible"):
+            raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
+        if max_ref_depth < 1:
+            raise SchemaError(f"max_ref_depth must be >= 1, got {max_ref_depth}")
+        self.root = root
+        self.ws = "" if whitespace == "compact" else f"[ \\t\\n\\r]{{0,{FLEXIBLE_WS_MAX}}}"
+        self.lenient = lenient
+        self.max_ref_depth = max_ref_depth
+        self.allow_extra_keys = allow_extra_keys
+        self.any_depth = any_depth
+        self.unenforced: list[str] = []
+        self.narrowed: list[str] = []
+        self.ref_depth = 0
+        self.calls = 0
+        self.recursive = False  # some $ref target was entered again inside itself
+        # Stack mode (compile_grammar): a plain $ref, an unconstrained value and any subschema
+        # whose regex exceeds OUTLINE_CHARS become calls `(?&k)` of automaton k, compiled once.
+        self.stack_mode = stack_mode
+        self.outline_chars = outline_chars
+        self.count_min = count_min
+        self.counts: dict[int, tuple[int, int]] = {}  # counted automaton -> (min, max) items
+        self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
+        self.ref_automaton: dict[str, int] = {}
+        self.unsat_refs: dict[str, _Unsat] = {}
+        self.outlined: dict[str, int] = {}  # regex text -> automaton
+        self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
+        self.unenforced_formats: list[str] = []
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
+
+    def refuse(self, keyword: str, ptr: str, reason: str) -> None:
+        """Not enforceable exactly: an error, or (lenient) a listed unenforced constraint."""
+        message = f"{keyword} at #{ptr}: {reason}"
+        if not self.lenient:
+            raise SchemaError(message)
+        if message not in self.unenforced:
+            self.unenforced.append(message)
+
+    def narrow(self, message: str) -> None:
+        if message not in self.narrowed:
+            self.narrowed.append(message)
+
+    @staticmethod
+    def error(keyword: str, ptr: str, reason: str) -> SchemaError:
+        return SchemaError(f"{keyword} at #{ptr}: {reason}")
+
+    def tok(self, text: str) -> str:
+        """A structural token with optional whitespace around it."""
+        return f"{self.ws}{_lit(text)}{self.ws}" if self.ws else _lit(text)
+
+    def compile(self, node, ptr: str, stack: tuple = ()) -> str:
+        self.calls += 1
+        if self.calls > MAX_SUBSCHEMAS:
+            raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
+                              "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
+        out = self._compile(node, ptr, stack)
+        if len(out) > self.outline_chars and self.calls_on():
+            return self.outline(out)
+        if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
+            raise SchemaTooLarge(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
+                              "lower max_ref_depth or simplify the schema")
+        return out
+
+    def _compile(self, node, ptr: str, stack: tuple) -> str:
+        if self.calls_on() and isinstance(node, dict) and "$ref" in node:
+            call = self.call_ref(node, ptr)
+            if call is not None:
+                return call
+        node, ptr, stack = self.flatten(node, ptr, stack)
+        if node is True:
+            return self.any_value(ptr)
+        if node is False:
+            raise _Unsat(f"false schema at #{ptr}")
+        if any(k in node for k in _DEPENDENCY_KEYWORDS):
+            return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
+        if "not" in node:
+            rewritten = self.without_not(node, ptr, stack)
+            if rewritten is not node:
+                return self.compile(rewritten, ptr, stack)
+        for key, reason in _UNSUPPORTED.items():
+            if key in node:
+                self.refuse(key, _child(ptr, key), reason)
+        if "anyOf" in node or "oneOf" in node:
+            return self.compile_alternatives(node, ptr, stack)
+        if "const" in node or "enum" in node:
+            return self.compile_enum(node, ptr, stack)
+        parts, failures = [], []
+        for t in self.types_of(node, ptr):
+            try:
+                parts.append(getattr(self, "compile_" + t)(node, ptr, stack))
+            except _Unsat as exc:
+                failures.append(exc)
+        if not parts:
+            raise failures[0]  # keeps the reason (and whether it was a recursion cut)
+        for exc in failures:
+            self.note_cut(exc)
+        return _group(parts)
+
+    def types_of(self, node, ptr) -> list[str]:
+        if "type" in node:
+            types = _type_set(node["type"])
+            for t in types:
+                if t not in _TYPES and t != "integer":
+                    raise self.error("type", _child(ptr, "type"), f"unknown type {t!r}")
+            if not types:
+                raise self.error("type", _child(ptr, "type"), "an empty list of types allows nothing")
+            if "number" in types:
+                types.discard("integer")
+            return [t for t in ("null", "boolean", "object", "array", "integer", "number", "string") if t in types]
+        families = _keyword_families(node)
+        if not families:
+            return ["any"]
+        self.narrow(f"no type at #{ptr}: generating {'/'.join(families)} only (the types its keywords constrain)")
+        return families
+
+    def compile_any(self, node, ptr, stack) -> str:
+        return self.any_value(ptr)
+
+    def any_value(self, ptr: str) -> str:
+        if self.calls_on():  # exact: one recursive automaton, any nesting
+            if "any" not in self.ref_automaton:
+                k = self.ref_automaton["any"] = self.new_automaton()
+                self.automata[k] = self._any(1, inner=f"(?&{k})")
+            return f"(?&{self.ref_automaton['any']})"
+        self.narrow(f"unconstrained value at #{ptr}: nesting limited to {self.any_depth} levels")
+        return self._any(self.any_depth)
+
+    def _any(self, depth: int, inner: str | None = None) -> str:
+        scalar = f"(?:{_STRING}|{_NUMBER}|true|false|null)"
+        if depth == 0:
+            return scalar
+        inner = self._any(depth - 1) if inner is None else inner
+        comma = self.tok(",")
+        array = f"{self.tok('[')}(?:{inner}(?:{comma}{inner})*)?{self.tok(']')}"
+        member = f"{_STRING}{self.tok(':')}{inner}"
+        obj = f"{self.tok('{')}(?:{member}(?:{comma}{member})*)?{self.tok('}')}"
+        return f"(?:{scalar}|{array}|{obj})"
+
+    def compile_null(self, node, ptr, stack) -> str:
+        return "null"
+
+    def compile_boolean(self, node, ptr, stack) -> str:
+        return "(?:true|false)"
+
+
+def _compile_root(c: _Compiler, schema) -> str:
+    """The root's regex; an unsatisfiable or too deeply nested schema as one SchemaError."""
+    try:
+        return c.compile(schema, "")
+    except _Unsat as exc:
+        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+    except RecursionError:
+        raise SchemaError("schema nested too deeply to compile") from None
+
+
+def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
+                   allow_extra_keys: bool = False, any_depth: int = 1) -> CompiledSchema:
+    """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
+
+    max_ref_depth: the deepest unrolling of a recursive $ref; when that regex is too large
+    (SchemaTooLarge), shallower depths are tried, and ref_depth and `narrowed` say which was used.
+    allow_extra_keys: where additionalProperties is absent, generate extra keys (the JSON-Schema
+    default) instead of forbidding them (the default here, as xgrammar's strict mode does).
+    any_depth: nesting depth generated for unconstrained values (1: scalars, or flat arrays and
+    objects of scalars; each level multiplies the automaton, measured on the Kubernetes sample).
+    """
+    for depth in range(max_ref_depth, 0, -1):
+        c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=depth,
+                      allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+        try:
+            regex = _compile_root(c, schema)
+        except SchemaTooLarge:
+            if not c.recursive or depth == 1:
+                raise
+            continue
+        if depth < max_ref_depth:
+            c.narrow(f"recursion unrolled to depth {depth}: max_ref_depth={max_ref_depth} gave a regex too large")
+        return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
+                              narrowed=tuple(c.narrowed), whitespace=whitespace)
+    raise AssertionError("unreachable: depth 1 either returns or raises")
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    """A schema as a recursive transition network: automaton k's regex may call `(?&j)`."""
+
+    automata: tuple[str, ...]    # regexes (the dialect of constrain.regex with calls); 0 is the root
+    unenforced: tuple[str, ...]
+    narrowed: tuple[str, ...]
+    whitespace: str
+    unenforced_formats: tuple[str, ...] = ()  # custom formats left as annotations (format policy)
+    counts: tuple[tuple[int, int] | None, ...] = ()  # per automaton: (min, max) items if counted
+
+
+def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
+                    allow_extra_keys: bool = False, outline_chars: int = OUTLINE_CHARS[0],
+                    count_min: int = COUNT_MIN) -> CompiledGrammar:
+    """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
+
+    Each $ref target (with no constraining siblings) is compiled once into its own automaton and
+    called where it is used, so recursion is exact and has no depth cap; unconstrained values
+    are one recursive automaton (any nesting); a subschema regex over OUTLINE_CHARS characters
+    becomes an automaton of its own (smaller `outline_chars`: more, smaller automata); a string
+    with maxLength >= count_min is a counted automaton (its frame counts characters). A schema
+    without any of these is one automaton: a flat DFA.
+
+    Format policy (JSON Schema 2020-12 makes `format` an annotation unless a validator opts in to
+    assertion): the formats of constrain.formats are enforced exactly; a format the specification
+    does not define (a custom name such as "path" or "utc-millisec") is an annotation, not
+    enforced, and listed in `unenforced_formats`; a format the specification defines that is not
+    implemented (ipv6, idn-email, regex, duration, ...) is refused, since validators assert it.
+    """
+    c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
+                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
+                  count_min=count_min)
+    c.automata[0] = _compile_root(c, schema)
+    return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
+                           narrowed=tuple(c.narrowed), whitespace=whitespace,
+                           unenforced_formats=tuple(c.unenforced_formats),
+                           counts=tuple(c.counts.get(k) for k in range(len(c.automata))))
+
+
+def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,
+                   any_depth: int = 1) -> str:
+    """Re-serialise an instance the way compile_schema generates it: schema property order
+    (declared properties first, then extra keys in instance order), compact separators,
+    ensure_ascii=False, numbers as Python's json writes them, except that an integral float where
+    the schema allows only integers is written as an integer, and a float under number bounds in
+    positional notation (1e-05 -> 0.00001), the only notation bounded numbers are generated in."""
+    c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
+                  allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+    return c.canonical(instance, schema, "")
+

@@ -1,0 +1,234 @@
+"""Objects: properties, required, additionalProperties, patternProperties, dependencies."""
+
+from __future__ import annotations
+
+import re
+from inferlab.constrain import regex as rx
+
+from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
+                                              _NOTHING, _Unsat, _child, _group, _lit, dumps)
+from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _universal_pattern
+
+
+class ObjectsMixin:
+    """Objects: properties, required, additionalProperties, patternProperties, dependencies (mixed into _Compiler)."""
+
+    def dependencies_as_any_of(self, node, ptr) -> dict:
+        """dependencies / dependentRequired / dependentSchemas {name: X}: an object without `name`,
+        or one with `name` that also meets X (a list of required names, or a schema). Exact."""
+        deps = {}
+        for key in _DEPENDENCY_KEYWORDS:
+            value = node.get(key, {})
+            if not isinstance(value, dict):
+                raise self.error(key, _child(ptr, key), "must be an object")
+            deps.update(value)
+        if len(deps) > MAX_DEPENDENCIES:
+            self.refuse(_DEPENDENCY_KEYWORDS[0] if "dependencies" in node else "dependentRequired", ptr,
+                        f"{len(deps)} dependencies (more than {MAX_DEPENDENCIES}) would give 2^{len(deps)} alternatives")
+            return {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
+        branches = []
+        for name, dep in deps.items():
+            if isinstance(dep, list):
+                present = {"required": [name, *dep]}
+            else:
+                present = {"allOf": [{"required": [name]}, dep]}
+            branches.append({"anyOf": [{"properties": {name: False}}, present]})
+        rest = {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
+        return {"allOf": [rest, *branches]}
+
+    def compile_object(self, node, ptr, stack) -> str:
+        props = node.get("properties", {})
+        if not isinstance(props, dict):
+            raise self.error("properties", _child(ptr, "properties"), "must be an object")
+        required = list(dict.fromkeys(node.get("required", [])))
+        extra = node.get("additionalProperties")
+        extra_ptr = _child(ptr, "additionalProperties")
+        pattern_props = node.get("patternProperties") or {}
+        if node.get("maxProperties") == 0:
+            props, extra, pattern_props = {}, False, {}  # only {} (an error below if a key is required)
+        if extra is None and (self.allow_extra_keys or not (props or pattern_props)):
+            extra = True  # with no properties declared, forbidding extra keys would leave only {}
+        gen_extra = extra is not None and extra is not False
+        schemas = dict(props)
+        for name in required:
+            if name not in schemas:
+                if extra is False:
+                    raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
+                schemas[name] = True if extra is None else extra
+        if len(pattern_props) == 1 and _universal_pattern(next(iter(pattern_props))):
+            # a pattern every key matches (".*"): it applies to every key, additionalProperties to none
+            (pat, sub), = pattern_props.items()
+            schemas = {name: sub if v is True else {"allOf": [v, sub]} for name, v in schemas.items()}
+            extra, extra_ptr, pattern_props = sub, _child(ptr, "patternProperties", pat), {}
+            gen_extra = sub is not False
+        map_rx = None
+        if pattern_props and not schemas and not gen_extra and len(pattern_props) == 1:
+            # a map: every key matches the one pattern and has its schema (keys may repeat; the
+            # value json.loads keeps is then valid as well)
+            (pat, sub), = pattern_props.items()
+            pat_ptr = _child(ptr, "patternProperties", pat)
+            key_ast = self.pattern_ast(pat, pat_ptr)
+            if key_ast is not None:
+                try:
+                    map_rx = f'"{_emit_json(key_ast)}"' + self.tok(":") + self.compile(sub, pat_ptr, stack)
+                except _Unsat as exc:
+                    self.note_cut(exc)
+                if extra is None:
+                    self.narrow(f"additionalProperties absent at #{ptr}: only keys matching the pattern are generated")
+                extra, pattern_props = False, {}
+        if pattern_props:
+            if gen_extra:
+                self.refuse("patternProperties", _child(ptr, "patternProperties"),
+                            "patternProperties with extra keys allowed is not supported")
+            for pat, sub in pattern_props.items():
+                try:
+                    compiled = re.compile(pat)
+                except re.error as exc:
+                    raise self.error("patternProperties", _child(ptr, "patternProperties", pat), f"bad regex ({exc})") from None
+                for name in schemas:
+                    if compiled.search(name):
+                        schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
+        members = []  # (regex or None when the key must be absent, required)
+        for name, sub in schemas.items():
+            sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
+            key_rx = _lit(dumps(name)) + self.tok(":")
+            try:
+                value = self.compile(sub, sub_ptr, stack)
+                if self.calls_on() and len(schemas) > MEMBER_BLOCK and len(value) > 16:
+                    value = self.outline(value, force=True)  # shared by the members (blocked_object_body)
+                members.append((key_rx + value, name in required))
+            except _Unsat as exc:
+                if name in required:
+                    raise
+                self.note_cut(exc)
+        extra_rx = map_rx
+        if gen_extra:
+            try:
+                value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
+                extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
+            except _Unsat as exc:  # no value fits: no extra key can be written
+                self.note_cut(exc)
+        elif extra is None and map_rx is None:
+            self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
+        nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
+        if self.calls_on() and (len(members) > MEMBER_BLOCK or (members and extra_rx is not None)):
+            body = self.called_object_body(members, extra_rx, nonempty=nonempty)
+        else:
+            body = self.object_body(members, extra_rx, nonempty=nonempty)
+        if body is None:
+            raise _Unsat(f"minProperties at #{ptr}: no property can be written")
+        return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> bool:
+        """min/maxProperties where they are exact; True when at least one member must be written."""
+        lo, hi = node.get("minProperties"), node.get("maxProperties")
+        nonempty = lo == 1 and n_required == 0
+        if lo is not None and lo > n_required and not nonempty:
+            self.refuse("minProperties", _child(ptr, "minProperties"),
+                        f"minProperties {lo} > the {n_required} required properties")
+        if hi is not None and (open_ or hi < n_members):
+            if hi < n_required:
+                raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n_required} required")
+            self.refuse("maxProperties", _child(ptr, "maxProperties"),
+                        f"maxProperties {hi} < the {n_members} possible properties")
+        return nonempty
+
+    def called_object_body(self, members, extra_rx, *, nonempty: bool) -> str:
+        """Stack mode: the extra members as automata of their own (called after the declared
+        ones), so the DFA of the declared members is not multiplied by the extra-key pattern;
+        over MEMBER_BLOCK members, the declared ones a block at a time too. Exact."""
+        if extra_rx is None:
+            after_tail, first_tail = "", (_NOTHING if nonempty else "")
+        else:
+            extras = f"(?:{self.tok(',')}{extra_rx})*"
+            after_tail = self.outline(extras, force=True)
+            first_tail = self.outline(f"{extra_rx}{extras}" if nonempty else f"(?:{extra_rx}{extras})?", force=True)
+        if len(members) > MEMBER_BLOCK:
+            return self.blocked_object_body(members, after_tail, first_tail)
+        written = self.object_body(members, None, nonempty=True)
+        if any(req for _, req in members):
+            return f"{written}{after_tail}"
+        return f"(?:{written}{after_tail}|{first_tail})"
+
+    def blocked_object_body(self, members, after_tail: str, first_tail: str) -> str:
+        """Stack mode, many members: the body as two automata per block of MEMBER_BLOCK members,
+        so the regex nests at most a block deep and the automata stay small (exact).
+
+        after[b]: the rest of the body from block b when a member was already written (each
+        member with its leading comma), then a call of after[b+1]; first[b]: the same when
+        nothing was written yet: the block's members with at least one written (object_body),
+        then after[b+1]; or, when the block may be skipped, first[b+1]. Past the last block:
+        after_tail and first_tail (the extra members, or the end)."""
+        comma = self.tok(",")
+        after_next, first_next = after_tail, first_tail
+        for start in range((len(members) - 1) // MEMBER_BLOCK * MEMBER_BLOCK, -1, -MEMBER_BLOCK):
+            block = members[start:start + MEMBER_BLOCK]
+            after = "".join(f"{comma}{rx_j}" if req else f"(?:{comma}{rx_j})?" for rx_j, req in block)
+            written = self.object_body(block, None, nonempty=True)
+            skip = "" if any(req for _, req in block) else f"|{first_next}"
+            body = f"{written}{after_next}{skip}"
+            first_next = self.outline(body, force=True) if start else f"(?:{body})"
+            after_next = self.outline(after + after_next, force=True)
+        return first_next
+
+    def object_body(self, members, extra_rx, *, nonempty: bool = False) -> str | None:
+        """Members in schema order, each required or optional, then extra members; a comma only
+        between two written members.
+
+        Built left to right so each member appears at most twice: written[j] matches members
+        0..j when at least one of them was written (then member j needs a leading comma).
+        """
+        comma = self.tok(",")
+        written = None
+        seen_required = False
+        for rx_j, req in members:
+            if written is None:
+                written = rx_j
+            elif req:
+                written = f"{written}{comma}{rx_j}" if seen_required else f"(?:{written}{comma}{rx_j}|{rx_j})"
+            else:
+                written = f"{written}(?:{comma}{rx_j})?" if seen_required else f"(?:{written}(?:{comma}{rx_j})?|{rx_j})"
+            seen_required = seen_required or req
+        if extra_rx is not None:
+            extras = f"(?:{comma}{extra_rx})*"
+            if written is None:
+                written = extra_rx + extras
+            elif seen_required:
+                written = written + extras
+            else:
+                written = f"(?:{written}{extras}|{extra_rx}{extras})"
+        if written is None:
+            return None if nonempty else ""
+        return written if seen_required or nonempty else f"(?:{written})?"
+
+
+def _key_not_in(names: list[str]) -> str:
+    """A JSON object key (canonical text) whose decoded value is none of `names`.
+
+    Walks the trie of the names: at each node the key may end (if the node is not a name), go on
+    with a character no name continues with, or follow a trie edge.
+    """
+    if not names:
+        return f'"{_CHAR}*"'
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    def walk(node) -> str:
+        parts = []
+        if None not in node:
+            parts.append('"')
+        children = [ch for ch in node if ch is not None]
+        others = rx.negate(tuple((ord(c), ord(c)) for c in children))
+        parts.append(_json_char_ranges(others) + any_rest + '"')
+        for ch in children:
+            parts.append(_json_char_ranges(((ord(ch), ord(ch)),)) + walk(node[ch]))
+        return _group(parts)
+
+    # non-canonical escapes (e.g. \u0061 for "a") could spell a declared name, so keys are canonical
+    canonical_char = _json_char_ranges(rx.negate(()))
+    any_rest = f"{canonical_char}*"
+    return '"' + walk(trie)
+

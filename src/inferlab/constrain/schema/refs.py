@@ -1,0 +1,197 @@
+"""$ref resolution and allOf merging; in stack mode, calls of automata compiled once."""
+
+from __future__ import annotations
+
+import re
+
+from inferlab.constrain.schema.common import (MAX_AUTOMATA, SchemaTooLarge, _NOTHING, _Unsat, _child,
+                                              _constraining, _intersect_types, _json_key, _known_keywords,
+                                              _type_set)
+
+
+class RefsMixin:
+    """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
+
+    def resolve(self, ref, ptr: str):
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            raise self.error("$ref", ptr, f"only local references '#/...' are supported, got {ref!r}")
+        node = self.root
+        target = ref[1:]
+        for raw in target.split("/")[1:]:
+            token = raw.replace("~1", "/").replace("~0", "~")
+            token = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), token)
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise self.error("$ref", ptr, f"{ref!r} does not resolve")
+        return node, target
+
+    def flatten(self, node, ptr: str, stack: tuple):
+        """Resolve $ref and merge allOf: -> (schema without $ref/allOf at top, ptr, stack)."""
+        for _ in range(10_000):
+            if isinstance(node, bool) or not isinstance(node, dict):
+                if not isinstance(node, bool):
+                    raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
+                return node, ptr, stack
+            if "$ref" in node:
+                target, tptr = self.resolve(node["$ref"], ptr)
+                depth = stack.count(tptr) + 1
+                if depth > self.max_ref_depth:
+                    raise _Unsat(f"recursion through #{tptr} deeper than max_ref_depth={self.max_ref_depth}", cut=True)
+                self.ref_depth = max(self.ref_depth, depth)
+                self.recursive = self.recursive or depth > 1
+                stack = stack + (tptr,)
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                if self.old_draft or not _constraining(rest):
+                    node, ptr = target, tptr
+                else:
+                    node = self.merge(self.flatten(target, tptr, stack)[0], rest, ptr, stack)
+                continue
+            if "allOf" in node:
+                branches = node["allOf"]
+                if not isinstance(branches, list) or not branches:
+                    raise self.error("allOf", ptr, "must be a non-empty array")
+                merged = {k: v for k, v in node.items() if k != "allOf"}
+                for k, branch in enumerate(branches):
+                    flat, _, _ = self.flatten(branch, _child(ptr, "allOf", k), stack)
+                    merged = self.merge(merged, flat, _child(ptr, "allOf", k), stack)
+                node = merged
+                continue
+            return node, ptr, stack
+        raise self.error("$ref", ptr, "reference cycle without any schema in between")
+
+    def merge(self, a, b, ptr: str, stack: tuple):
+        """The schema whose instances are those of both a and b (exact), or SchemaError."""
+        if a is False or b is False:
+            raise _Unsat(f"false schema in allOf at #{ptr}")
+        if a is True:
+            return b if isinstance(b, dict) else {}
+        if b is True:
+            return a
+        out = dict(a)
+        for key, bv in b.items():
+            if key not in out:
+                out[key] = bv
+                continue
+            av = out[key]
+            if _json_key(av) == _json_key(bv):
+                continue
+            out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
+        if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
+            self.merge_objects(out, a, b)
+        return out
+
+    def merge_objects(self, out, a, b) -> None:
+        """properties under allOf: a name declared on one side only meets the other side's
+        additionalProperties (absent = true), so merging never admits a key a side forbids."""
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
+        props = {}
+        for name in list(pa) + [n for n in pb if n not in pa]:
+            sa = pa.get(name, xa)
+            sb = pb.get(name, xb)
+            props[name] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+        out["properties"] = props
+        if "additionalProperties" in a or "additionalProperties" in b:
+            out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
+        if "patternProperties" in a or "patternProperties" in b:
+            # a key one side's pattern admits still meets the other side's additionalProperties
+            # (a narrowing where the other side has a matching pattern or declares the key)
+            merged = {}
+            for side, other_extra in ((a, xb), (b, xa)):
+                for pat, sub in (side.get("patternProperties") or {}).items():
+                    parts = [x for x in (merged.get(pat), sub, other_extra) if x is not None and x is not True]
+                    merged[pat] = True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
+            out["patternProperties"] = merged
+
+    def merge_keyword(self, key, av, bv, a, b, ptr):
+        if key == "type":
+            ta, tb = _type_set(av), _type_set(bv)
+            both = _intersect_types(ta, tb)
+            if not both:
+                raise _Unsat(f"allOf at #{ptr}: types {sorted(ta)} and {sorted(tb)} do not intersect")
+            return sorted(both)
+        if key in ("minLength", "minItems", "minProperties", "minimum", "minContains"):
+            return max(av, bv)
+        if key in ("maxLength", "maxItems", "maxProperties", "maximum", "maxContains"):
+            return min(av, bv)
+        if key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(av, bool) and not isinstance(bv, bool):
+            return max(av, bv) if key == "exclusiveMinimum" else min(av, bv)
+        if key == "required":
+            return list(dict.fromkeys(list(av) + list(bv)))
+        if key in ("properties", "additionalProperties", "patternProperties"):
+            return av  # merge_objects rewrites these
+        if key in ("items", "additionalItems") and isinstance(av, (dict, bool)) and isinstance(bv, (dict, bool)):
+            return {"allOf": [av, bv]}
+        if key == "enum":
+            keys = {_json_key(v) for v in bv}
+            return [v for v in av if _json_key(v) in keys]
+        if key == "const":
+            raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key in ("anyOf", "oneOf"):
+            # A and (x1 | x2 ...) == (A and x1) | (A and x2) ...: a's branches each carry b's list
+            return [{"allOf": [x, {key: bv}]} for x in av]
+        if key in ("title", "description", "default", "examples", "$comment", "$id", "$schema",
+                   "$defs", "definitions", "deprecated", "readOnly", "writeOnly"):
+            return av
+        if key not in _known_keywords():
+            return av  # unknown keywords are annotations
+        self.refuse("allOf", ptr, f"cannot merge two different {key!r} values")
+        return av
+
+    def calls_on(self) -> bool:
+        return self.stack_mode and not self.inline
+
+    def call_ref(self, node, ptr: str) -> str | None:
+        """Stack mode: a $ref whose siblings do not constrain, as a call of its target's
+        automaton (compiled once, on first use; recursion is then exact, with no depth cap)."""
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        if not (self.old_draft or not _constraining(rest)):
+            return None
+        target, tptr = self.resolve(node["$ref"], ptr)
+        if tptr in self.unsat_refs:
+            raise self.unsat_refs[tptr]
+        k = self.ref_automaton.get(tptr)
+        if k is None:
+            k = self.ref_automaton[tptr] = self.new_automaton()
+            try:
+                self.automata[k] = self.compile(target, tptr, ())
+            except _Unsat as exc:
+                # a caller compiled meanwhile may call k: k stays, with the empty language
+                self.automata[k] = _NOTHING
+                del self.ref_automaton[tptr]
+                self.unsat_refs[tptr] = exc
+                raise
+        return f"(?&{k})"
+
+    def new_automaton(self) -> int:
+        if len(self.automata) >= MAX_AUTOMATA:
+            raise SchemaTooLarge(f"the grammar needs more than {MAX_AUTOMATA:,} automata")
+        self.automata.append(_NOTHING)
+        return len(self.automata) - 1
+
+    def counted(self, item: str, lo: int, hi: int) -> str:
+        """Stack mode: item{lo,hi} with a large hi as a call of a counted automaton: its frame
+        counts the items (exact; the DFA would need a state per count). `item` must be one
+        non-empty unit whose DFA never re-enters its start state (one character)."""
+        key = f"{lo},{hi}:{item}"
+        k = self.outlined.get(key)
+        if k is None:
+            k = self.outlined[key] = self.new_automaton()
+            self.automata[k] = item
+            self.counts[k] = (lo, hi)
+        return f"(?&{k})"
+
+    def outline(self, regex: str, *, force: bool = False) -> str:
+        """Stack mode: a big regex as a call of its own automaton (one per distinct text); an
+        empty or short one stays inline unless `force`."""
+        if not regex or (not force and len(regex) <= self.outline_chars):
+            return regex
+        k = self.outlined.get(regex)
+        if k is None:
+            k = self.outlined[regex] = self.new_automaton()
+            self.automata[k] = regex
+        return f"(?&{k})"
+

@@ -1,0 +1,405 @@
+"""Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats."""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from functools import lru_cache
+from inferlab.constrain import formats
+from inferlab.constrain import regex as rx
+from inferlab.errors import InferlabError
+
+from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _child, _group, _lit, _repeat
+
+
+class StringsMixin:
+    """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (mixed into _Compiler)."""
+
+    def compile_string(self, node, ptr, stack) -> str:
+        lo = node.get("minLength", 0)
+        hi = node.get("maxLength")
+        for key, v in (("minLength", lo), ("maxLength", hi)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or not float(v).is_integer()):
+                raise self.error(key, _child(ptr, key), f"must be a non-negative integer, got {v!r}")
+        lo, hi = int(lo), (None if hi is None else int(hi))
+        if hi is not None and hi < lo:
+            raise self.error("maxLength", _child(ptr, "maxLength"), f"maxLength {hi} < minLength {lo}")
+        ast = None
+        if "pattern" in node:
+            ast = self.pattern_ast(node["pattern"], _child(ptr, "pattern"))
+        if "format" in node:
+            fast = self.format_ast(node["format"], _child(ptr, "format"))
+            if fast is not None and ast is not None:
+                self.refuse("format", _child(ptr, "format"), "format together with pattern is not supported")
+            elif fast is not None:
+                ast = fast
+        if ast is None:
+            if self.calls_on() and hi is not None and hi >= self.count_min:
+                return f'"{self.counted(_CHAR, lo, hi)}"'
+            return f'"{_repeat(_CHAR, lo, hi)}"'
+        if lo > 0 or hi is not None:
+            limited = _with_length(ast, lo, hi)
+            if limited is None:
+                a, b = _length_range(ast)
+                if a >= lo and (hi is None or (b is not None and b <= hi)):
+                    limited = ast
+                else:
+                    limited = _length_subset(ast, lo, hi)
+                    key = "maxLength" if hi is not None else "minLength"
+                    if limited is None:
+                        self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format "
+                                    "cannot be intersected")
+                        limited = ast
+                    else:
+                        self.narrow(f"{key} at #{ptr} with a pattern/format: a subset is generated (no search "
+                                    "padding; the length budget split evenly over the repeated parts)")
+            ast = limited
+        if isinstance(ast, rx.Alt) and not ast.items:
+            raise self.error("pattern" if "pattern" in node else "format", ptr,
+                             "no string of the allowed lengths matches")
+        return f'"{_emit_json(ast)}"'
+
+    def pattern_ast(self, pattern, ptr):
+        if not isinstance(pattern, str):
+            raise self.error("pattern", ptr, "must be a string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise self.error("pattern", ptr, f"not a valid regex ({exc})") from None
+        try:
+            return _pattern_ast(pattern)
+        except InferlabError as exc:
+            self.refuse("pattern", ptr, str(exc))
+            return None
+
+    def custom_format(self, name, ptr) -> bool:
+        """Stack mode: a format outside the specification's list is an annotation (listed)."""
+        if not self.stack_mode or not isinstance(name, str) or name in formats.SPEC_FORMATS:
+            return False
+        note = f"format {name!r} at #{ptr}: not a format of the specification, an annotation (not enforced)"
+        if note not in self.unenforced_formats:
+            self.unenforced_formats.append(note)
+        return True
+
+    def format_ast(self, name, ptr):
+        if self.custom_format(name, ptr):
+            return None
+        if name not in formats.FORMATS:
+            self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
+            return None
+        if name in formats.NARROWINGS:
+            self.narrow(f"format {name} at #{ptr}: {formats.NARROWINGS[name]}")
+        return _format_ast(name)
+
+
+@lru_cache(maxsize=None)
+def _unicode_class(name: str) -> tuple[tuple[int, int], ...]:
+    """Code points of Python's Unicode \\d, \\w or \\s (the sets jsonschema's re.search uses)."""
+    test = {"d": lambda c: unicodedata.category(c) == "Nd",
+            "w": lambda c: c.isalnum() or c == "_",
+            "s": lambda c: re.fullmatch(r"\s", c) is not None}[name]
+    ranges, start = [], None
+    for cp in range(sys.maxunicode + 1):
+        if test(chr(cp)):
+            if start is None:
+                start = cp
+        elif start is not None:
+            ranges.append((start, cp - 1))
+            start = None
+    if start is not None:
+        ranges.append((start, sys.maxunicode))
+    return rx.normalize_ranges(ranges)
+
+
+def _class_text(ranges) -> str:
+    return "".join(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+
+
+_ASCII_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
+
+
+# ECMA `.`: anything but the line terminators \n \r U+2028 U+2029
+_ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+_ANY_CHAR = "[\\U00000000-\\U0010ffff]"
+
+
+def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
+    """Split an ECMA pattern into top-level alternatives in the dialect, with their anchors.
+
+    Returns [(text, anchored_start, anchored_end)]. Rewrites `.`, the class escapes and named
+    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring).
+    """
+    alts, out = [], []
+    depth, i, in_class, negated, class_start = 0, 0, False, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            e = pattern[i + 1]
+            if e in "dws":
+                text = _ASCII_CLASSES[e]
+                if in_class and negated:  # [^\d]: complement of the *larger* (Unicode) set
+                    text = _class_text(_unicode_class(e))
+                out.append(text if in_class else f"[{text}]")
+            elif e in "DWS":
+                text = _class_text(rx.negate(_unicode_class(e.lower())))
+                if in_class and negated:
+                    raise SchemaError(f"negated class containing \\{e} is not supported")
+                out.append(text if in_class else f"[{text}]")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]" and i > class_start:
+                in_class = False
+            out.append(c)
+        elif c == "[":
+            in_class, negated = True, pattern.startswith("^", i + 1)
+            class_start = i + (2 if negated else 1)
+            if pattern.startswith("]", class_start):
+                raise SchemaError("a class starting with ']' means different things in ECMA-262 and Python")
+            out.append(c)
+        elif c == "(":
+            depth += 1
+            if pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+                close = pattern.find(">", i)
+                out.append("(?:")
+                i = close + 1 if close > 0 else i + 1
+                continue
+            out.append(c)
+        elif c == ")":
+            depth -= 1
+            out.append(c)
+        elif c == "." :
+            out.append(_ECMA_DOT)
+        elif c == "|" and depth == 0:
+            alts.append("".join(out))
+            out = []
+        else:
+            out.append(c)
+        i += 1
+    alts.append("".join(out))
+    result = []
+    for alt in alts:
+        start = alt.startswith("^")
+        if start:
+            alt = alt[1:]
+        end = alt.endswith("$") and not _escaped_at(alt, len(alt) - 1)
+        if end:
+            alt = alt[:-1]
+        result.append((alt, start, end))
+    return result
+
+
+def _escaped_at(text: str, pos: int) -> bool:
+    n = 0
+    while pos - 1 - n >= 0 and text[pos - 1 - n] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+_U_ESCAPED = [cp for cp in range(0x20) if chr(cp) not in _SHORT_ESCAPES]  # written \u00XX
+
+
+_ALL_U_ESCAPES = r"\\u00(?:0[0-7bef]|1[0-9a-f])"
+
+
+def _json_char_ranges(ranges) -> str:
+    """Regex for the JSON-string encodings (canonical, as json.dumps writes) of one code point
+    from `ranges`: unescaped where JSON allows it, else its escape."""
+    inside = [cp for cp in list(range(0x20)) + [0x22, 0x5C] if any(lo <= cp <= hi for lo, hi in ranges)]
+    short = "".join(_SHORT_ESCAPES[chr(cp)][1] for cp in inside if chr(cp) in _SHORT_ESCAPES)
+    u_escaped = [cp for cp in inside if cp in _U_ESCAPED]
+    plain = []
+    for lo, hi in ranges:
+        pieces = [(max(lo, 0x20), hi)]
+        for cp in (0x22, 0x5C):
+            pieces = [p for a, b in pieces for p in (((a, cp - 1), (cp + 1, b)) if a <= cp <= b else ((a, b),))]
+        plain.extend((a, b) for a, b in pieces if a <= b)
+    parts = []
+    if plain:
+        body = "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in plain)
+        parts.append(f"[{body}]")
+    if short:
+        letters = "".join(c if c.isalnum() else "\\" + c for c in short)  # b f n r t " \\
+        parts.append("\\\\" + (f"[{letters}]" if len(short) > 1 else letters))
+    if len(u_escaped) == len(_U_ESCAPED):
+        parts.append(_ALL_U_ESCAPES)
+    else:
+        parts.extend(_lit(f"\\u{cp:04x}") for cp in u_escaped)
+    if not parts:
+        raise SchemaError("empty character class")
+    return _group(parts)
+
+
+def _class_char(cp: int) -> str:
+    c = chr(cp)
+    if c.isascii() and c.isalnum():
+        return c
+    return f"\\U{cp:08x}" if cp > 0xFFFF else f"\\u{cp:04x}"
+
+
+def _emit_json(node) -> str:
+    """AST over decoded characters -> regex over the JSON-string encoding of those characters."""
+    if isinstance(node, rx.CharSet):
+        return _json_char_ranges(node.ranges)
+    if isinstance(node, rx.Concat):
+        return "".join(_emit_json(item) for item in node.items)
+    if isinstance(node, rx.Alt):
+        return "(?:" + "|".join(_emit_json(item) for item in node.items) + ")"
+    return _repeat(_emit_json(node.item), node.min, node.max)
+
+
+def _length_range(node) -> tuple[int, int | None]:
+    """(min, max) number of characters in the AST's language (max None = unbounded)."""
+    if isinstance(node, rx.CharSet):
+        return 1, 1
+    if isinstance(node, rx.Concat):
+        lo, hi = 0, 0
+        for item in node.items:
+            a, b = _length_range(item)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(node, rx.Alt):
+        rs = [_length_range(item) for item in node.items]
+        return min(a for a, _ in rs), (None if any(b is None for _, b in rs) else max(b for _, b in rs))
+    if node.max == 0:
+        return 0, 0
+    a, b = _length_range(node.item)
+    return a * node.min, (None if node.max is None or b is None else b * node.max)
+
+
+def _with_length(node, lo: int, hi: int | None):
+    """Intersect the AST's language with lengths in [lo, hi], exactly, or return None if this
+    shape is not handled (only one variable-length part, a repeated single character, is)."""
+    items = _flat_items(node)
+    fixed = 0
+    var = []
+    for k, item in enumerate(items):
+        a, b = _length_range(item)
+        if a == b:
+            fixed += a
+        else:
+            var.append(k)
+    if not var:
+        return node if lo <= fixed and (hi is None or fixed <= hi) else rx.Alt(())
+    if len(var) > 1 and hi == fixed and lo <= fixed and all(_length_range(items[k])[0] == 0 for k in var):
+        # every variable part must be empty (e.g. "[A-Z]{2}" searched in a string of length 2)
+        return rx.Concat(tuple(item for k, item in enumerate(items) if k not in var))
+    if len(var) != 1:
+        return None
+    rep = items[var[0]]
+    if not (isinstance(rep, rx.Repeat) and isinstance(rep.item, rx.CharSet)):
+        return None
+    new_lo = max(rep.min, lo - fixed)
+    new_hi = rep.max if hi is None else (hi - fixed if rep.max is None else min(rep.max, hi - fixed))
+    if new_hi is not None and new_hi < new_lo:
+        return rx.Alt(())
+    items[var[0]] = rx.Repeat(rep.item, new_lo, new_hi)
+    return rx.Concat(tuple(items))
+
+
+_ANYWHERE = rx.Repeat(rx.parse(_ANY_CHAR), 0, None)  # the padding of an unanchored search
+
+
+def _flat_items(node) -> list:
+    """The sequence of a (nested) Concat, flattened."""
+    if not isinstance(node, rx.Concat):
+        return [node]
+    return [leaf for item in node.items for leaf in _flat_items(item)]
+
+
+def _length_subset(ast, lo: int, hi: int | None):
+    """A subset of the AST's strings with lengths in [lo, hi], for the shapes _with_length cannot
+    intersect exactly: the search padding is dropped, then the length budget is split evenly over
+    the repeated parts (each a repeat of a fixed-length item). None if the shape is not handled."""
+    out = []
+    for alt in (ast.items if isinstance(ast, rx.Alt) else (ast,)):
+        node = None
+        for items in ([i for i in _flat_items(alt) if i != _ANYWHERE], _flat_items(alt)):
+            node = _with_length(rx.Concat(tuple(items)), lo, hi) or _split_budget(items, lo, hi)
+            if node is not None and not _is_empty(node):
+                break  # else: keep the padding, which may be what reaches minLength
+        if node is None:
+            return None
+        if not _is_empty(node):
+            out.append(node)
+    return out[0] if len(out) == 1 else rx.Alt(tuple(out))
+
+
+def _is_empty(node) -> bool:
+    return isinstance(node, rx.Alt) and not node.items
+
+
+def _split_budget(items: list, lo: int, hi: int | None):
+    fixed, reps = 0, []
+    for k, item in enumerate(items):
+        a, b = _length_range(item)
+        if a == b:
+            fixed += a
+            continue
+        if not isinstance(item, rx.Repeat):
+            return None
+        width, width_hi = _length_range(item.item)
+        if width != width_hi or width == 0:
+            return None
+        fixed += item.min * width
+        reps.append((k, width))
+    items = list(items)
+    need = lo - fixed
+    for k, width in reps:  # the minimum first, taken by the repeated parts in order
+        if need <= 0:
+            break
+        rep = items[k]
+        take = -(-need // width) if rep.max is None else min(rep.max - rep.min, -(-need // width))
+        items[k] = rx.Repeat(rep.item, rep.min + take, rep.max)
+        fixed += take * width
+        need -= take * width
+    if need > 0:
+        return rx.Alt(())
+    if hi is not None:  # then what is left of maxLength, split evenly
+        if hi < fixed:
+            return rx.Alt(())
+        share = (hi - fixed) // len(reps)
+        for k, width in reps:
+            rep = items[k]
+            cap = rep.min + share // width
+            items[k] = rx.Repeat(rep.item, rep.min, cap if rep.max is None else min(rep.max, cap))
+    return rx.Concat(tuple(items))
+
+
+def _pattern_ast(pattern: str):
+    """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches."""
+    alts = []
+    for text, start, end in _ecma_to_dialect(pattern):
+        core = rx.parse(text)
+        items = ([] if start else [_ANYWHERE]) + [core] + ([] if end else [_ANYWHERE])
+        alts.append(rx.Concat(tuple(items)) if len(items) > 1 else core)
+    return alts[0] if len(alts) == 1 else rx.Alt(tuple(alts))
+
+
+@lru_cache(maxsize=None)
+def _format_ast(name: str):
+    return rx.parse(formats.FORMATS[name])
+
+
+def _universal_pattern(pattern: str) -> bool:
+    """Does the pattern's search succeed on every string? (An unanchored alternative that can
+    match the empty string, such as ".*" or "".)"""
+    try:
+        alts = _ecma_to_dialect(pattern)
+        return any(not start and not end and _length_range(rx.parse(text))[0] == 0 for text, start, end in alts)
+    except InferlabError:
+        return False
+
+
+def _searches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
+

@@ -1,0 +1,349 @@
+"""The stack grammar: byte automata that call each other, and its token masks.
+
+A schema compiled by `schema.compile_grammar` is a list of regexes; automaton k's regex may hold
+calls `(?&j)`. Each becomes a minimal byte DFA in which a call is an edge path over the bytes
+F8-FF (nfa.call_bytes), bytes UTF-8 text never holds. The machine (a recursive transition network)
+runs text over a *stack* of frames (automaton, state): at a state with a call edge it may push
+the callee (the frame below then sits at the call's return state); at an accepting state of a
+called automaton it may pop. Nondeterminism at those boundaries is kept as a set of stacks.
+
+A *configuration* is such a set (closed under nothing: pushes and pops happen lazily, before the
+next byte), interned to an int. The grammar's states are those ints: immutable and hashable, so
+a matcher's history is a list of them. The byte transitions between configurations are computed
+on first need, a (configuration, 256) row at a time, and kept in a growing table; a token mask is
+a walk of the vocabulary's byte trie through that table (numpy over one trie level at a time), so
+tokens that share a prefix share the work, and only configurations a token actually reaches are
+ever built. Masks are computed on first visit of a configuration and cached (LRU), so the time to
+the first mask depends on what one token can reach from the start, not on the schema's size.
+
+Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
+only the configurations visited are ever built.
+
+A *counted* automaton (schema.compile_grammar: a string's maxLength) matches item{min,max}: its
+frame carries the number of items done, so long bounded strings cost one small DFA, not one state
+per count. Masks are keyed by the configuration with each count clamped to what one token can
+still change (mask_key): counts that far from both bounds give the same mask.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
+from inferlab.constrain.index import _expand
+from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
+from inferlab.errors import InferlabError
+
+Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items done) when counted
+Stack = tuple[Frame, ...]         # bottom first
+MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
+MAX_FORCED_BYTES = 4096
+
+
+def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
+    """{state: ((callee, return state), ...)} read off the DFA's marker paths."""
+    out: dict[int, tuple[tuple[int, int], ...]] = {}
+    for s in np.flatnonzero(dfa.trans[:, CALL_MARK] >= 0).tolist():
+        paths = [(int(dfa.trans[s, CALL_MARK]), 0)]
+        for pos in range(CALL_DIGITS):
+            paths = [(int(dfa.trans[x, CALL_MARK + 1 + d]), value + d * CALL_BASE ** pos)
+                     for x, value in paths for d in range(CALL_BASE) if dfa.trans[x, CALL_MARK + 1 + d] >= 0]
+        out[s] = tuple(sorted((callee, ret) for ret, callee in paths))
+    return out
+
+
+class StackMachine:
+    """Byte-level configurations of the automata; the grammar's states are their ids."""
+
+    def __init__(self, dfas: list[DFA], counts=None):
+        self.dfas = dfas
+        self.counts = list(counts) if counts else [None] * len(dfas)
+        for k, c in enumerate(self.counts):
+            if c is not None and (dfas[k].trans == dfas[k].start).any():
+                raise InferlabError(f"counted automaton {k} re-enters its start state")
+        text = []
+        for d in dfas:  # text never walks a marker path
+            t = d.trans.copy()
+            t[:, CALL_MARK:] = -1
+            text.append(t)
+        self.text_trans = text
+        self.accepting = [d.accepting for d in dfas]
+        self.starts = [d.start for d in dfas]
+        self.calls = [call_edges(d) for d in dfas]
+        self.productive = self._productive()
+        self.configs: list[tuple[Stack, ...]] = []
+        self.ids: dict[tuple[Stack, ...], int] = {}
+        self._closures: list[tuple[Stack, ...] | None] = []
+        self.table = np.full((64, 256), -2, dtype=np.int32)  # -2: not computed yet, -1: dead
+        self.start = self.intern([((0, self.starts[0]),)])
+
+    @property
+    def n_automata(self) -> int:
+        return len(self.dfas)
+
+    @property
+    def n_states(self) -> int:
+        return sum(d.n_states for d in self.dfas)
+
+    @property
+    def uses_stack(self) -> bool:
+        return any(self.calls)
+
+    def _productive(self) -> list[bool]:
+        """Automata with at least one complete text (calls only through productive automata)."""
+        n = len(self.dfas)
+        prod = [False] * n
+        changed = True
+        while changed:
+            changed = False
+            for a in range(n):
+                if prod[a]:
+                    continue
+                seen, work = {self.starts[a]}, [self.starts[a]]
+                while work and not prod[a]:
+                    s = work.pop()
+                    if self.accepting[a][s]:
+                        prod[a] = changed = True
+                        break
+                    nxt = set(np.flatnonzero(self.text_trans[a][s] >= 0).tolist())
+                    targets = self.text_trans[a][s][list(nxt)].tolist() if nxt else []
+                    targets += [r for callee, r in self.calls[a].get(s, ()) if prod[callee]]
+                    for t in targets:
+                        if t not in seen:
+                            seen.add(t)
+                            work.append(t)
+        return prod
+
+    def intern(self, stacks) -> int:
+        key = tuple(sorted(set(stacks)))
+        cid = self.ids.get(key)
+        if cid is None:
+            cid = self.ids[key] = len(self.configs)
+            self.configs.append(key)
+            self._closures.append(None)
+            if cid >= len(self.table):
+                grown = np.full((2 * len(self.table), 256), -2, dtype=np.int32)
+                grown[:len(self.table)] = self.table
+                self.table = grown
+        return cid
+
+    def closure(self, cid: int) -> tuple[Stack, ...]:
+        """Every stack reachable from configuration `cid` by pushes and pops (no byte read).
+
+        A push of an automaton already pushed in the same closure is skipped: it would read no
+        byte first, and a JSON value is never empty, so such a call adds no text (it only
+        happens through anyOf/allOf aliases, whose call is the whole value)."""
+        out = self._closures[cid]
+        if out is not None:
+            return out
+        seen: set[Stack] = set()
+        work: list[tuple[Stack, frozenset]] = [(st, frozenset()) for st in self.configs[cid]]
+        while work:
+            st, pushed = work.pop()
+            if st in seen:
+                continue
+            seen.add(st)
+            top = st[-1]
+            a, s = top[0], top[1]
+            if self.counts[a] is not None:
+                lo, hi = self.counts[a]
+                done = top[2] + (s != self.starts[a])  # items done if the current one ends here
+                if s == self.starts[a] or self.accepting[a][s]:
+                    if s != self.starts[a] and done < hi:  # the next item
+                        work.append((st[:-1] + ((a, self.starts[a], done),), pushed))
+                    if done >= lo and len(st) > 1:
+                        work.append((st[:-1], pushed))
+                continue
+            for callee, ret in self.calls[a].get(s, ()):
+                if callee not in pushed and self.productive[callee]:
+                    entry = (callee, self.starts[callee]) + ((0,) if self.counts[callee] is not None else ())
+                    work.append((st[:-1] + ((a, ret), entry), pushed | {callee}))
+            if len(st) > 1 and self.accepting[a][s]:
+                work.append((st[:-1], pushed))
+        out = self._closures[cid] = tuple(sorted(seen))
+        return out
+
+    def can_end(self, cid: int) -> bool:
+        return any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
+
+    def row(self, cid: int) -> np.ndarray:
+        """(256,) int32: the configuration after each byte, -1 where the byte is not allowed."""
+        row = self.table[cid]
+        if row[0] != -2:
+            return row
+        stacks = self.closure(cid)
+        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
+        out = np.full(256, -1, dtype=np.int32)
+        live = np.flatnonzero((targets >= 0).any(axis=0))
+        if len(live):
+            cols, inverse = np.unique(targets[:, live], axis=1, return_inverse=True)
+            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col.tolist()) if t >= 0)
+                   for col in cols.T]
+            out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
+        self.table[cid] = out  # (the table may have grown in intern: write after)
+        return self.table[cid]
+
+    def step(self, cid: int, byte: int) -> int:
+        return int(self.row(cid)[byte])
+
+    def walk(self, data: bytes, cid: int | None = None) -> int:
+        cid = self.start if cid is None else cid
+        for b in data:
+            cid = self.step(cid, b)
+            if cid < 0:
+                return -1
+        return cid
+
+    def accepts(self, data: bytes | str) -> bool:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        cid = self.walk(data)
+        return cid >= 0 and self.can_end(cid)
+
+    def mask_key(self, cid: int, reach: int) -> int:
+        """The configuration with each count clamped where `reach` more items cannot tell it
+        apart from the true one: both have the same token masks when a token is at most
+        `reach` bytes (an item is at least one byte)."""
+        if not any(c is not None for c in self.counts):
+            return cid
+        stacks = []
+        for st in self.configs[cid]:
+            frames = []
+            for f in st:
+                if len(f) == 3:
+                    lo, hi = self.counts[f[0]]
+                    c, margin = f[2], reach + 2  # a token moves the count by at most reach + 1
+                    if lo - c > margin:
+                        c = lo - margin - 1
+                    elif c >= lo and hi - c > margin:
+                        c = lo
+                    f = (f[0], f[1], c)
+                frames.append(f)
+            stacks.append(tuple(frames))
+        return self.intern(stacks)
+
+    def ensure_rows(self, cids: np.ndarray) -> None:
+        for cid in np.unique(cids[self.table[cids, 0] == -2]).tolist():
+            self.row(cid)
+
+
+def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
+    """CompiledGrammar -> StackMachine; each DFA within max_states."""
+    return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts)
+
+
+@dataclass(frozen=True)
+class GrammarStats:
+    automata: int
+    dfa_states: int
+    uses_stack: bool
+    configurations: int  # built so far (grows as text or masks visit them)
+
+
+class StackGrammar:
+    """The matcher API's Grammar (docs/architecture.md) over a StackMachine and a vocabulary."""
+
+    def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS):
+        self.machine = machine
+        self.vocab = vocab
+        self.vocab_size = vocab.vocab_size
+        self.eos_id = vocab.eos_id
+        self.words = (self.vocab_size + 31) // 32
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cache_rows = cache_rows
+        self._advance: dict[tuple[int, int], int] = {}
+        self._keys: dict[int, int] = {}
+        self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
+
+    def stats(self) -> GrammarStats:
+        m = self.machine
+        return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs))
+
+    def initial_state(self) -> int:
+        return self.machine.start
+
+    def can_end(self, state: int) -> bool:
+        return self.machine.can_end(state)
+
+    def advance(self, state: int, token: int) -> int | None:
+        if token == self.eos_id:
+            return state if self.can_end(state) else None
+        if not 0 <= token < self.vocab_size or token in self.vocab.special_ids:
+            return None
+        key = (state, token)
+        nxt = self._advance.get(key)
+        if nxt is None:
+            data = self.vocab.token_bytes[token]
+            nxt = self._advance[key] = self.machine.walk(data, state) if data else -1
+        return None if nxt < 0 else nxt
+
+    def forced_bytes(self, state: int) -> bytes:
+        out = bytearray()
+        cid = state
+        while len(out) < MAX_FORCED_BYTES and not self.machine.can_end(cid):
+            live = np.flatnonzero(self.machine.row(cid) >= 0)
+            if len(live) != 1:
+                break
+            out.append(int(live[0]))
+            cid = self.machine.step(cid, int(live[0]))
+        return bytes(out)
+
+    def fill_bitmask(self, state: int, out: np.ndarray) -> None:
+        key = self._keys.get(state)
+        if key is None:
+            key = self._keys[state] = self.machine.mask_key(state, self.reach)
+        row = self._masks.get(key)
+        if row is None:
+            row = self._masks[key] = self._build_mask(key)
+            if len(self._masks) > self._cache_rows:
+                self._masks.popitem(last=False)
+        else:
+            self._masks.move_to_end(key)
+        out[:] = row
+
+    def allowed_ids(self, state: int) -> np.ndarray:
+        """Sorted token ids allowed after `state` (EOS included where it can end)."""
+        row = np.empty(self.words, dtype=np.int32)
+        self.fill_bitmask(state, row)
+        bits = np.unpackbits(row.view(np.uint8), count=self.vocab_size, bitorder="little")
+        return np.flatnonzero(bits).astype(np.int32)
+
+    def _build_mask(self, cid: int) -> np.ndarray:
+        """Walk the vocabulary trie from configuration `cid`, a level at a time."""
+        m = self.machine
+        trie = self.vocab.trie()
+        levels = trie.levels
+        tokens: list[np.ndarray] = []
+        if levels:
+            lv = levels[0]
+            node = np.arange(len(lv.byte))
+            x = m.row(cid)[lv.byte]                                          # (N_0,) configs
+            live = x >= 0
+            node, x = node[live], x[live]
+            for d, lv in enumerate(levels):
+                end = lv.end_token[node]
+                tokens.append(end[end >= 0])
+                if d + 1 == len(levels) or not len(node):
+                    break
+                rep, child = _expand(lv.child_start[node], lv.child_count[node])
+                parent = x[rep]
+                m.ensure_rows(parent)
+                x = m.table[parent, levels[d + 1].byte[child]]               # (children,)
+                live = x >= 0
+                node, x = child[live], x[live]
+        allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
+        if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
+            allowed = np.concatenate([allowed, trie.duplicates[np.isin(trie.duplicates[:, 1], allowed), 0]])
+        if self.eos_id >= 0 and m.can_end(cid):
+            allowed = np.concatenate([allowed, [self.eos_id]])
+        bits = np.zeros(self.words * 32, dtype=np.uint8)
+        bits[allowed] = 1
+        return np.packbits(bits, bitorder="little").view(np.int32)
+
+
+def check_grammar_size(machine: StackMachine, max_states: int) -> None:
+    if machine.n_states > max_states:
+        raise InferlabError(f"the grammar's automata hold {machine.n_states:,} states (limit {max_states:,})")

@@ -1,0 +1,63 @@
+"""`inferlab schema compile|check`: answers, exit codes 0/1/2, one stderr line on bad input."""
+
+import json
+
+import jsonschema
+import pytest
+
+from inferlab.cli import main
+
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+    "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+
+
+def nested(depth):
+    return {"v": depth} if depth == 0 else {"v": depth, "kids": [nested(depth - 1), {"v": 0}]}
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(name, obj):
+        path = tmp_path / name
+        path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+        return str(path)
+    return write
+
+
+def test_compile_reports_automata_and_stack(files, capsys):
+    assert main(["schema", "compile", files("s.json", TREE), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["uses_stack"] and len(info["automata"]) == 2
+    assert 1 in info["automata"][1]["calls"]  # the node calls itself: recursion without a cap
+
+
+@pytest.mark.parametrize("instance", [nested(0), nested(20), {"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]},
+                                      {"v": "x"}, {"v": 1, "kids": [{"w": 1}]}, {"v": 1, "extra": 2}, [1]])
+def test_check_agrees_with_jsonschema(files, capsys, instance):
+    valid = jsonschema.Draft202012Validator(TREE).is_valid(instance)
+    rc = main(["schema", "check", files("s.json", TREE), files("i.json", instance), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == (0 if valid else 1)
+    assert out["accepted"] == valid
+
+
+def test_bad_input_and_refusals_exit_2(files, capsys):
+    schema = files("s.json", TREE)
+    assert main(["schema", "check", schema, files("i.json", "{")]) == 2
+    assert main(["schema", "compile", files("r.json", {"type": "string", "not": {"pattern": "a"}})]) == 2
+    assert main(["schema", "compile", files("x.json", TREE) + "-nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("inferlab schema: error:") for line in err)
+    assert "#/not" in err[1] and "Traceback" not in "".join(err)
+
+
+def test_compile_lists_custom_formats_as_unenforced(files, capsys):
+    schema = {"type": "object", "properties": {"p": {"type": "string", "format": "path"},
+                                               "d": {"type": "string", "format": "date"}}}
+    assert main(["schema", "compile", files("s.json", schema), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert len(info["unenforced_formats"]) == 1 and "'path'" in info["unenforced_formats"][0]
+    # the known format stays enforced: a non-date is rejected
+    assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "yesterday"})]) == 1
+    assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "2024-02-29", "p": "~"})]) == 0

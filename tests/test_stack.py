@@ -1,0 +1,366 @@
+"""The stack grammar (constrain.stack) against independent oracles.
+
+- Masks: at every step of a random token walk, the grammar's bitmask equals a brute-force walk
+  of every token's bytes through a reference interpreter of the automata (sets of explicit
+  stacks, written here from the call encoding of nfa.call_bytes, not from stack.py).
+- Language: texts drawn from the flat regex of a non-recursive schema are accepted; texts the
+  grammar generates parse as JSON and validate under jsonschema (with the format checker).
+- Recursion has no depth cap: a 20-level nested instance is accepted and generated.
+"""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain import regex as rx
+from inferlab.constrain.nfa import call_bytes
+from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
+from inferlab.constrain.stack import StackGrammar, build_machine
+from inferlab.constrain.vocab import Vocabulary
+from test_schema_properties import SCHEMAS, sample, validator
+
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "v": {"type": "integer", "minimum": 0, "maximum": 9},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+    "required": ["v"], "additionalProperties": False}},
+    "$ref": "#/$defs/node"}
+LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength": 2},
+                                         "tail": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["head", "tail"]}
+ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
+RECURSIVE = [TREE, LIST, ANY]
+
+
+def small_vocab(seed: int, n: int = 300) -> Vocabulary:
+    """All single bytes, plus random JSON-ish multi-byte tokens (some cross value boundaries)."""
+    rng = random.Random(seed)
+    text = '{}[]":,0123456789-.eE truefalsenullkidsvheadtailxyé\\'
+    pieces = ['{"v":', ',"kids":[', '"v":', '},{', '"kids":[', ']}', '":', '",', '"}', 'null}', ':{"', '}]}', '[]', '{}']
+    for _ in range(n):
+        pieces.append("".join(rng.choice(text) for _ in range(rng.randint(2, 5))))
+    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p.encode() for p in pieces]))
+    toks.insert(5, toks[260])  # a duplicate byte string
+    eos = len(toks)
+    return Vocabulary(tuple(toks) + (b"",), eos_id=eos, special_ids=frozenset([eos]))
+
+
+class Reference:
+    """Sets of explicit stacks over the DFAs; calls read off the marker paths byte by byte."""
+
+    def __init__(self, machine):
+        self.dfas = machine.dfas
+        self.calls = []
+        for d in self.dfas:
+            table = {}
+            for s in range(d.n_states):
+                for k in range(len(self.dfas)):
+                    r = d.walk(call_bytes(k), s)
+                    if r >= 0:
+                        table.setdefault(s, []).append((k, r))
+            self.calls.append(table)
+
+    def expand(self, stacks):
+        out, todo = set(), [(st, ()) for st in stacks]
+        while todo:
+            st, pushed = todo.pop()
+            if st in out:
+                continue
+            out.add(st)
+            a, s = st[-1]
+            for k, r in self.calls[a].get(s, []):
+                if k not in pushed:
+                    todo.append((st[:-1] + ((a, r), (k, self.dfas[k].start)), pushed + (k,)))
+            if len(st) > 1 and self.dfas[a].accepting[s]:
+                todo.append((st[:-1], pushed))
+        return out
+
+    def step(self, stacks, byte):
+        if byte >= 0xF8:
+            return set()
+        out = set()
+        for st in self.expand(stacks):
+            a, s = st[-1]
+            t = int(self.dfas[a].trans[s, byte])
+            if t >= 0:
+                out.add(st[:-1] + ((a, t),))
+        return out
+
+    def walk(self, stacks, data):
+        for b in data:
+            stacks = self.step(stacks, b)
+            if not stacks:
+                break
+        return stacks
+
+    def can_end(self, stacks):
+        return any(len(st) == 1 and self.dfas[st[0][0]].accepting[st[0][1]] for st in self.expand(stacks))
+
+
+def bitmask_ids(grammar, state):
+    row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)
+    grammar.fill_bitmask(state, row)
+    bits = np.unpackbits(row.view(np.uint8), count=grammar.vocab_size, bitorder="little")
+    return set(np.flatnonzero(bits).tolist())
+
+
+def brute_force_ids(ref, vocab, stacks):
+    ids = {t for t, data in enumerate(vocab.token_bytes)
+           if data and t not in vocab.special_ids and ref.walk(stacks, data)}
+    if ref.can_end(stacks):
+        ids.add(vocab.eos_id)
+    return ids
+
+
+def generate(grammar, rng, ref=None, max_tokens=60):
+    """A random token walk; with `ref`, every mask is checked against the brute force."""
+    vocab = grammar.vocab
+    state = grammar.initial_state()
+    stacks = {((0, grammar.machine.dfas[0].start),)}
+    out = b""
+    for _ in range(max_tokens):
+        ids = bitmask_ids(grammar, state)
+        if ref is not None:
+            assert ids == brute_force_ids(ref, vocab, stacks), out
+        assert ids, f"dead end after {out!r}"
+        if vocab.eos_id in ids and (len(ids) == 1 or rng.random() < 0.3):
+            return out, True
+        ids.discard(vocab.eos_id)
+        # prefer closing tokens near the budget so walks finish
+        t = rng.choice(sorted(ids))
+        state = grammar.advance(state, t)
+        assert state is not None
+        out += vocab.token_bytes[t]
+        if ref is not None:
+            stacks = ref.walk(stacks, vocab.token_bytes[t])
+    return out, False
+
+
+@pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
+def test_masks_equal_brute_force_on_recursive_schemas(schema):
+    vocab = small_vocab(1)
+    machine = build_machine(compile_grammar(schema))
+    assert machine.uses_stack
+    grammar = StackGrammar(machine, vocab)
+    ref = Reference(machine)
+    rng = random.Random(0)
+    v = validator(schema)
+    finished = 0
+    for _ in range(12):
+        text, done = generate(grammar, rng, ref)
+        if done:
+            finished += 1
+            assert v.is_valid(json.loads(text)), text
+    assert finished > 0
+
+
+def check_masks_and_soundness(schema, rng, vocab_seed, *, stack: bool = False):
+    """Two random walks on the compiled schema: every mask equals the brute force, and every
+    finished text validates under jsonschema."""
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    grammar = StackGrammar(build_machine(compiled), small_vocab(vocab_seed, n=120))
+    assert grammar.machine.uses_stack or not stack
+    ref = Reference(grammar.machine)
+    v = validator(schema)
+    for _ in range(2):
+        text, done = generate(grammar, rng, ref, max_tokens=30)
+        if done:
+            assert v.is_valid(json.loads(text)), (schema, text)  # soundness
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
+    check_masks_and_soundness(schema, rng, 2)
+
+
+@st.composite
+def recursive_schemas(draw):
+    """A recursive $defs node around generated subschemas: its children (array items, an optional
+    property, an anyOf branch) refer back to it, so every walk runs on calls and returns."""
+    child = {"$ref": "#/$defs/node"}
+    kind = draw(st.sampled_from(["array", "property", "anyOf"]))
+    node = {"type": "object", "properties": {"v": draw(SCHEMAS)}, "required": ["v"],
+            "additionalProperties": draw(st.booleans())}
+    if kind == "array":
+        node["properties"]["kids"] = {"type": "array", "items": child, "maxItems": draw(st.integers(1, 3))}
+    elif kind == "property":
+        node["properties"]["next"] = child
+    else:
+        node = {"anyOf": [node, {"type": "array", "items": child, "maxItems": 2}]}
+    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+
+
+# 25 draws keep the default suite in its time budget (a recursive draw costs ~0.1 s of walks).
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recursive_schemas(), st.randoms(use_true_random=False))
+def test_masks_equal_brute_force_on_generated_recursive_schemas(schema, rng):
+    check_masks_and_soundness(schema, rng, 10, stack=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_grammar_accepts_the_flat_regex_language(schema, rng):
+    """Non-recursive schemas: whatever the flat regex matches, the stack grammar accepts."""
+    try:
+        flat = compile_schema(schema)
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    machine = build_machine(compiled)
+    ast = rx.parse(flat.regex)
+    for _ in range(10):
+        text = sample(ast, rng)
+        assert machine.accepts(text), (schema, text)
+
+
+def nested_tree(depth):
+    return {"v": depth % 10} if depth == 0 else {"v": depth % 10, "kids": [nested_tree(depth - 1)]}
+
+
+def test_recursion_has_no_depth_cap():
+    machine = build_machine(compile_grammar(TREE))
+    text = json.dumps(nested_tree(20), separators=(",", ":"))
+    assert machine.accepts(text)
+    assert not machine.accepts(text[:-1])
+    assert not machine.accepts(text.replace('"v":0', '"v":10'))
+    # token by token through the grammar: every token of the text is in its mask
+    vocab = small_vocab(3)
+    grammar = StackGrammar(machine, vocab)
+    state = grammar.initial_state()
+    lookup = {b: t for t, b in enumerate(vocab.token_bytes) if b}
+    for byte in text.encode():
+        t = lookup[bytes([byte])]
+        assert t in bitmask_ids(grammar, state)
+        state = grammar.advance(state, t)
+    assert grammar.can_end(state) and vocab.eos_id in bitmask_ids(grammar, state)
+
+
+def test_generation_reaches_deep_nesting():
+    """Forcing '"kids":[' at every chance generates a 20-level instance that validates."""
+    machine = build_machine(compile_grammar(TREE))
+    vocab = small_vocab(4)
+    grammar = StackGrammar(machine, vocab)
+    lookup = {b: t for t, b in enumerate(vocab.token_bytes) if b}
+    state, text = grammar.initial_state(), b""
+    plan = [b'{"v":', b"7", b',"kids":['] * 20 + [b'{"v":', b"1", b"}"] + [b"]}"] * 20
+    for piece in plan:
+        t = lookup[piece]
+        assert t in bitmask_ids(grammar, state), text
+        state = grammar.advance(state, t)
+        text += piece
+    assert grammar.can_end(state)
+    instance = json.loads(text)
+    assert validator(TREE).is_valid(instance)
+    depth = 0
+    while "kids" in instance:
+        instance, depth = instance["kids"][0], depth + 1
+    assert depth == 20
+
+
+def test_unconstrained_values_nest_without_limit():
+    machine = build_machine(compile_grammar(ANY))
+    deep = '{"x":' + "[" * 30 + '{"a":null}' + "]" * 30 + ',"y":[[[[1]]]]}'
+    assert machine.accepts(deep)
+    assert not machine.accepts('{"x":[[1]}')
+
+
+def test_forced_bytes_and_eos():
+    machine = build_machine(compile_grammar(TREE))
+    grammar = StackGrammar(machine, small_vocab(5))
+    assert grammar.forced_bytes(grammar.initial_state()) == b'{"v":'
+    assert not grammar.can_end(grammar.initial_state())
+    assert grammar.advance(grammar.initial_state(), grammar.eos_id) is None
+
+
+def walk_pair(a, b, rng, steps=80):
+    """Random token walk on grammar a; at every step b's mask must equal a's."""
+    sa, sb = a.initial_state(), b.initial_state()
+    for _ in range(steps):
+        ids = bitmask_ids(a, sa)
+        assert ids == bitmask_ids(b, sb)
+        assert a.can_end(sa) == b.can_end(sb)
+        ids.discard(a.eos_id)
+        if not ids:
+            return
+        t = rng.choice(sorted(ids))
+        sa, sb = a.advance(sa, t), b.advance(sb, t)
+        assert sa is not None and sb is not None
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 15, "maxLength": 40},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 30}, "b": {"type": ["string", "null"], "minLength": 3, "maxLength": 12}},
+     "required": ["a"]},
+    {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 9}, "maxItems": 3},
+])
+def test_counted_strings_equal_unrolled(schema):
+    """A counted automaton (the frame counts characters) against the unrolled flat DFA."""
+    vocab = small_vocab(6)
+    counted = StackGrammar(build_machine(compile_grammar(schema, count_min=2)), vocab)
+    flat_compiled = compile_grammar(schema, count_min=10**9)
+    assert any(counted.machine.counts) and not any(flat_compiled.counts)
+    flat = StackGrammar(build_machine(flat_compiled), vocab)
+    rng = random.Random(7)
+    for _ in range(15):
+        walk_pair(counted, flat, rng)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.randoms(use_true_random=False))
+def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
+    try:
+        counted_c = compile_grammar(schema, count_min=2)
+        flat_c = compile_grammar(schema, count_min=10**9)
+    except SchemaError:
+        return
+    vocab = small_vocab(8, n=100)
+    counted = StackGrammar(build_machine(counted_c), vocab)
+    flat = StackGrammar(build_machine(flat_c), vocab)
+    for _ in range(3):
+        walk_pair(counted, flat, rng, steps=30)
+
+
+def test_flat_schema_is_one_automaton():
+    compiled = compile_grammar({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    assert len(compiled.automata) == 1
+    assert not build_machine(compiled).uses_stack
+
+
+@pytest.mark.slow  # compiles a 1,000-member object and a dozen 40..100-member ones: ~10 s
+def test_many_members_compile_in_blocks_exactly():
+    """Objects over MEMBER_BLOCK members are compiled a block at a time (no RecursionError at
+    1,000 optional properties); on 40..100 members the language equals the flat regex's."""
+    import re
+    from inferlab.constrain.schema import MEMBER_BLOCK
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(1000)}}
+    machine = build_machine(compile_grammar(big))
+    assert machine.accepts('{"p3":"a","p999":"b"}') and machine.accepts("{}")
+    assert not machine.accepts('{"p999":"b","p3":"a"}') and not machine.accepts('{"p3":"a","p3":"a"}')
+    rng = random.Random(0)
+    for _ in range(12):
+        n = rng.randint(MEMBER_BLOCK + 1, 100)
+        props = {f"p{i}": {"type": "integer"} for i in range(n)}
+        schema = {"type": "object", "properties": props,
+                  "required": [p for p in props if rng.random() < 0.05]}
+        if rng.random() < 0.5:
+            schema["additionalProperties"] = {"type": "boolean"}
+        if rng.random() < 0.3:
+            schema["minProperties"] = 1
+        machine = build_machine(compile_grammar(schema))
+        flat = re.compile(compile_schema(schema).regex)
+        for _ in range(30):
+            keys = [k for k in props if k in schema["required"] or rng.random() < rng.choice([0, 0.03, 0.2])]
+            if keys and rng.random() < 0.3:
+                keys = keys[1:]
+            obj = {k: 1 for k in keys}
+            if rng.random() < 0.4:
+                obj["zz"] = True
+            text = json.dumps(obj, separators=(",", ":"))
+            assert machine.accepts(text) == bool(flat.fullmatch(text)), (schema, text)
