@@ -13,10 +13,11 @@ from inferlab.labs.attention import AttentionLabConfig, run_attention
 
 config = AttentionLabConfig(
     sweep=SweepConfig(T_sweep=(64, 128, 256, 512), d_model=64, n_heads=4,
+                      n_kv_heads=None, qkv_bias=False,
                       samples=100, min_sample_s=0.05, seed=0),
     threads=1, all_threads=2, roofline_dir=Path('experiments/01-roofline'),
     quick=False, flash_T=(256, 512, 1024, 2048, 4096), flash_block=64,
-    flash_samples=20,
+    flash_samples=20, budget_s=30.0, model=None,
 )
 args = [a for a in sys.argv[1:] if a != "--force"]
 out = Path(args[0]) if args else Path("experiments/15-attention-perf")
