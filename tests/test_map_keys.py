@@ -140,8 +140,11 @@ def no_repeats(pairs):
     return dict(pairs)
 
 
-@pytest.mark.parametrize("name", list(MAPS))
-def test_masks_equal_brute_force_on_maps(name):
+FAST = ("max3", "pattern-finite-min1", "pattern-finite-all", "declared-and-extra", "unconstrained")
+
+
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in MAPS])
+def test_masks_equal_brute_force_on_maps(name):  # the slow ones: ~5 s together
     assert walk_against_oracle(MAPS[name], seed=len(name)) > 0
 
 
@@ -240,7 +243,10 @@ def test_generation_never_repeats_a_key_many_seeds(name, tok512):
     model = ClosingBiasedModel(tok512)
     rng = np.random.default_rng(0)
     model.logits = model.logits + rng.normal(0, 1.0, model.logits.shape).astype(np.float32)
+    complete = 0
     for seed in range(100):
         g = generate(model, tok512, "", mask=mask, max_new_tokens=120, seed=seed)
         if g.complete:
+            complete += 1
             assert v.is_valid(json.loads(g.text, object_pairs_hook=no_repeats)), g.text
+    assert complete >= 40  # measured 47..100 of 100 per schema
