@@ -142,12 +142,15 @@ def completions(dfa) -> list[float]:
 class KeyIndex:
     """Tokens by the keys they could close: `closing[u]`, tokens whose bytes before one of their
     quotes decode to u (a key being written ends with them); `quoted[u]`, tokens holding a whole
-    quoted string that decodes to u; `repeats`, tokens holding one quoted string twice; and
-    `many_quotes`, tokens with three or more quotes (they can close a key and write another)."""
+    quoted string that decodes to u; `repeats`, tokens holding one quoted string twice;
+    `many_quotes`, tokens with three or more quotes (they can close a key and write another); and
+    `member_start`, tokens with a quote, a comma or white space (only they can begin a member)."""
 
     def __init__(self, token_bytes):
         closing, quoted = defaultdict(list), defaultdict(list)
         many, repeats, any_quote = [], [], []
+        self.member_start = np.asarray([t for t, data in enumerate(token_bytes) if any(c in data for c in b'", \t\n\r')],
+                                       dtype=np.int64)
         for t, data in enumerate(token_bytes):
             if b'"' not in data:
                 continue

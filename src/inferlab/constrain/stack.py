@@ -33,7 +33,8 @@ repeated key is refused (feed). A token mask is the configuration's cached row, 
 tokens whose answer the written keys can change (keys.KeyIndex) resolved against the actual
 state, as xgrammar splits context-independent from context-dependent tokens: so cached rows
 never depend on the keys. Where a map's keys can run out (a finite key language), stacks
-writing a key with no unused completion are pruned, and every allowed token is resolved.
+writing a key with no unused completion are pruned, and more tokens are resolved (every allowed
+one within a key, else those that can begin a member).
 """
 
 from __future__ import annotations
@@ -436,7 +437,9 @@ class StackGrammar:
     def _resolve(self, state: State, out: np.ndarray) -> None:
         m = self.machine
         if m.finite_maps and m.holds_finite_map(state[0]):
-            cands = None  # keys can run out: every allowed token is checked
+            # keys can run out: within a key every allowed token is checked, else those that can
+            # begin a member (a key's first byte is a quote, a comma or white space before it)
+            cands = None if state[1][1] is not None else self.key_index.member_start
         elif m.finite_maps:
             cands = self.key_index.any_quote
         else:
