@@ -271,7 +271,6 @@ def _key_not_in(names: list[str]) -> str:
     return '"' + walk(trie)
 
 
-
 @lru_cache(maxsize=256)
 def _key_completions(key_rx: str) -> tuple:
     dfa = compile_regex(key_rx)
