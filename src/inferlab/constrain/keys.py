@@ -92,14 +92,6 @@ def step(ctx: KeyContext, b: int) -> KeyContext | None:
     return ctx
 
 
-def walk(ctx: KeyContext | None, data: bytes) -> KeyContext | None:
-    for b in data:
-        if ctx is None:
-            return None
-        ctx = step(ctx, b)
-    return ctx
-
-
 def written(ctx: KeyContext) -> tuple[frozenset, bytes | None]:
     """(the keys of the innermost object, the raw bytes of the key being written or None)."""
     objs, key = ctx[0], ctx[1]
