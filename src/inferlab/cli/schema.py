@@ -70,7 +70,10 @@ def describe(compiled, machine) -> dict:
     automata = []
     for k, dfa in enumerate(machine.dfas):
         calls = sorted({callee for edges in call_edges(dfa).values() for callee, _ in edges})
-        automata.append({"automaton": k, "states": dfa.n_states, "calls": calls, "regex_chars": len(compiled.automata[k])})
+        info = {"automaton": k, "states": dfa.n_states, "calls": calls, "regex_chars": len(compiled.automata[k])}
+        if compiled.maps[k] is not None:  # an object's extra members, counted (min/maxProperties)
+            info["map_members"] = {"min": compiled.maps[k][0], "max": compiled.maps[k][1]}
+        automata.append(info)
     return {"automata": automata, "dfa_states": machine.n_states, "uses_stack": machine.uses_stack,
             "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced),
             "unenforced_formats": list(compiled.unenforced_formats)}
@@ -87,7 +90,10 @@ def run(args) -> int:
               f"{'uses the stack (calls)' if info['uses_stack'] else 'one flat DFA (no stack)'}")
         for a in info["automata"]:
             calls = ", ".join(map(str, a["calls"])) or "-"
-            print(f"  automaton {a['automaton']}: {a['states']} states, calls {calls}")
+            members = a.get("map_members")
+            hi = "any" if members is None or members["max"] is None else members["max"]
+            counted = "" if members is None else f", a map of {members['min']}..{hi} members"
+            print(f"  automaton {a['automaton']}: {a['states']} states, calls {calls}{counted}")
         for n in info["narrowed"]:
             print(f"  narrowed: {n}")
         for n in info["unenforced_formats"]:

@@ -9,6 +9,7 @@ v2, the stack grammar (schema-bench, `inferlab schema`, the matcher API's Gramma
     compile_grammar (schema.py) JSON Schema -> regexes of automata that call each other
     stack.py                    automata -> StackMachine (configurations: sets of stacks) ->
                                 StackGrammar (lazy, cached token masks over the vocabulary trie)
+    keys.py                     the keys written in the open objects: no object repeats a key
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ import numpy as np
 from inferlab.constrain import regex as rx
 from inferlab.constrain.dfa import compile_ast
 from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, canonical_json, compile_grammar
+from inferlab.constrain.keys import key_index
 from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure.timing import measure
@@ -207,7 +208,7 @@ def _compile_once(schema, config: BenchConfig, outline_chars: int):
         if size > BENCH_MAX_NFA:
             raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
         dfas.append(compile_ast(ast, max_states=config.max_states))
-    return compiled, StackMachine(dfas, compiled.counts)
+    return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
 
 
 def nfa_size_estimate(node) -> int:
@@ -226,7 +227,8 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     """A fresh grammar's first mask, then the per-token cost of a walk over `text`'s tokens."""
     vocabulary, tok = vocab
     vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
-    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts), vocabulary)  # nothing built yet
+    key_index(vocabulary)
+    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps), vocabulary)  # nothing built yet
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()
     grammar.fill_bitmask(grammar.initial_state(), row)

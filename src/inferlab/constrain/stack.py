@@ -23,22 +23,37 @@ A *counted* automaton (schema.compile_grammar: a string's maxLength) matches ite
 frame carries the number of items done, so long bounded strings cost one small DFA, not one state
 per count. Masks are keyed by the configuration with each count clamped to what one token can
 still change (mask_key): counts that far from both bounds give the same mask.
+
+A *map* automaton (CompiledGrammar.maps: the extra members of an object, one member per pass)
+counts its members the same way: its frame begins a member by calling a key automaton (without
+the comma for the object's first member) while fewer than max have begun, and returns once min
+have. No object repeats a key, which no automaton can say: the grammar's state is the pair
+(configuration, keys.KeyContext), the keys written in the text's open objects; a byte closing a
+repeated key is refused (feed). A token mask is the configuration's cached row, then the few
+tokens whose answer the written keys can change (keys.KeyIndex) resolved against the actual
+state, as xgrammar splits context-independent from context-dependent tokens: so cached rows
+never depend on the keys. Where a map's keys can run out (a finite key language), stacks
+writing a key with no unused completion are pruned, and more tokens are resolved (every allowed
+one within a key, else those that can begin a member).
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab.constrain import keys
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
 from inferlab.constrain.index import _expand
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
 
-Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items done) when counted
+Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items) when counted or a map
 Stack = tuple[Frame, ...]         # bottom first
+State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
 
@@ -58,11 +73,12 @@ def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
-    def __init__(self, dfas: list[DFA], counts=None):
+    def __init__(self, dfas: list[DFA], counts=None, maps=None):
         self.dfas = dfas
         self.counts = list(counts) if counts else [None] * len(dfas)
+        self.maps = list(maps) if maps else [None] * len(dfas)
         for k, c in enumerate(self.counts):
-            if c is not None and (dfas[k].trans == dfas[k].start).any():
+            if (c is not None or self.maps[k] is not None) and (dfas[k].trans == dfas[k].start).any():
                 raise InferlabError(f"counted automaton {k} re-enters its start state")
         text = []
         for d in dfas:  # text never walks a marker path
@@ -79,6 +95,7 @@ class StackMachine:
         self._closures: list[tuple[Stack, ...] | None] = []
         self.table = np.full((64, 256), -2, dtype=np.int32)  # -2: not computed yet, -1: dead
         self.start = self.intern([((0, self.starts[0]),)])
+        self._init_maps()
 
     @property
     def n_automata(self) -> int:
@@ -148,6 +165,9 @@ class StackMachine:
             seen.add(st)
             top = st[-1]
             a, s = top[0], top[1]
+            if self.maps[a] is not None:
+                self._map_closure(st, pushed, work)
+                continue
             if self.counts[a] is not None:
                 lo, hi = self.counts[a]
                 done = top[2] + (s != self.starts[a])  # items done if the current one ends here
@@ -159,12 +179,107 @@ class StackMachine:
                 continue
             for callee, ret in self.calls[a].get(s, ()):
                 if callee not in pushed and self.productive[callee]:
-                    entry = (callee, self.starts[callee]) + ((0,) if self.counts[callee] is not None else ())
+                    entry = (callee, self.starts[callee]) + ((0,) if self._numbered(callee) else ())
                     work.append((st[:-1] + ((a, ret), entry), pushed | {callee}))
             if len(st) > 1 and self.accepting[a][s]:
                 work.append((st[:-1], pushed))
         out = self._closures[cid] = tuple(sorted(seen))
         return out
+
+    def _map_closure(self, st: Stack, pushed: frozenset, work: list) -> None:
+        """A map frame (automaton, state, members begun): at its start, begin a member (the
+        key automaton without the comma for the first member of the object, with it after) while
+        fewer than max have begun, or return once min have; after a member, start over."""
+        a, s, n = st[-1]
+        lo, hi, first, nxt = self.maps[a]
+        start = self.starts[a]
+        if s == start:
+            if n >= lo and len(st) > 1:
+                work.append((st[:-1], pushed))
+            if hi is None or n < hi:
+                key = first if n == 0 and first >= 0 else nxt
+                for callee, ret in self.calls[a].get(s, ()):
+                    if callee == key:
+                        work.append((st[:-1] + ((a, ret, n + 1), (key, self.starts[key])), pushed | {key}))
+            return
+        for callee, ret in self.calls[a].get(s, ()):  # within the member's value
+            if callee not in pushed and self.productive[callee]:
+                entry = (callee, self.starts[callee]) + ((0,) if self._numbered(callee) else ())
+                work.append((st[:-1] + ((a, ret, n), entry), pushed | {callee}))
+        if self.accepting[a][s]:
+            work.append((st[:-1] + ((a, start, n),), pushed))
+
+    def _numbered(self, a: int) -> bool:
+        return self.counts[a] is not None or self.maps[a] is not None
+
+    def _init_maps(self) -> None:
+        """Key automata of maps, their completion counts, and the maps whose keys can run out
+        (a partial key with finitely many completions): those need the key context (prune)."""
+        self.key_map: dict[int, int] = {}
+        self.completions: dict[int, list] = {}
+        self.finite_maps: set[int] = set()
+        for m, spec in enumerate(self.maps):
+            if spec is None:
+                continue
+            for k in spec[2:]:
+                if k >= 0:
+                    self.key_map[k] = m
+                    c = self.completions[k] = keys.completions(self.dfas[k])
+                    if any(c[s] != float("inf") for s in range(len(c)) if not self.accepting[k][s]):
+                        self.finite_maps.add(m)
+        self._finite_in: dict[int, bool] = {}
+
+    def holds_finite_map(self, cid: int) -> bool:
+        """Does a stack of configuration `cid` hold a map whose keys can run out?"""
+        out = self._finite_in.get(cid)
+        if out is None:
+            out = self._finite_in[cid] = any(f[0] in self.finite_maps or self.key_map.get(f[0]) in self.finite_maps
+                                             for st in self.closure(cid) for f in st)
+        return out
+
+    def prune(self, cid: int, ctx) -> int:
+        """Drop the stacks writing a key of a finite map that can no longer be completed: every
+        completion is a key the object already has, or too few unused keys are left for
+        minProperties. -1 when none is left."""
+        kept = [st for st in self.configs[cid] if self._key_alive(st, ctx)]
+        if len(kept) == len(self.configs[cid]):
+            return cid
+        return self.intern(kept) if kept else -1
+
+    def _key_alive(self, st: Stack, ctx) -> bool:
+        k, s = st[-1][0], st[-1][1]
+        m = self.key_map.get(k)
+        if m not in self.finite_maps or self.accepting[k][s]:
+            return True
+        lo, _, _, nxt = self.maps[m]
+        names, key = keys.written(ctx)
+        in_keys = [raw for raw in map(_canonical, names) if self._in_map(nxt, raw)]
+        if key is None:  # before the key's quote: a key of the map is left, and enough for min
+            n_before = st[-2][2] - 1
+            total = self.completions[nxt][self.dfas[nxt].walk(b',"')]
+            return total - len(in_keys) >= max(1, lo - n_before)
+        return self.completions[k][s] > sum(raw.startswith(key) for raw in in_keys)
+
+    def _in_map(self, nxt: int, raw: bytes) -> bool:
+        end = self.dfas[nxt].walk(b',"' + raw + b'"')
+        return end >= 0 and bool(self.accepting[nxt][end])
+
+    def feed(self, state: State, data: bytes) -> State | None:
+        """The grammar's state after `data`: the configuration, the written keys (a repeated key
+        is refused at its closing quote), and finite maps' partial keys pruned."""
+        cid, ctx = state
+        for b in data:
+            cid = self.step(cid, b)
+            if cid < 0:
+                return None
+            ctx = keys.step(ctx, b)
+            if ctx is None:
+                return None
+            if self.finite_maps:
+                cid = self.prune(cid, ctx)
+                if cid < 0:
+                    return None
+        return cid, ctx
 
     def can_end(self, cid: int) -> bool:
         return any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
@@ -198,28 +313,32 @@ class StackMachine:
         return cid
 
     def accepts(self, data: bytes | str) -> bool:
+        """Is `data` a complete text of the grammar (no object repeating a key)?"""
         if isinstance(data, str):
             data = data.encode("utf-8")
-        cid = self.walk(data)
-        return cid >= 0 and self.can_end(cid)
+        state = self.feed((self.start, keys.START), data)
+        return state is not None and self.can_end(state[0])
 
     def mask_key(self, cid: int, reach: int) -> int:
         """The configuration with each count clamped where `reach` more items cannot tell it
         apart from the true one: both have the same token masks when a token is at most
         `reach` bytes (an item is at least one byte)."""
-        if not any(c is not None for c in self.counts):
+        if not any(c is not None for c in self.counts) and not any(m is not None for m in self.maps):
             return cid
         stacks = []
         for st in self.configs[cid]:
             frames = []
             for f in st:
                 if len(f) == 3:
-                    lo, hi = self.counts[f[0]]
+                    is_map = self.maps[f[0]] is not None
+                    lo, hi = self.maps[f[0]][:2] if is_map else self.counts[f[0]]
+                    hi = float("inf") if hi is None else hi
                     c, margin = f[2], reach + 2  # a token moves the count by at most reach + 1
+                    floor = 1 if is_map and c > 0 else 0  # a map's first member is the one without a comma
                     if lo - c > margin:
-                        c = lo - margin - 1
+                        c = max(lo - margin - 1, floor)
                     elif c >= lo and hi - c > margin:
-                        c = lo
+                        c = max(lo, floor)
                     f = (f[0], f[1], c)
                 frames.append(f)
             stacks.append(tuple(frames))
@@ -230,9 +349,15 @@ class StackMachine:
             self.row(cid)
 
 
+def _canonical(name: bytes) -> bytes:
+    """A key's decoded UTF-8 bytes -> its canonical JSON spelling (what map keys are written in)."""
+    return json.dumps(name.decode("utf-8"), ensure_ascii=False)[1:-1].encode("utf-8")
+
+
 def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
     """CompiledGrammar -> StackMachine; each DFA within max_states."""
-    return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts)
+    return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts,
+                        compiled.maps)
 
 
 @dataclass(frozen=True)
@@ -262,27 +387,28 @@ class StackGrammar:
         m = self.machine
         return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs))
 
-    def initial_state(self) -> int:
-        return self.machine.start
+    def initial_state(self) -> State:
+        return self.machine.start, keys.START
 
-    def can_end(self, state: int) -> bool:
-        return self.machine.can_end(state)
+    def can_end(self, state: State) -> bool:
+        return self.machine.can_end(state[0])
 
-    def advance(self, state: int, token: int) -> int | None:
+    def advance(self, state: State, token: int) -> State | None:
         if token == self.eos_id:
             return state if self.can_end(state) else None
         if not 0 <= token < self.vocab_size or token in self.vocab.special_ids:
             return None
         key = (state, token)
-        nxt = self._advance.get(key)
-        if nxt is None:
+        if key not in self._advance:
             data = self.vocab.token_bytes[token]
-            nxt = self._advance[key] = self.machine.walk(data, state) if data else -1
-        return None if nxt < 0 else nxt
+            self._advance[key] = self.machine.feed(state, data) if data else None
+        return self._advance[key]
 
-    def forced_bytes(self, state: int) -> bytes:
+    def forced_bytes(self, state: State) -> bytes:
+        """Read off the configuration alone: where the written keys rule out all but one byte,
+        the forced text may stop short (never wrong)."""
         out = bytearray()
-        cid = state
+        cid = state[0]
         while len(out) < MAX_FORCED_BYTES and not self.machine.can_end(cid):
             live = np.flatnonzero(self.machine.row(cid) >= 0)
             if len(live) != 1:
@@ -291,10 +417,13 @@ class StackGrammar:
             cid = self.machine.step(cid, int(live[0]))
         return bytes(out)
 
-    def fill_bitmask(self, state: int, out: np.ndarray) -> None:
-        key = self._keys.get(state)
+    def fill_bitmask(self, state: State, out: np.ndarray) -> None:
+        """The configuration's row (cached), then the tokens whose answer the written keys can
+        change resolved against them (keys.KeyIndex): xgrammar's context-dependent tokens."""
+        cid, ctx = state
+        key = self._keys.get(cid)
         if key is None:
-            key = self._keys[state] = self.machine.mask_key(state, self.reach)
+            key = self._keys[cid] = self.machine.mask_key(cid, self.reach)
         row = self._masks.get(key)
         if row is None:
             row = self._masks[key] = self._build_mask(key)
@@ -303,8 +432,35 @@ class StackGrammar:
         else:
             self._masks.move_to_end(key)
         out[:] = row
+        self._resolve(state, out)
 
-    def allowed_ids(self, state: int) -> np.ndarray:
+    def _resolve(self, state: State, out: np.ndarray) -> None:
+        m = self.machine
+        if m.finite_maps and m.holds_finite_map(state[0]):
+            # keys can run out: within a key every allowed token is checked, else those that can
+            # begin a member (a key's first byte is a quote, a comma or white space before it)
+            cands = None if state[1][1] is not None else self.key_index.member_start
+        elif m.finite_maps:
+            cands = self.key_index.any_quote
+        else:
+            cands = self.key_index.candidates(state[1])
+            if cands is None:
+                cands = self.key_index.any_quote
+        words = out.view(np.uint32)
+        if cands is None:
+            bits = np.unpackbits(out.view(np.uint8), count=self.vocab_size, bitorder="little")
+            cands = np.flatnonzero(bits)
+        else:
+            cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
+        for t in cands.tolist():
+            if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None:
+                words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+
+    @property
+    def key_index(self) -> keys.KeyIndex:
+        return keys.key_index(self.vocab)
+
+    def allowed_ids(self, state: State) -> np.ndarray:
         """Sorted token ids allowed after `state` (EOS included where it can end)."""
         row = np.empty(self.words, dtype=np.int32)
         self.fill_bitmask(state, row)

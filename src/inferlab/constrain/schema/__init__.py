@@ -21,7 +21,8 @@ Supported keywords
   patternProperties: applied to the declared names it matches when no extra key can be
   generated; a single pattern with no declared properties is a map (its keys match the pattern);
   a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
-  0, and otherwise only where the generated objects always satisfy them. dependencies,
+  0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
+  maps, below). dependencies,
   dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
   and what it needs", as exact alternatives;
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
@@ -87,8 +88,15 @@ that call each other, which lifts these narrowings and limits:
 - format policy: a format the specification does not define is an annotation (listed in
   CompiledGrammar.unenforced_formats); the formats above are enforced; other specification
   formats are errors.
-Extra keys (additionalProperties, a patternProperties map) may still repeat a key, as in the
-regex: tracking written keys in the frame is not done yet.
+- no object repeats a key (compared decoded: "a" and "\u0061" are one key), extra keys and
+  unconstrained objects included: the matcher tracks the keys written (constrain.keys);
+- minProperties / maxProperties beside extra keys (additionalProperties, a patternProperties
+  map) are exact when every declared property is required: the extra members are a *map*
+  automaton whose frame counts them (CompiledGrammar.maps). A patternProperties map whose keys
+  can run out (a pattern with finitely many completions, such as "^[ab]$") is a map too, so
+  a key with no unused completion is never begun; fewer keys than minProperties is unsatisfiable.
+  With an optional declared property beside extra keys, they are refused as in the regex.
+The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key.
 """
 
 

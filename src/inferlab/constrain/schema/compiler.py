@@ -42,6 +42,7 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         self.outline_chars = outline_chars
         self.count_min = count_min
         self.counts: dict[int, tuple[int, int]] = {}  # counted automaton -> (min, max) items
+        self.maps: dict[int, tuple] = {}  # map automaton -> (min, max or None, first key or -1, next key)
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
         self.ref_automaton: dict[str, int] = {}
         self.unsat_refs: dict[str, _Unsat] = {}
@@ -213,6 +214,9 @@ class CompiledGrammar:
     whitespace: str
     unenforced_formats: tuple[str, ...] = ()  # custom formats left as annotations (format policy)
     counts: tuple[tuple[int, int] | None, ...] = ()  # per automaton: (min, max) items if counted
+    # per automaton: (min, max or None, first key automaton or -1, next key automaton) if a map:
+    # the members of an object beyond its declared ones, counted by the frame
+    maps: tuple[tuple | None, ...] = ()
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
@@ -240,7 +244,8 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
                            narrowed=tuple(c.narrowed), whitespace=whitespace,
                            unenforced_formats=tuple(c.unenforced_formats),
-                           counts=tuple(c.counts.get(k) for k in range(len(c.automata))))
+                           counts=tuple(c.counts.get(k) for k in range(len(c.automata))),
+                           maps=tuple(c.maps.get(k) for k in range(len(c.automata))))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
+from functools import lru_cache
+
 from inferlab.constrain import regex as rx
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.keys import completions
 
 from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
                                               _NOTHING, _Unsat, _child, _group, _lit, dumps)
@@ -61,16 +66,16 @@ class ObjectsMixin:
             schemas = {name: sub if v is True else {"allOf": [v, sub]} for name, v in schemas.items()}
             extra, extra_ptr, pattern_props = sub, _child(ptr, "patternProperties", pat), {}
             gen_extra = sub is not False
-        map_rx = None
+        map_kv = None  # (key regex, value regex) of a patternProperties map
         if pattern_props and not schemas and not gen_extra and len(pattern_props) == 1:
-            # a map: every key matches the one pattern and has its schema (keys may repeat; the
-            # value json.loads keeps is then valid as well)
+            # a map: every key matches the one pattern and has its schema (in stack mode no key
+            # repeats; in a flat regex keys may repeat, and the value json.loads keeps is valid)
             (pat, sub), = pattern_props.items()
             pat_ptr = _child(ptr, "patternProperties", pat)
             key_ast = self.pattern_ast(pat, pat_ptr)
             if key_ast is not None:
                 try:
-                    map_rx = f'"{_emit_json(key_ast)}"' + self.tok(":") + self.compile(sub, pat_ptr, stack)
+                    map_kv = (f'"{_emit_json(key_ast)}"', self.compile(sub, pat_ptr, stack))
                 except _Unsat as exc:
                     self.note_cut(exc)
                 if extra is None:
@@ -101,15 +106,20 @@ class ObjectsMixin:
                 if name in required:
                     raise
                 self.note_cut(exc)
-        extra_rx = map_rx
+        extra_kv = map_kv
         if gen_extra:
             try:
                 value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
-                extra_rx = _key_not_in(list(schemas)) + self.tok(":") + value
+                extra_kv = (_key_not_in(list(schemas)), value)
             except _Unsat as exc:  # no value fits: no extra key can be written
                 self.note_cut(exc)
-        elif extra is None and map_rx is None:
+        elif extra is None and map_kv is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
+        if extra_kv is not None and self.calls_on() and all(req for _, req in members) and (
+                "maxProperties" in node or node.get("minProperties", 0) > len(members)
+                or (map_kv is not None and _keys_can_run_out(map_kv[0]))):
+            return f"{self.tok('{')}{self.map_body(node, ptr, members, extra_kv)}{self.tok('}')}"
+        extra_rx = None if extra_kv is None else extra_kv[0] + self.tok(":") + extra_kv[1]
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
         if self.calls_on() and (len(members) > MEMBER_BLOCK or (members and extra_rx is not None)):
             body = self.called_object_body(members, extra_rx, nonempty=nonempty)
@@ -118,6 +128,33 @@ class ObjectsMixin:
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def map_body(self, node, ptr, members, extra_kv) -> str:
+        """Stack mode: the required members, then the extra members as a map automaton (see
+        CompiledGrammar.maps): its frame counts the members, so min/maxProperties are exact; the
+        key context (constrain.keys) keeps its keys from repeating. Exact."""
+        lo, hi = node.get("minProperties", 0), node.get("maxProperties")
+        n = len(members)
+        if hi is not None and hi < n:
+            raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n} required")
+        if hi is not None and lo > hi:
+            raise self.error("minProperties", _child(ptr, "minProperties"), f"minProperties {lo} > maxProperties {hi}")
+        key_rx, value_rx = extra_kv
+        lo, hi = max(0, lo - n), None if hi is None else hi - n
+        available = _key_count(key_rx)
+        if available < lo:
+            raise _Unsat(f"minProperties at #{ptr}: {lo} more keys needed, the key pattern allows {available}")
+        first = -1 if n else self.new_automaton()
+        nxt = self.new_automaton()
+        self.automata[nxt] = self.tok(",") + key_rx
+        if first >= 0:
+            self.automata[first] = key_rx
+        m = self.new_automaton()
+        key_call = f"(?&{nxt})" if first < 0 else f"(?:(?&{first})|(?&{nxt}))"
+        self.automata[m] = key_call + self.tok(":") + value_rx
+        self.maps[m] = (lo, hi, first, nxt)
+        written = self.object_body(members, None) or ""
+        return f"{written}(?&{m})"
 
     def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> bool:
         """min/maxProperties where they are exact; True when at least one member must be written."""
@@ -130,6 +167,7 @@ class ObjectsMixin:
             if hi < n_required:
                 raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n_required} required")
             self.refuse("maxProperties", _child(ptr, "maxProperties"),
+                        "extra keys are counted only in stack mode, with every declared property required" if open_ else
                         f"maxProperties {hi} < the {n_members} possible properties")
         return nonempty
 
@@ -232,3 +270,20 @@ def _key_not_in(names: list[str]) -> str:
     any_rest = f"{canonical_char}*"
     return '"' + walk(trie)
 
+
+@lru_cache(maxsize=256)
+def _key_completions(key_rx: str) -> tuple:
+    dfa = compile_regex(key_rx)
+    return dfa, completions(dfa)
+
+
+def _key_count(key_rx: str) -> float:
+    """How many keys the key regex (a quoted JSON string, canonical) allows; math.inf if unbounded."""
+    dfa, counts = _key_completions(key_rx)
+    return counts[dfa.start]
+
+
+def _keys_can_run_out(key_rx: str) -> bool:
+    """Has some partial key finitely many completions (then a map may run out of unused keys)?"""
+    dfa, counts = _key_completions(key_rx)
+    return any(counts[s] != math.inf for s in range(dfa.n_states) if not dfa.accepting[s])

@@ -1,0 +1,199 @@
+"""Object keys: the written keys of the text, so no object repeats a key.
+
+No automaton can forbid repeats among unboundedly many keys, so the stack grammar pairs its
+configuration with a *key context*: the text's open containers, innermost last, each object with
+the set of keys written so far (their decoded UTF-8 bytes: a key spelled with escapes is the same
+key), and the raw bytes of a key being written. It depends on the text alone (JSON structure is
+unambiguous), so every stack of a configuration shares it. A key whose closing quote would repeat
+a key of its object is refused at that quote.
+
+`completions(dfa)` counts the strings a key automaton can still write from each state: a map
+whose keys come from a finite language can run out of keys (constrain.stack prunes those
+stacks), and `KeyIndex` finds the tokens whose answer a key context can change (constrain.stack
+resolves only those against the actual context).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections import defaultdict
+
+import numpy as np
+
+from inferlab.constrain.nfa import CALL_MARK
+
+QUOTE, BACKSLASH = 0x22, 0x5C
+_SHORT = {ord("b"): b"\b", ord("f"): b"\f", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t",
+          QUOTE: b'"', BACKSLASH: b"\\", ord("/"): b"/"}
+
+# (containers, key, in_string, escaped, expect_key): containers is a tuple, innermost last, of
+# frozenset (an object's keys) or None (an array); key is the raw bytes of a key being written.
+KeyContext = tuple
+START: KeyContext = ((), None, False, False, False)
+
+
+def unescape(raw: bytes) -> bytes | None:
+    """Raw JSON string content -> the UTF-8 bytes it decodes to; None when it ends inside an
+    escape (bytes of a character split across tokens pass through as they are)."""
+    if BACKSLASH not in raw:
+        return raw
+    out, i, n = bytearray(), 0, len(raw)
+    while i < n:
+        b = raw[i]
+        if b != BACKSLASH:
+            out.append(b)
+            i += 1
+            continue
+        if i + 1 >= n:
+            return None
+        c = raw[i + 1]
+        if c == ord("u"):
+            if i + 6 > n:
+                return None
+            out += chr(int(raw[i + 2:i + 6], 16)).encode("utf-8", "surrogatepass")
+            i += 6
+        else:
+            out += _SHORT.get(c, bytes([c]))
+            i += 2
+    return bytes(out)
+
+
+def step(ctx: KeyContext, b: int) -> KeyContext | None:
+    """The context after byte b of a JSON text; None when b closes a repeated key."""
+    objs, key, in_str, esc, expect_key = ctx
+    if key is not None:
+        if esc or b == BACKSLASH:
+            return objs, key + bytes([b]), False, not esc, False
+        if b != QUOTE:
+            return objs, key + bytes([b]), False, False, False
+        name = unescape(key)
+        if name in objs[-1]:
+            return None
+        return objs[:-1] + (objs[-1] | {name},), None, False, False, False
+    if in_str:
+        if esc:
+            return objs, None, True, False, False
+        return objs, None, b != QUOTE, b == BACKSLASH, False
+    if b == QUOTE:
+        if expect_key:
+            return objs, b"", False, False, False
+        return objs, None, True, False, False
+    if b == 0x7B:                                   # {
+        return objs + (frozenset(),), None, False, False, True
+    if b == 0x5B:                                   # [
+        return objs + (None,), None, False, False, False
+    if b in (0x7D, 0x5D):                           # } ]
+        return objs[:-1], None, False, False, False
+    if b == 0x2C:                                   # ,
+        return objs, None, False, False, objs[-1] is not None if objs else False
+    if b == 0x3A:                                   # :
+        return objs, None, False, False, False
+    return ctx
+
+
+def written(ctx: KeyContext) -> tuple[frozenset, bytes | None]:
+    """(the keys of the innermost object, the raw bytes of the key being written or None)."""
+    objs, key = ctx[0], ctx[1]
+    return (objs[-1] if objs and objs[-1] is not None else frozenset()), key
+
+
+def completions(dfa) -> list[float]:
+    """Per state: how many byte strings lead from it to an accepting state with no byte after
+    (math.inf when a loop can be taken); a key automaton's accepting states end the key."""
+    n = dfa.n_states
+    trans = dfa.trans[:, :CALL_MARK]                                      # (S, 248) text bytes
+    succ = [np.unique(trans[s][trans[s] >= 0]).tolist() for s in range(n)]
+    mult = [{t: int((trans[s] == t).sum()) for t in succ[s]} for s in range(n)]
+    out: list[float | None] = [None] * n
+    on_path = [False] * n
+    for root in range(n):
+        if out[root] is not None:
+            continue
+        work = [(root, 0)]
+        on_path[root] = True
+        while work:
+            s, i = work[-1]
+            if i < len(succ[s]):
+                work[-1] = (s, i + 1)
+                t = succ[s][i]
+                if on_path[t]:
+                    out[t] = math.inf  # a loop: every state on it reaches accepting (all states live)
+                elif out[t] is None:
+                    on_path[t] = True
+                    work.append((t, 0))
+                continue
+            work.pop()
+            on_path[s] = False
+            total = math.inf if out[s] == math.inf else int(dfa.accepting[s]) + sum(
+                mult[s][t] * out[t] for t in succ[s])
+            out[s] = total
+    return out
+
+
+class KeyIndex:
+    """Tokens by the keys they could close: `closing[u]`, tokens whose bytes before one of their
+    quotes decode to u (a key being written ends with them); `quoted[u]`, tokens holding a whole
+    quoted string that decodes to u; `repeats`, tokens holding one quoted string twice;
+    `many_quotes`, tokens with three or more quotes (they can close a key and write another); and
+    `member_start`, tokens with a quote, a comma or white space (only they can begin a member)."""
+
+    def __init__(self, token_bytes):
+        closing, quoted = defaultdict(list), defaultdict(list)
+        many, repeats, any_quote = [], [], []
+        self.member_start = np.asarray([t for t, data in enumerate(token_bytes) if any(c in data for c in b'", \t\n\r')],
+                                       dtype=np.int64)
+        for t, data in enumerate(token_bytes):
+            if b'"' not in data:
+                continue
+            any_quote.append(t)
+            quotes = [j for j, b in enumerate(data) if b == QUOTE]
+            if len(quotes) >= 3:
+                many.append(t)
+            inside = []
+            for k, j in enumerate(quotes):
+                u = unescape(data[:j])
+                if u is not None:
+                    closing[u].append(t)
+                inside += [u for u in (unescape(data[i + 1:j]) for i in quotes[:k]) if u is not None]
+            for u in set(inside):
+                quoted[u].append(t)
+            if len(set(inside)) < len(inside):
+                repeats.append(t)
+        self.closing, self.quoted = dict(closing), dict(quoted)
+        self.many_quotes = np.asarray(many, dtype=np.int64)
+        self.repeats = np.asarray(repeats, dtype=np.int64)
+        self.any_quote = np.asarray(any_quote, dtype=np.int64)
+
+    def candidates(self, ctx: KeyContext) -> np.ndarray | None:
+        """Token ids whose walk may close a repeated key from `ctx` (a superset); None when the
+        key being written ends inside an escape (then every token with a quote is one).
+
+        A repeated key closes in the token. Either it was written before (the token holds it
+        quoted, or ends the key being written with it), or the token writes both: quoted twice,
+        or the key being written (ended in the token) and a whole quoted key after it."""
+        objs, key = ctx[0], ctx[1]
+        out = [self.repeats]
+        for names in objs:
+            for name in names or ():
+                out.append(self.quoted.get(name, ()))
+        if key is not None:
+            prefix = unescape(key)
+            if prefix is None:
+                return None
+            out.append(self.many_quotes)
+            for name in objs[-1]:
+                if name.startswith(prefix):
+                    out.append(self.closing.get(name[len(prefix):], ()))
+        return np.unique(np.concatenate([np.asarray(x, dtype=np.int64) for x in out]))
+
+
+_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def key_index(vocab) -> KeyIndex:
+    """The vocabulary's KeyIndex, built on first use and cached (vocabulary preprocessing)."""
+    index = _INDEXES.get(vocab)
+    if index is None:
+        index = _INDEXES[vocab] = KeyIndex(vocab.token_bytes)
+    return index
