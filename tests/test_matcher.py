@@ -13,7 +13,7 @@ import pytest
 from inferlab.constrain import build_mask, vocabulary_of
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.matcher import (GrammarMatcher, MatcherMask, allocate_token_bitmask,
-                                        apply_token_bitmask_inplace, compile_grammar, unpack_bitmask)
+                                        apply_token_bitmask_inplace, compile_json_schema, unpack_bitmask)
 from inferlab.constrain.schema import canonical_json, compile_schema
 from inferlab.errors import InferlabError
 from inferlab.model.checkpoints import load_default_model
@@ -34,7 +34,7 @@ def ckpt():
 
 @pytest.fixture(scope="module")
 def grammar(ckpt):
-    return compile_grammar(CONJUGATION, ckpt.tokenizer)
+    return compile_json_schema(CONJUGATION, ckpt.tokenizer)
 
 
 def brute_allowed(dfa, vocab, text: bytes) -> set[int]:
@@ -176,7 +176,7 @@ def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):
     for seed in range(3):
         a = generate(ckpt.model, ckpt.tokenizer, "conjuga comer, futuro, ellos:", mask=MatcherMask(grammar), seed=seed)
         b = generate(ckpt.model, ckpt.tokenizer, "conjuga comer, futuro, ellos:",
-                     mask=build_mask(CONJUGATION, ckpt.tokenizer), seed=seed)
+                     mask=build_mask(CONJUGATION, ckpt.tokenizer, kind="indexed"), seed=seed)
         assert a.tokens == b.tokens and a.complete == b.complete
 
 
@@ -237,7 +237,8 @@ def test_jump_forward_needs_a_matcher_mask(ckpt):
     with pytest.raises(InferlabError):
         generate(ckpt.model, ckpt.tokenizer, "x", jump_forward=True)
     with pytest.raises(InferlabError):
-        generate(ckpt.model, ckpt.tokenizer, "x", mask=build_mask(CONJUGATION, ckpt.tokenizer), jump_forward=True)
+        generate(ckpt.model, ckpt.tokenizer, "x", mask=build_mask(CONJUGATION, ckpt.tokenizer, kind="indexed"),
+                 jump_forward=True)
 
 
 def test_cli_jump_forward(capsys):

@@ -291,6 +291,26 @@ class StackGrammar:
             cid = self.machine.step(cid, int(live[0]))
         return bytes(out)
 
+    def chars_after_forced(self, state: int, limit: int = 256) -> list[str] | None:
+        """The characters that may follow forced_bytes(state), or None past `limit` of them (the
+        protocol's optional extension: jump-forward asks whether forced text may merge with what
+        follows). Multi-byte characters are walked byte by byte through the configurations."""
+        m = self.machine
+        frontier = [(b"", m.walk(self.forced_bytes(state), state))]
+        out: list[str] = []
+        while frontier:
+            prefix, cid = frontier.pop()
+            row = m.row(cid)
+            for b in np.flatnonzero(row >= 0).tolist():
+                data = prefix + bytes([b])
+                try:
+                    out.append(data.decode("utf-8"))
+                except UnicodeDecodeError:  # a lead or continuation byte: the character goes on
+                    frontier.append((data, int(row[b])))
+                if len(out) + len(frontier) > limit:
+                    return None
+        return out
+
     def fill_bitmask(self, state: int, out: np.ndarray) -> None:
         key = self._keys.get(state)
         if key is None:
@@ -347,3 +367,32 @@ class StackGrammar:
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
     if machine.n_states > max_states:
         raise InferlabError(f"the grammar's automata hold {machine.n_states:,} states (limit {max_states:,})")
+
+
+def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None, **options):
+    """JSON Schema -> (CompiledGrammar, StackMachine): the one compile path of the stack grammar
+    (the matcher API, generate, the HF processor, `inferlab schema`, schema-bench).
+
+    Each automaton's DFA stays within max_states; where one does not, subschemas are outlined
+    into automata of their own from a smaller size on (schema.OUTLINE_CHARS in turn) before the
+    schema is refused. check(k, ast) may refuse automaton k's regex before its DFA is built
+    (InferlabError). options: those of schema.compile_grammar but outline_chars.
+    """
+    from inferlab.constrain import regex as rx
+    from inferlab.constrain.dfa import compile_ast
+    from inferlab.constrain.schema import OUTLINE_CHARS, compile_grammar
+
+    for n, outline in enumerate(OUTLINE_CHARS):
+        try:
+            compiled = compile_grammar(schema, outline_chars=outline, **options)
+            dfas = []
+            for k, regex in enumerate(compiled.automata):
+                ast = rx.parse(regex)
+                if check is not None:
+                    check(k, ast)
+                dfas.append(compile_ast(ast, max_states=max_states))
+            return compiled, StackMachine(dfas, compiled.counts)
+        except InferlabError:
+            if n + 1 == len(OUTLINE_CHARS):
+                raise
+    raise AssertionError("unreachable")
