@@ -26,12 +26,13 @@ from inferlab.errors import InferlabError
 MAX_JSON_DEPTH = 5_000
 MAX_SCHEMA_DEPTH = 1_000
 MAX_REGEX_DEPTH = 4_000
-# Python frames one nesting level may take, measured with tests/test_nesting.py's schemas (the
-# deepest walk per level: a schema level through compile, flatten, merge and canonical; a regex
-# group through the parser, the NFA construction and the pattern helpers), with a 2x margin.
+# Python frames one nesting level may take, with margin over what was measured (a profiler's
+# deepest stack over tests/test_nesting.py's shapes, at 100-500 levels): json's C parser and
+# writer 1 per level; the compiler at most 3.1 per schema level (items, properties, anyOf,
+# allOf, a $ref chain; canonical_json 2); the regex parser and the NFA construction 4.0 per group.
 FRAMES_PER_JSON_LEVEL = 2
-FRAMES_PER_SCHEMA_LEVEL = 24
-FRAMES_PER_REGEX_LEVEL = 16
+FRAMES_PER_SCHEMA_LEVEL = 12
+FRAMES_PER_REGEX_LEVEL = 10
 JSON_FRAMES = MAX_JSON_DEPTH * FRAMES_PER_JSON_LEVEL + 200
 REGEX_FRAMES = MAX_REGEX_DEPTH * FRAMES_PER_REGEX_LEVEL + 200
 SCHEMA_FRAMES = MAX_SCHEMA_DEPTH * FRAMES_PER_SCHEMA_LEVEL + REGEX_FRAMES
