@@ -252,3 +252,29 @@ def test_cli_jump_forward(capsys):
     jsonschema.validate(json.loads(out["text"]), CONJUGATION)
     assert main(["generate", "x", "--jump-forward"]) == 2
     assert "--jump-forward needs --schema" in capsys.readouterr().err
+
+
+def test_matcher_mask_apply_equals_the_brute_force_allowed_set(ckpt, grammar):
+    """The cached plan (allowed or disallowed ids) against the brute-force walk, at every step of
+    valid instances, twice (the second pass reads the plans from the cache); both plan kinds."""
+    tok = ckpt.tokenizer
+    dfa = compile_regex(compile_schema(CONJUGATION).regex)  # an independent compile
+    vocab = vocabulary_of(tok)
+    mask = MatcherMask(grammar)
+    rng = np.random.default_rng(0)
+    kinds = set()
+    for _ in range(2):
+        for inst in INSTANCES:
+            mask.reset()
+            ids = tok.encode(canonical_json(inst, CONJUGATION))
+            for k, t in enumerate(ids):
+                logits = rng.standard_normal(tok.vocab_size).astype(np.float32)
+                want = logits.copy()
+                allowed = brute_allowed(dfa, vocab, tok.decode_bytes(ids[:k]))
+                want[[i for i in range(tok.vocab_size) if i not in allowed]] = -np.inf
+                plan = mask.allowed_mask()
+                kinds.add(plan[0])
+                mask.apply(logits, plan)
+                assert np.array_equal(logits, want), (inst, k)
+                mask.advance(t)
+    assert kinds == {True, False}

@@ -12,12 +12,14 @@ matcher, so generate() runs on every grammar (docs/architecture.md, "the matcher
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Protocol
 
 import numpy as np
 
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
+from inferlab.constrain.masks import apply_plan, plan_of_bitmask
 from inferlab.constrain.stack import StackGrammar, compile_machine
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
@@ -150,26 +152,42 @@ class GrammarMatcher:
 class MatcherMask:
     """The engine's TokenMask hook (model/generate.py) served by a GrammarMatcher.
 
-    allowed_mask() fills one bitmask row; apply() sets the other logits to -inf. EOS is accepted
-    by the grammar (allowed only where the text can end) but, as the hook requires, advance() is
-    never called with it: generate() stops on EOS.
+    allowed_mask() gives the step's plan (masks.plan_of_bitmask of the grammar's bitmask row:
+    the allowed ids, or the disallowed ones where they are fewer), cached per grammar state as
+    the token index keeps one per row; apply() touches only those logits (masks.apply_plan), so
+    a warm step does not unpack V bits. EOS is accepted by the grammar (allowed only where the
+    text can end) but, as the hook requires, advance() is never called with it: generate()
+    stops on EOS.
     """
 
-    def __init__(self, grammar: Grammar):
+    def __init__(self, grammar: Grammar, *, cache_plans: int = 1024):
         self.grammar = grammar
         self.vocab_size = grammar.vocab_size
         self.matcher = GrammarMatcher(grammar)
         self._bitmask = allocate_token_bitmask(1, grammar.vocab_size)[0]    # (W,)
+        self._plans: OrderedDict = OrderedDict()   # grammar state -> (keep, ids), LRU
+        self._cache_plans = cache_plans
 
     def reset(self) -> None:
         self.matcher.reset()
 
-    def allowed_mask(self) -> np.ndarray:
-        self.matcher.fill_next_token_bitmask(self._bitmask)
-        return self._bitmask
+    def allowed_mask(self) -> tuple[bool, np.ndarray]:
+        if self.matcher.is_terminated():  # only EOS: not a state of the grammar
+            self.matcher.fill_next_token_bitmask(self._bitmask)
+            return plan_of_bitmask(self._bitmask, self.vocab_size)
+        state = self.matcher.state
+        plan = self._plans.get(state)
+        if plan is None:
+            self.matcher.fill_next_token_bitmask(self._bitmask)
+            plan = self._plans[state] = plan_of_bitmask(self._bitmask, self.vocab_size)
+            if len(self._plans) > self._cache_plans:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(state)
+        return plan
 
-    def apply(self, logits: np.ndarray, m: np.ndarray) -> None:
-        apply_token_bitmask_inplace(logits, m)
+    def apply(self, logits: np.ndarray, m: tuple[bool, np.ndarray]) -> None:
+        apply_plan(logits, m)
 
     def advance(self, token: int) -> None:
         if not self.matcher.accept_token(token):
