@@ -41,6 +41,7 @@ Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state
 Stack = tuple[Frame, ...]         # bottom first
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
+DENSE_SHARE = 4                   # _build_mask walks a trie level densely from 1/4 of its nodes live
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -332,28 +333,39 @@ class StackGrammar:
         return np.flatnonzero(bits).astype(np.int32)
 
     def _build_mask(self, cid: int) -> np.ndarray:
-        """Walk the vocabulary trie from configuration `cid`, a level at a time."""
+        """Walk the vocabulary trie from configuration `cid`, a level at a time: over the live
+        nodes while they are few (sparse: their children expanded), over the whole level once
+        they are 1/DENSE_SHARE of it or more (dense: every node reads its parent's
+        configuration, no expansion; in string content nearly every token lives)."""
         m = self.machine
         trie = self.vocab.trie()
         levels = trie.levels
         tokens: list[np.ndarray] = []
-        if levels:
-            lv = levels[0]
-            node = np.arange(len(lv.byte))
-            x = m.row(cid)[lv.byte]                                          # (N_0,) configs
-            live = x >= 0
-            node, x = node[live], x[live]
-            for d, lv in enumerate(levels):
-                end = lv.end_token[node]
-                tokens.append(end[end >= 0])
-                if d + 1 == len(levels) or not len(node):
-                    break
+        x = m.row(cid)[levels[0].byte] if levels else None   # (N_0,) dense: a config per node, -1 dead
+        node = None                                          # None: x is dense; else the live nodes
+        for d, lv in enumerate(levels):
+            end = lv.end_token[x >= 0] if node is None else lv.end_token[node]
+            tokens.append(end[end >= 0])
+            live = int(np.count_nonzero(x >= 0)) if node is None else len(node)
+            if d + 1 == len(levels) or not live:
+                break
+            nxt = levels[d + 1]
+            if live * DENSE_SHARE >= len(lv.byte):
+                if node is not None:
+                    x, node = _scatter(x, node, len(lv.byte)), None
+                m.ensure_rows(x[x >= 0])
+                xp = x[nxt.parent]                                           # (N_{d+1},) parent configs
+                x = np.where(xp >= 0, m.table[xp, nxt.byte], -1)
+            else:
+                if node is None:
+                    node = np.flatnonzero(x >= 0)
+                    x = x[node]
                 rep, child = _expand(lv.child_start[node], lv.child_count[node])
                 parent = x[rep]
                 m.ensure_rows(parent)
-                x = m.table[parent, levels[d + 1].byte[child]]               # (children,)
-                live = x >= 0
-                node, x = child[live], x[live]
+                x = m.table[parent, nxt.byte[child]]                         # (children,)
+                keep = x >= 0
+                node, x = child[keep], x[keep]
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
         if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
             allowed = np.concatenate([allowed, trie.duplicates[np.isin(trie.duplicates[:, 1], allowed), 0]])
@@ -362,6 +374,13 @@ class StackGrammar:
         bits = np.zeros(self.words * 32, dtype=np.uint8)
         bits[allowed] = 1
         return np.packbits(bits, bitorder="little").view(np.int32)
+
+
+def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
+    """Sparse (node ids, configs) -> dense (n,) configs, -1 elsewhere."""
+    out = np.full(n, -1, dtype=np.int32)
+    out[node] = x
+    return out
 
 
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
