@@ -17,7 +17,7 @@ from importlib import resources
 
 from inferlab.cli.common import add_lab_arguments, positive_int
 from inferlab.constrain.jump_forward import compare_jump_forward
-from inferlab.constrain.matcher import compile_grammar
+from inferlab.constrain.matcher import compile_json_schema
 from inferlab.measure.machine import blas_threads, machine_info
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.publish import benchmark_main
@@ -47,7 +47,7 @@ def schema_valid(runs: list[dict], schema: dict) -> int | None:
 def run(args) -> dict:
     schema = json.loads((resources.files("inferlab") / "data" / "conjugation.schema.json").read_text(encoding="utf-8"))
     ckpt = load_default_model()
-    grammar = compile_grammar(schema, ckpt.tokenizer)
+    grammar = compile_json_schema(schema, ckpt.tokenizer)
     seeds = range(2 if args.quick else args.seeds)
     temperatures = (0.0, 1.0)
     with blas_threads(args.threads), progress_bar(len(seeds) * len(temperatures) * len(PROMPTS), EXPERIMENT) as step:

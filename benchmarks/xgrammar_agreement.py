@@ -24,7 +24,7 @@ import numpy as np
 
 from inferlab.cli.common import add_lab_arguments, positive_int
 from inferlab.constrain.hf_vocab import hf_vocabulary
-from inferlab.constrain.matcher import GrammarMatcher, allocate_token_bitmask, compile_grammar, unpack_bitmask
+from inferlab.constrain.matcher import GrammarMatcher, allocate_token_bitmask, compile_json_schema, unpack_bitmask
 from inferlab.constrain.schema import canonical_json
 from inferlab.constrain.vocab import longest_match
 from inferlab.errors import InferlabError
@@ -90,7 +90,7 @@ def one_schema(path: Path, xgr, compiler, vocab, V: int, eos: int) -> dict:
     if not instances:
         return {"status": "no_valid_instances"}
     try:
-        grammar = compile_grammar(doc["schema"], vocab, max_states=20_000)
+        grammar = compile_json_schema(doc["schema"], vocab, max_states=20_000)
     except InferlabError as exc:
         return {"status": "inferlab_refuses", "why": str(exc)[:200]}
     try:

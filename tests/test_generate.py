@@ -282,20 +282,20 @@ SCHEMA = {"type": "object", "properties": {"forma": {"enum": ["hablo", "hablas"]
           "required": ["forma", "n"], "additionalProperties": False}
 
 
-def test_cli_schema_output_validates_and_both_masks_agree(model_dir, tmp_path, capsys):
+def test_cli_schema_output_validates_and_the_masks_agree(model_dir, tmp_path, capsys):
     import json
 
     jsonschema = pytest.importorskip("jsonschema")
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps(SCHEMA))
     docs = {}
-    for kind in ("naive", "indexed"):
-        rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", schema_path, "--mask", kind,
-                               "--json", "--seed", 3)
+    for kind in ("naive", "indexed", None):   # None: the default, the matcher on the stack grammar
+        rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", schema_path,
+                               *(("--mask", kind) if kind else ()), "--json", "--seed", 3)
         assert rc == 0, err
         docs[kind] = json.loads(out)
-    assert docs["naive"]["tokens"] == docs["indexed"]["tokens"]      # same seed, same RNG path, same mask
-    doc = docs["indexed"]
+    assert docs["naive"]["tokens"] == docs["indexed"]["tokens"] == docs[None]["tokens"]  # same seed and allowed sets
+    doc = docs[None]
     assert doc["complete"] is True and doc["valid"] is True and doc["stop_reason"] == "eos"
     jsonschema.validate(json.loads(doc["text"]), SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)              # the independent oracle
 

@@ -16,7 +16,7 @@ from hf_helpers import byte_level_tokenizer, sentencepiece_tokenizer  # noqa: E4
 
 from inferlab.constrain.hf import JSONSchemaLogitsProcessor  # noqa: E402
 from inferlab.constrain.hf_vocab import check_against_decode, hf_token_bytes, hf_vocabulary  # noqa: E402
-from inferlab.constrain.matcher import (GrammarMatcher, allocate_token_bitmask, compile_grammar,  # noqa: E402
+from inferlab.constrain.matcher import (GrammarMatcher, allocate_token_bitmask, compile_json_schema,  # noqa: E402
                                         unpack_bitmask)
 from inferlab.constrain.schema import canonical_json  # noqa: E402
 from inferlab.constrain.vocab import longest_match  # noqa: E402
@@ -124,7 +124,7 @@ def test_batched_generate_outputs_validate(setup, mode, per_row):
     max_new = 64
     out = model.generate(**batch, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=max_new,
                          pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **MODES[mode])
-    vocab = proc.grammars[0].index
+    grammar = proc.grammars[0]
     token_bytes = hf_vocabulary(tok, model.config.vocab_size).token_bytes
     complete = proc.complete(out)
     per_item = len(out) // len(prompts)
@@ -139,7 +139,7 @@ def test_batched_generate_outputs_validate(setup, mode, per_row):
             n_complete += 1
         else:
             assert len(row) == max_new and tok.eos_token_id not in row, (r, row)
-    assert vocab.vocab_size == model.config.vocab_size
+    assert grammar.vocab_size == model.config.vocab_size
     assert n_complete > 0
 
 
@@ -172,7 +172,7 @@ def xgrammar_pair(tok, schema):
     info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=V, stop_token_ids=[tok.eos_token_id])
     compiled = xgr.GrammarCompiler(info).compile_json_schema(json.dumps(schema), any_whitespace=False,
                                                              separators=(",", ":"), strict_mode=True)
-    return xgr, xgr.GrammarMatcher(compiled), GrammarMatcher(compile_grammar(schema, hf_vocabulary(tok, V)))
+    return xgr, xgr.GrammarMatcher(compiled), GrammarMatcher(compile_json_schema(schema, hf_vocabulary(tok, V)))
 
 
 def bitmasks(xgr, xm, m, V):

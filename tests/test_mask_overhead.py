@@ -90,7 +90,7 @@ def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, mo
     assert r["vocab_size"] == 300
     entry = r["table"][0]
     assert entry["no_mask"]["ms_per_step"] > 0
-    for kind in ("naive", "indexed"):
+    for kind in ("naive", "indexed", "stack"):
         row = entry["masks"][kind]
         assert row["ratio"] == pytest.approx(row["ms_per_step"] / row["baseline_ms_per_step"])
         rp = row["ratio_paired"]
@@ -101,14 +101,14 @@ def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, mo
         assert b["rest_of_decoder_ms"] == pytest.approx(b["step_ms"] - b["mask_build_ms"] - b["mask_apply_ms"])
         # Same seed: tokens agree until the mask filters out the unmasked choice, never otherwise.
         assert row["agreement"]["explained_by_mask"]
-    # Both masks walk the same path: they allow the same tokens at every step (tests/test_masks.py).
-    assert entry["masks"]["naive"]["tokens"] == entry["masks"]["indexed"]["tokens"]
+    # The masks walk the same path: they allow the same tokens at every step (tests/test_masks.py).
+    assert entry["masks"]["naive"]["tokens"] == entry["masks"]["indexed"]["tokens"] == entry["masks"]["stack"]["tokens"]
     naive = entry["masks"]["naive"]["breakdown"]["naive"]
     assert naive["token_checks_per_step"] == pytest.approx(300 - 1)   # every non-special token, every step
     readme = (out / "README.md").read_text()
     for heading in ("**1.", "**2.", "**3.", "**4."):
         assert heading in readme
-    assert {v["id"] for v in r["verdicts"]} == {"naive_vs_none_300", "indexed_vs_none_300",
+    assert {v["id"] for v in r["verdicts"]} == {"naive_vs_none_300", "indexed_vs_none_300", "stack_vs_none_300",
                                                 "naive_vs_indexed_300", "naive_halves_throughput"}
     check_readme(readme, r["verdicts"])
     assert "1 new tokens" not in readme and f"took {entry['no_mask']['steps']}" in readme

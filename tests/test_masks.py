@@ -153,12 +153,13 @@ def test_build_mask_and_generate_complete_outputs_validate():
     assert vocabulary_of(tok) is vocabulary_of(tok)  # preprocessing cached per tokenizer
     with pytest.raises(InferlabError, match="mask kind"):
         build_mask(SCHEMA, tok, kind="fast")
-    naive, indexed = build_mask(SCHEMA, tok, kind="naive"), build_mask(SCHEMA, tok)
+    naive, indexed = build_mask(SCHEMA, tok, kind="naive"), build_mask(SCHEMA, tok, kind="indexed")
+    stack = build_mask(SCHEMA, tok)  # the default: the matcher on the stack grammar
     model = GPT.init(GPTConfig(vocab_size=tok.vocab_size, d_model=16, n_heads=2, n_layers=1, context=64))
     completes = 0
     for seed in range(6):
-        outs = [generate(model, tok, "x", mask=m, max_new_tokens=40, seed=seed) for m in (naive, indexed)]
-        assert outs[0].tokens == outs[1].tokens  # same allowed sets, same RNG: same path
+        outs = [generate(model, tok, "x", mask=m, max_new_tokens=40, seed=seed) for m in (naive, indexed, stack)]
+        assert outs[0].tokens == outs[1].tokens == outs[2].tokens  # same allowed sets, same RNG: same path
         g = outs[1]
         if g.complete:
             completes += 1

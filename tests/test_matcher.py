@@ -13,7 +13,7 @@ import pytest
 from inferlab.constrain import build_mask, vocabulary_of
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.matcher import (GrammarMatcher, MatcherMask, allocate_token_bitmask,
-                                        apply_token_bitmask_inplace, compile_grammar, unpack_bitmask)
+                                        apply_token_bitmask_inplace, compile_json_schema, unpack_bitmask)
 from inferlab.constrain.schema import canonical_json, compile_schema
 from inferlab.errors import InferlabError
 from inferlab.model.checkpoints import load_default_model
@@ -34,7 +34,7 @@ def ckpt():
 
 @pytest.fixture(scope="module")
 def grammar(ckpt):
-    return compile_grammar(CONJUGATION, ckpt.tokenizer)
+    return compile_json_schema(CONJUGATION, ckpt.tokenizer)
 
 
 def brute_allowed(dfa, vocab, text: bytes) -> set[int]:
@@ -176,7 +176,7 @@ def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):
     for seed in range(3):
         a = generate(ckpt.model, ckpt.tokenizer, "conjuga comer, futuro, ellos:", mask=MatcherMask(grammar), seed=seed)
         b = generate(ckpt.model, ckpt.tokenizer, "conjuga comer, futuro, ellos:",
-                     mask=build_mask(CONJUGATION, ckpt.tokenizer), seed=seed)
+                     mask=build_mask(CONJUGATION, ckpt.tokenizer, kind="indexed"), seed=seed)
         assert a.tokens == b.tokens and a.complete == b.complete
 
 
@@ -237,7 +237,8 @@ def test_jump_forward_needs_a_matcher_mask(ckpt):
     with pytest.raises(InferlabError):
         generate(ckpt.model, ckpt.tokenizer, "x", jump_forward=True)
     with pytest.raises(InferlabError):
-        generate(ckpt.model, ckpt.tokenizer, "x", mask=build_mask(CONJUGATION, ckpt.tokenizer), jump_forward=True)
+        generate(ckpt.model, ckpt.tokenizer, "x", mask=build_mask(CONJUGATION, ckpt.tokenizer, kind="indexed"),
+                 jump_forward=True)
 
 
 def test_cli_jump_forward(capsys):
@@ -251,3 +252,29 @@ def test_cli_jump_forward(capsys):
     jsonschema.validate(json.loads(out["text"]), CONJUGATION)
     assert main(["generate", "x", "--jump-forward"]) == 2
     assert "--jump-forward needs --schema" in capsys.readouterr().err
+
+
+def test_matcher_mask_apply_equals_the_brute_force_allowed_set(ckpt, grammar):
+    """The cached plan (allowed or disallowed ids) against the brute-force walk, at every step of
+    valid instances, twice (the second pass reads the plans from the cache); both plan kinds."""
+    tok = ckpt.tokenizer
+    dfa = compile_regex(compile_schema(CONJUGATION).regex)  # an independent compile
+    vocab = vocabulary_of(tok)
+    mask = MatcherMask(grammar)
+    rng = np.random.default_rng(0)
+    kinds = set()
+    for _ in range(2):
+        for inst in INSTANCES:
+            mask.reset()
+            ids = tok.encode(canonical_json(inst, CONJUGATION))
+            for k, t in enumerate(ids):
+                logits = rng.standard_normal(tok.vocab_size).astype(np.float32)
+                want = logits.copy()
+                allowed = brute_allowed(dfa, vocab, tok.decode_bytes(ids[:k]))
+                want[[i for i in range(tok.vocab_size) if i not in allowed]] = -np.inf
+                plan = mask.allowed_mask()
+                kinds.add(plan[0])
+                mask.apply(logits, plan)
+                assert np.array_equal(logits, want), (inst, k)
+                mask.advance(t)
+    assert kinds == {True, False}

@@ -6,6 +6,16 @@ import json
 from pathlib import Path
 
 from inferlab.errors import InferlabError
+from inferlab.nesting import JSON_FRAMES, check_json_nesting, recursion_room
+
+
+def loads(text: str, where: str):
+    """json.loads of a user's text: the nesting is checked first (one line naming the JSON
+    pointer past nesting.MAX_JSON_DEPTH), then parsed with room for it, so the outcome never
+    depends on Python's recursion limit. json.JSONDecodeError propagates."""
+    check_json_nesting(text, where)
+    with recursion_room(JSON_FRAMES):
+        return json.loads(text)
 
 
 def read_json_object(path, *, label: str | None = None, missing: str = "file not found") -> dict:
@@ -14,7 +24,7 @@ def read_json_object(path, *, label: str | None = None, missing: str = "file not
     path = Path(path)
     where = label or str(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"), where)
     except FileNotFoundError:
         raise InferlabError(f"{where}: {missing}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

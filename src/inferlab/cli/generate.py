@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from inferlab.cli.common import non_negative_int, positive_int, print_json, probability, temperature
+from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import check_output_file
@@ -39,7 +40,9 @@ def add_arguments(p):
     p.add_argument("--schema", type=Path, metavar="FILE",
                    help="constrain the output to this JSON schema; the exit status is then 0 only for a complete, "
                         "valid instance and 1 when the output is incomplete (out of tokens) or invalid")
-    p.add_argument("--mask", choices=("naive", "indexed"), help="mask implementation with --schema (default indexed)")
+    p.add_argument("--mask", choices=MASK_KINDS,
+                   help="mask implementation with --schema: stack (default: the matcher on the stack grammar, "
+                        "recursion exact), or the flat regex DFA's naive scan or token index (recursion unrolled)")
     p.add_argument("--jump-forward", action="store_true",
                    help="with --schema: append text the schema forces without sampling it (saves forward passes)")
     p.add_argument("--json", action="store_true",
@@ -80,8 +83,8 @@ def is_valid_json(text: str) -> bool:
 def run(args) -> int:
     if args.mask is not None and args.schema is None:
         raise InferlabError("--mask selects the mask of --schema; pass --schema FILE too")
-    if args.jump_forward and (args.schema is None or args.mask is not None):
-        raise InferlabError("--jump-forward needs --schema FILE (and the matcher's mask: leave out --mask)")
+    if args.jump_forward and (args.schema is None or args.mask not in (None, "stack")):
+        raise InferlabError("--jump-forward needs --schema FILE (and the matcher's mask: --mask stack, the default)")
     _check_trace_path(args)
     schema = _read_schema(args.schema) if args.schema is not None else None
     ckpt = load_model(args.model) if args.model is not None else load_default_model()
@@ -92,12 +95,8 @@ def run(args) -> int:
     mask = None
     if schema is not None:
         from inferlab.constrain import build_mask
-        from inferlab.constrain.matcher import MatcherMask, compile_grammar
 
-        if args.jump_forward:  # jump-forward needs forced_text(): the matcher's mask
-            mask = MatcherMask(compile_grammar(schema, ckpt.tokenizer))
-        else:
-            mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "indexed")
+        mask = build_mask(schema, ckpt.tokenizer, kind=args.mask or "stack")
     tracer = Tracer() if args.trace is not None else None
     g = generate(ckpt.model, ckpt.tokenizer, args.prompt, mask=mask, max_new_tokens=args.max_new_tokens,
                  seed=args.seed, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, tracer=tracer,

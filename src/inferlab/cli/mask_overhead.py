@@ -31,7 +31,8 @@ def add_arguments(p) -> None:
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "
                         "(default: 512, cl100k and qwen, --quick too)")
     p.add_argument("--mask", nargs="+", default=list(MASK_KINDS), choices=MASK_KINDS,
-                   help="masks to measure (default naive indexed)")
+                   help="masks to measure: the flat DFA's naive scan and token index, the matcher on the stack "
+                        "grammar (default all three)")
     p.add_argument("--model", type=Path, default=None, metavar="DIR",
                    help="also measure this Hugging Face folder (Llama, Qwen2, Mistral, GPT-2) with its own "
                         "tokenizer.json, beside MiniGPT (V=512 unless --vocab says otherwise); its runs stop "

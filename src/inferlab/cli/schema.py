@@ -13,9 +13,10 @@ from pathlib import Path
 
 from inferlab.cli.common import examples_epilog, print_json
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
-from inferlab.constrain.schema import canonical_json, compile_grammar
-from inferlab.constrain.stack import build_machine, call_edges
+from inferlab.constrain.schema import canonical_json
+from inferlab.constrain.stack import call_edges, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import loads
 
 NAME = "schema"
 HELP = "compile a JSON schema to the stack grammar and show it, or check an instance against it"
@@ -54,16 +55,14 @@ def _read_json(path: Path, what: str):
     except UnicodeDecodeError as exc:
         raise InferlabError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nesting"
-        raise InferlabError(f"{what} {path}: not JSON ({where})") from None
+        return loads(text, f"{what} {path}")
+    except json.JSONDecodeError as exc:
+        raise InferlabError(f"{what} {path}: not JSON (line {exc.lineno} column {exc.colno})") from None
 
 
 def _compile(args):
     schema = _read_json(args.schema, "schema")
-    compiled = compile_grammar(schema, whitespace=args.whitespace)
-    return schema, compiled, build_machine(compiled, max_states=DEFAULT_MAX_STATES)
+    return (schema, *compile_machine(schema, max_states=DEFAULT_MAX_STATES, whitespace=args.whitespace))
 
 
 def describe(compiled, machine) -> dict:

@@ -1,15 +1,18 @@
-"""Constrained decoding: schema -> regex -> byte DFA -> token index -> masks.
+"""Constrained decoding: JSON Schema -> grammar over a vocabulary -> token masks.
 
-    compile_schema (schema.py)  JSON Schema -> regex string (the dialect of regex.py)
+The compile path (docs/architecture.md, "constrain/"): the stack grammar of v2.
+    compile_grammar (schema/)   JSON Schema -> regexes of automata that call each other
+    stack.compile_machine       automata -> minimal byte DFAs -> StackMachine (configurations:
+                                sets of stacks), with outlining retried while one is too large
+    matcher.compile_json_schema StackMachine x vocabulary -> StackGrammar (lazy, cached masks),
+                                the Grammar that GrammarMatcher, MatcherMask (the engine's hook)
+                                and hf.JSONSchemaLogitsProcessor run on
+    keys.py                     the keys written in the open objects: no object repeats a key
+The flat regex path, kept as the baselines of the mask lab (naive scan against token index):
+    compile_schema (schema/)    JSON Schema -> one regex (recursion unrolled to max_ref_depth)
     compile_regex (dfa.py)      regex -> Thompson NFA over UTF-8 bytes -> minimal DFA
     TokenIndex.build (index.py) DFA x vocabulary trie -> per-state allowed tokens, next states
     masks.py                    NaiveJSONSchemaMask (seed baseline), IndexedJSONSchemaMask
-
-v2, the stack grammar (schema-bench, `inferlab schema`, the matcher API's Grammar):
-    compile_grammar (schema.py) JSON Schema -> regexes of automata that call each other
-    stack.py                    automata -> StackMachine (configurations: sets of stacks) ->
-                                StackGrammar (lazy, cached token masks over the vocabulary trie)
-    keys.py                     the keys written in the open objects: no object repeats a key
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from inferlab.constrain.schema import compile_schema
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 
-MASK_KINDS = ("naive", "indexed")
+MASK_KINDS = ("naive", "indexed", "stack")  # the flat DFA's two baselines; the matcher on the stack grammar
 
 # One Vocabulary (and so one trie, the preprocessing) per live tokenizer object.
 _VOCABS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -55,12 +58,14 @@ class CompileReport:
         return self.schema_to_dfa_ms + self.index_build_ms
 
 
-def compile_mask(schema: dict, tokenizer, kind: str = "indexed", *, max_states: int = DEFAULT_MAX_STATES,
+def compile_mask(schema: dict, tokenizer, kind: str = "stack", *, max_states: int = DEFAULT_MAX_STATES,
                  **compile_options):
     """(TokenMask enforcing `schema` over `tokenizer`'s vocabulary, CompileReport).
 
-    compile_options go to compile_schema (whitespace, lenient, max_ref_depth, ...); max_states
-    bounds the DFA.
+    kind "stack": matcher.MatcherMask over compile_json_schema (compile_options go to
+    schema.compile_grammar; rows are built on first visit, so index_build_ms is 0 and their cost
+    lands in the steps). "naive" / "indexed": the flat regex DFA (compile_options go to
+    compile_schema: whitespace, lenient, max_ref_depth, ...). max_states bounds each DFA.
     """
     if kind not in MASK_KINDS:
         raise InferlabError(f"mask kind {kind!r}: expected one of {', '.join(MASK_KINDS)}")
@@ -68,6 +73,8 @@ def compile_mask(schema: dict, tokenizer, kind: str = "indexed", *, max_states: 
     vocab = vocabulary_of(tokenizer)
     vocab.trie()
     t1 = time.perf_counter()
+    if kind == "stack":
+        return _compile_stack_mask(schema, vocab, max_states, compile_options, (t1 - t0) * 1e3)
     compiled = compile_schema(schema, **compile_options)
     dfa = compile_regex(compiled.regex, max_states=max_states)
     t2 = time.perf_counter()
@@ -79,6 +86,17 @@ def compile_mask(schema: dict, tokenizer, kind: str = "indexed", *, max_states: 
     return mask, report
 
 
-def build_mask(schema: dict, tokenizer, kind: str = "indexed", **options):
+def _compile_stack_mask(schema, vocab: Vocabulary, max_states: int, compile_options: dict, vocab_ms: float):
+    from inferlab.constrain.matcher import MatcherMask
+    from inferlab.constrain.stack import StackGrammar, compile_machine
+
+    t0 = time.perf_counter()
+    compiled, machine = compile_machine(schema, max_states=max_states, **compile_options)
+    report = CompileReport(vocab_preprocessing_ms=vocab_ms, schema_to_dfa_ms=(time.perf_counter() - t0) * 1e3,
+                           index_build_ms=0.0, dfa_states=machine.n_states, unenforced=tuple(compiled.unenforced))
+    return MatcherMask(StackGrammar(machine, vocab)), report
+
+
+def build_mask(schema: dict, tokenizer, kind: str = "stack", **options):
     """A TokenMask enforcing `schema` over `tokenizer`'s vocabulary (compile_mask without the report)."""
     return compile_mask(schema, tokenizer, kind, **options)[0]

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.constrain import regex as rx
-from inferlab.constrain.dfa import compile_ast
-from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, canonical_json, compile_grammar
 from inferlab.constrain.keys import key_index
-from inferlab.constrain.stack import StackGrammar, StackMachine
+from inferlab.constrain.schema import SchemaError, canonical_json
+from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.timing import measure
+from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
 # Subset construction in Python: beyond this an automaton's DFA takes minutes; refused with a reason.
@@ -187,28 +187,17 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
 
 
 def compile_within_limits(schema, config: BenchConfig):
-    """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits; over
-    them, subschemas are outlined into automata of their own from a smaller size on."""
-    for k, outline in enumerate(OUTLINE_CHARS):
-        try:
-            return _compile_once(schema, config, outline)
-        except InferlabError:
-            if k + 1 == len(OUTLINE_CHARS):
-                raise
-    raise AssertionError("unreachable")
+    """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits
+    (stack.compile_machine: over them, subschemas are outlined from a smaller size on)."""
+    return compile_machine(schema, max_states=config.max_states, check=_check_nfa_size,
+                           whitespace=config.whitespace, allow_extra_keys=config.allow_extra_keys)
 
 
-def _compile_once(schema, config: BenchConfig, outline_chars: int):
-    compiled = compile_grammar(schema, whitespace=config.whitespace, allow_extra_keys=config.allow_extra_keys,
-                               outline_chars=outline_chars)
-    dfas = []
-    for k, regex in enumerate(compiled.automata):
-        ast = rx.parse(regex)
+def _check_nfa_size(k: int, ast) -> None:
+    with recursion_room(REGEX_FRAMES):  # one level per AST node, as the NFA construction
         size = nfa_size_estimate(ast)
-        if size > BENCH_MAX_NFA:
-            raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
-        dfas.append(compile_ast(ast, max_states=config.max_states))
-    return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
+    if size > BENCH_MAX_NFA:
+        raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
 
 
 def nfa_size_estimate(node) -> int:

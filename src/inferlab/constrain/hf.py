@@ -24,14 +24,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("inferlab.constrain.hf needs torch and transformers: pip install 'inferlab[hf]'") from exc
 
-from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.hf_vocab import hf_vocabulary
-from inferlab.constrain.index import TokenIndex
-from inferlab.constrain.matcher import (DFAGrammar, allocate_token_bitmask, apply_token_bitmask_inplace,
-                                        fill_eos_only)
-from inferlab.constrain.schema import compile_schema
+from inferlab.constrain.matcher import allocate_token_bitmask, apply_token_bitmask_inplace, fill_eos_only
+from inferlab.constrain.schema import check_nesting
+from inferlab.constrain.stack import StackGrammar, compile_machine
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
+from inferlab.nesting import SCHEMA_FRAMES, recursion_room
 
 DEAD = "dead"      # a beam that took a disallowed (-inf) candidate: it can never win
 ENDED = "ended"    # EOS accepted; HF pads the row from here on
@@ -43,8 +43,11 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     schemas: a schema (dict/bool) or a list with one per batch item (beams and
     num_return_sequences of an item share its schema). tokenizer: a PreTrainedTokenizerFast
     (token bytes derived and checked against its decode(), see hf_vocab.py) or an inferlab
-    Tokenizer. compile_options go to compile_schema. The index is built on the first call, for
-    the logits' width (models often pad the vocabulary beyond the tokenizer).
+    Tokenizer. Each distinct schema is compiled once, to the stack grammar of
+    constrain.matcher.compile_json_schema (recursive $ref exact); compile_options go to
+    schema.compile_grammar. The grammars over the vocabulary are made on the first call, for the
+    logits' width (models often pad the vocabulary beyond the tokenizer); their masks are built
+    on first visit of a state and cached.
     """
 
     def __init__(self, schemas, tokenizer, *, max_states: int = DEFAULT_MAX_STATES, **compile_options):
@@ -53,13 +56,16 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             raise InferlabError("schemas: expected a schema or a non-empty list of schemas")
         self.tokenizer = tokenizer
         # Equal schemas compile once; the key keeps property order, which the output follows.
-        keys = [json.dumps(s) for s in self.schemas]
+        for s in self.schemas:  # before json.dumps, which recurses per level
+            check_nesting(s)
+        with recursion_room(SCHEMA_FRAMES):
+            keys = [json.dumps(s) for s in self.schemas]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         distinct = list(first)
         self._schema_of = [distinct.index(k) for k in keys]     # batch item -> distinct schema
-        self._dfas = [compile_regex(compile_schema(self.schemas[first[k]], **compile_options).regex,
-                                    max_states=max_states) for k in distinct]
-        self.grammars: list[DFAGrammar] = []
+        self._machines = [compile_machine(self.schemas[first[k]], max_states=max_states, **compile_options)[1]
+                          for k in distinct]
+        self.grammars: list[StackGrammar] = []
         self.reset()
 
     def reset(self) -> None:
@@ -82,7 +88,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         vocab = self._vocabulary(width)
         if vocab.vocab_size != width:
             raise InferlabError(f"the tokenizer has {vocab.vocab_size} tokens but the logits only {width}")
-        self.grammars = [DFAGrammar(TokenIndex.build(dfa, vocab)) for dfa in self._dfas]
+        self.grammars = [StackGrammar(machine, vocab) for machine in self._machines]
 
     def _grammar_index(self, row: int, rows: int) -> int:
         n = len(self.schemas)
@@ -92,7 +98,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             raise InferlabError(f"{n} schemas for {rows} rows: the rows must be a whole number per schema")
         return self._schema_of[row // (rows // n)]
 
-    def _step(self, g: DFAGrammar, state, token: int):
+    def _step(self, g: StackGrammar, state, token: int):
         if state in (DEAD, ENDED):
             return state
         if token == g.eos_id and g.can_end(state):
@@ -132,7 +138,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 
-    def _fill(self, g: DFAGrammar, state, row: int) -> None:
+    def _fill(self, g: StackGrammar, state, row: int) -> None:
         if state in (DEAD, ENDED):
             fill_eos_only(self._bitmask[row], g.eos_id)
             return

@@ -33,6 +33,28 @@ def apply_bitmask(logits: np.ndarray, words: np.ndarray) -> None:
     logits[keep == 0] = NEG_INF
 
 
+def apply_plan(logits: np.ndarray, plan: tuple[bool, np.ndarray]) -> None:
+    """logits (V,) in place from a plan (keep, ids): keep -> ids are the allowed tokens (their
+    logits are saved, the row filled with -inf, and scattered back), else the disallowed ones."""
+    keep, ids = plan
+    if keep:
+        kept = logits[ids]
+        logits.fill(NEG_INF)
+        logits[ids] = kept
+    else:
+        logits[ids] = NEG_INF
+
+
+def plan_of_bitmask(words: np.ndarray, vocab_size: int) -> tuple[bool, np.ndarray]:
+    """(keep, ids) of an int32 bitmask row (ceil(V/32),): the allowed ids where they are at most
+    half the vocabulary, else the disallowed ones (intp: what fancy indexing takes unconverted)."""
+    bits = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")   # (V,) 0/1
+    allowed = np.flatnonzero(bits)
+    if 2 * len(allowed) <= vocab_size:
+        return True, allowed
+    return False, np.flatnonzero(bits == 0)
+
+
 def _disallowed_token(token: int, where: str) -> InferlabError:
     return InferlabError(f"token {token} is not allowed {where}")
 
@@ -137,13 +159,7 @@ class IndexedJSONSchemaMask:
         return self._plans[self.row]
 
     def apply(self, logits: np.ndarray, m: tuple[bool, np.ndarray]) -> None:
-        keep, ids = m
-        if keep:
-            kept = logits[ids]
-            logits.fill(NEG_INF)
-            logits[ids] = kept
-        else:
-            logits[ids] = NEG_INF
+        apply_plan(logits, m)
 
     def additive_mask(self) -> np.ndarray:
         """The seed's form: float32 (V,) of 0 (allowed) / -inf, for apply_additive."""

@@ -2,8 +2,8 @@
 
 A *grammar* is a schema compiled against one vocabulary: immutable, shared by any number of
 matchers. Its states are immutable values, so a matcher's history is a list of states and
-rollback is a pop. GrammarMatcher uses the Grammar protocol only; DFAGrammar implements it over
-today's flat TokenIndex (a state is an index row), the stack grammar of v2 implements it too.
+rollback is a pop. GrammarMatcher uses the Grammar protocol only; compile_json_schema() gives
+the stack grammar of v2 (constrain.stack.StackGrammar), which implements it.
 
 Bitmasks are int32 (batch, ceil(V/32)): bit t%32 of word t//32 is set iff token t is allowed, the
 layout of xgrammar and llguidance. MatcherMask serves the engine's TokenMask hook from any
@@ -12,12 +12,16 @@ matcher, so generate() runs on every grammar (docs/architecture.md, "the matcher
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Protocol
 
 import numpy as np
 
-from inferlab.constrain.index import TokenIndex
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES
+from inferlab.constrain.masks import apply_plan, plan_of_bitmask
+from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 
 NEG_INF = np.float32(-np.inf)
@@ -78,79 +82,6 @@ def fill_eos_only(out: np.ndarray, eos_id: int) -> None:
     out[:] = 0
     if eos_id >= 0:
         out.view(np.uint32)[eos_id >> 5] = 1 << (eos_id & 31)
-
-
-class DFAGrammar:
-    """The Grammar protocol over a TokenIndex: a state is an index row (an int)."""
-
-    def __init__(self, index: TokenIndex):
-        self.index = index
-        self.vocab_size = index.vocab_size
-        self.eos_id = index.eos_id
-        self._forced: dict[int, bytes] = {}  # row -> forced bytes, filled lazily (immutable grammar)
-
-    def initial_state(self) -> int:
-        return self.index.start_row
-
-    def fill_bitmask(self, state: int, out: np.ndarray) -> None:
-        out[:] = self.index.bitmask[state]
-
-    def advance(self, state: int, token: int) -> int | None:
-        if token == self.eos_id and self.can_end(state):
-            return state
-        row = self.index.next_row(state, token) if 0 <= token < self.vocab_size else -1
-        return None if row < 0 else row
-
-    def can_end(self, state: int) -> bool:
-        return bool(self.index.dfa.accepting[self.index.states[state]])
-
-    def allowed_ids(self, state: int) -> np.ndarray:
-        return self.index.row_allowed(state)
-
-    def forced_bytes(self, state: int) -> bytes:
-        """Follow the DFA while a state is not accepting and has exactly one live byte."""
-        if state not in self._forced:
-            self._forced[state] = dfa_forced_bytes(self.index.dfa, int(self.index.states[state]))
-        return self._forced[state]
-
-
-    def chars_after_forced(self, state: int, limit: int = 256) -> list[str] | None:
-        """The characters that may follow forced_bytes(state), or None past `limit` of them (an
-        optional extension of the protocol: jump-forward asks whether forced text may merge with
-        what follows). Multi-byte characters are walked through the DFA byte by byte."""
-        dfa = self.index.dfa
-        frontier = [(b"", dfa.walk(self.forced_bytes(state), int(self.index.states[state])))]
-        out: list[str] = []
-        while frontier:
-            prefix, s = frontier.pop()
-            for b in np.flatnonzero(dfa.trans[s] >= 0).tolist():
-                data = prefix + bytes([b])
-                try:
-                    out.append(data.decode("utf-8"))
-                except UnicodeDecodeError:  # a lead or continuation byte: the character goes on
-                    frontier.append((data, int(dfa.trans[s, b])))
-                if len(out) + len(frontier) > limit:
-                    return None
-        return out
-
-
-def dfa_forced_bytes(dfa, s: int) -> bytes:
-    """The longest byte string every completion from DFA state s starts with.
-
-    Every state is live, so a non-accepting state with one live byte must take it; the walk stops
-    where the text may end or branch. A cycle of such states would not be live, but the walk is
-    bounded by the number of states all the same.
-    """
-    out = bytearray()
-    for _ in range(dfa.n_states):
-        if dfa.accepting[s]:
-            break
-        live = np.flatnonzero(dfa.trans[s] >= 0)
-        if len(live) != 1:
-            break
-        out.append(int(live[0]))
-        s = int(dfa.trans[s, live[0]])
-    return bytes(out)
 
 
 class GrammarMatcher:
@@ -221,26 +152,42 @@ class GrammarMatcher:
 class MatcherMask:
     """The engine's TokenMask hook (model/generate.py) served by a GrammarMatcher.
 
-    allowed_mask() fills one bitmask row; apply() sets the other logits to -inf. EOS is accepted
-    by the grammar (allowed only where the text can end) but, as the hook requires, advance() is
-    never called with it: generate() stops on EOS.
+    allowed_mask() gives the step's plan (masks.plan_of_bitmask of the grammar's bitmask row:
+    the allowed ids, or the disallowed ones where they are fewer), cached per grammar state as
+    the token index keeps one per row; apply() touches only those logits (masks.apply_plan), so
+    a warm step does not unpack V bits. EOS is accepted by the grammar (allowed only where the
+    text can end) but, as the hook requires, advance() is never called with it: generate()
+    stops on EOS.
     """
 
-    def __init__(self, grammar: Grammar):
+    def __init__(self, grammar: Grammar, *, cache_plans: int = 1024):
         self.grammar = grammar
         self.vocab_size = grammar.vocab_size
         self.matcher = GrammarMatcher(grammar)
         self._bitmask = allocate_token_bitmask(1, grammar.vocab_size)[0]    # (W,)
+        self._plans: OrderedDict = OrderedDict()   # grammar state -> (keep, ids), LRU
+        self._cache_plans = cache_plans
 
     def reset(self) -> None:
         self.matcher.reset()
 
-    def allowed_mask(self) -> np.ndarray:
-        self.matcher.fill_next_token_bitmask(self._bitmask)
-        return self._bitmask
+    def allowed_mask(self) -> tuple[bool, np.ndarray]:
+        if self.matcher.is_terminated():  # only EOS: not a state of the grammar
+            self.matcher.fill_next_token_bitmask(self._bitmask)
+            return plan_of_bitmask(self._bitmask, self.vocab_size)
+        state = self.matcher.state
+        plan = self._plans.get(state)
+        if plan is None:
+            self.matcher.fill_next_token_bitmask(self._bitmask)
+            plan = self._plans[state] = plan_of_bitmask(self._bitmask, self.vocab_size)
+            if len(self._plans) > self._cache_plans:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(state)
+        return plan
 
-    def apply(self, logits: np.ndarray, m: np.ndarray) -> None:
-        apply_token_bitmask_inplace(logits, m)
+    def apply(self, logits: np.ndarray, m: tuple[bool, np.ndarray]) -> None:
+        apply_plan(logits, m)
 
     def advance(self, token: int) -> None:
         if not self.matcher.accept_token(token):
@@ -265,15 +212,18 @@ class MatcherMask:
         return None if after is None or self.matcher.is_terminated() else after(self.matcher.state)
 
 
-def compile_grammar(schema: dict | bool, vocab, **options) -> DFAGrammar:
-    """A DFAGrammar for `schema` over `vocab` (a constrain.vocab.Vocabulary, or a tokenizer with
-    token_bytes/eos_id/special_ids). options: max_states and those of compile_schema."""
-    from inferlab.constrain import vocabulary_of
-    from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
-    from inferlab.constrain.schema import compile_schema
-    from inferlab.constrain.vocab import Vocabulary
+def compile_json_schema(schema: dict | bool, vocab, *, max_states: int = DEFAULT_MAX_STATES,
+                        **options) -> StackGrammar:
+    """The Grammar of `schema` over `vocab` (a constrain.vocab.Vocabulary, or a tokenizer with
+    token_bytes/eos_id/special_ids), as xgrammar's GrammarCompiler.compile_json_schema.
 
-    max_states = options.pop("max_states", DEFAULT_MAX_STATES)
+    It is the stack grammar of v2 (constrain.stack.compile_machine): $ref recursion is exact, and
+    a schema that needs no call is one flat DFA (grammar.machine.uses_stack is False), whose
+    masks are built on first visit of a state and cached. options: those of
+    schema.compile_grammar (whitespace, lenient, allow_extra_keys, count_min); max_states bounds
+    each automaton's DFA. Raises SchemaError / InferlabError as one line.
+    """
+    from inferlab.constrain import vocabulary_of
+
     vocab = vocab if isinstance(vocab, Vocabulary) else vocabulary_of(vocab)
-    dfa = compile_regex(compile_schema(schema, **options).regex, max_states=max_states)
-    return DFAGrammar(TokenIndex.build(dfa, vocab))
+    return StackGrammar(compile_machine(schema, max_states=max_states, **options)[1], vocab)

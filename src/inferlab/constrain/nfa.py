@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat
 from inferlab.errors import InferlabError
+from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_MAX_NFA_STATES = 2_000_000  # ~200 MB of Python lists; beyond it a regex is a blow-up
 
@@ -191,5 +192,6 @@ def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
     """Thompson construction over bytes for a regex AST."""
     b = _Builder(max_states)
     start = b.state()
-    final = b.build(node, start)
+    with recursion_room(REGEX_FRAMES):  # one level per AST node: the parser bounds their nesting
+        final = b.build(node, start)
     return NFA(b.eps, b.edges, start, final)

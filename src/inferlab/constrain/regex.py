@@ -23,7 +23,8 @@ Supported
 - quantifiers `* + ? {m} {m,} {,n} {m,n}`; the lazy forms `*? +? ?? {m,n}?` are accepted and
   treated as greedy: under whole-string matching they accept the same strings.
 
-Rejected with an InferlabError naming the construct and its position: anchors (`^ $ \\A \\Z \\b
+Rejected with an InferlabError naming the construct and its position: groups nested deeper
+than nesting.MAX_REGEX_DEPTH, anchors (`^ $ \\A \\Z \\b
 \\B`), backreferences (`\\1`, `(?P=name)`), lookaround (`(?= (?! (?<= (?<!`), inline flags
 (`(?i)`), possessive quantifiers, a quantifier with nothing to repeat, and unknown escapes.
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferlab.errors import InferlabError
+from inferlab.nesting import MAX_REGEX_DEPTH, REGEX_FRAMES, recursion_room
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -133,6 +135,7 @@ class _Parser:
     def __init__(self, pattern: str):
         self.p = pattern
         self.i = 0
+        self.depth = 0  # groups open around self.i
 
     def error(self, what: str, pos: int | None = None) -> InferlabError:
         pos = self.i if pos is None else pos
@@ -258,7 +261,11 @@ class _Parser:
                     if self.p.startswith(prefix, self.i):
                         raise self.error(f"{name} '({prefix}' is not supported", open_pos)
                 raise self.error("inline flags / extension group '(?' are not supported", open_pos)
+        self.depth += 1
+        if self.depth > MAX_REGEX_DEPTH:
+            raise self.error(f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)", open_pos)
         node = self.alt()
+        self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ')', unterminated group", open_pos)
         self.i += 1
@@ -336,5 +343,7 @@ class _Parser:
 
 
 def parse(pattern: str) -> Node:
-    """Parse a pattern of the dialect above into an AST; InferlabError names what is rejected."""
-    return _Parser(pattern).parse()
+    """Parse a pattern of the dialect above into an AST; InferlabError names what is rejected.
+    Groups nest at most nesting.MAX_REGEX_DEPTH deep, under any Python recursion limit."""
+    with recursion_room(REGEX_FRAMES):
+        return _Parser(pattern).parse()

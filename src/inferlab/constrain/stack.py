@@ -56,6 +56,7 @@ Stack = tuple[Frame, ...]         # bottom first
 State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
+DENSE_SHARE = 4                   # _build_mask walks a trie level densely from 1/4 of its nodes live
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -417,6 +418,27 @@ class StackGrammar:
             cid = self.machine.step(cid, int(live[0]))
         return bytes(out)
 
+    def chars_after_forced(self, state: State, limit: int = 256) -> list[str] | None:
+        """The characters that may follow forced_bytes(state), or None past `limit` of them (the
+        protocol's optional extension: jump-forward asks whether forced text may merge with what
+        follows). Multi-byte characters are walked byte by byte through the configurations. Read
+        off the configuration alone, as forced_bytes: the written keys can only remove characters."""
+        m = self.machine
+        frontier = [(b"", m.walk(self.forced_bytes(state), state[0]))]
+        out: list[str] = []
+        while frontier:
+            prefix, cid = frontier.pop()
+            row = m.row(cid)
+            for b in np.flatnonzero(row >= 0).tolist():
+                data = prefix + bytes([b])
+                try:
+                    out.append(data.decode("utf-8"))
+                except UnicodeDecodeError:  # a lead or continuation byte: the character goes on
+                    frontier.append((data, int(row[b])))
+                if len(out) + len(frontier) > limit:
+                    return None
+        return out
+
     def fill_bitmask(self, state: State, out: np.ndarray) -> None:
         """The configuration's row (cached), then the tokens whose answer the written keys can
         change resolved against them (keys.KeyIndex): xgrammar's context-dependent tokens."""
@@ -468,28 +490,39 @@ class StackGrammar:
         return np.flatnonzero(bits).astype(np.int32)
 
     def _build_mask(self, cid: int) -> np.ndarray:
-        """Walk the vocabulary trie from configuration `cid`, a level at a time."""
+        """Walk the vocabulary trie from configuration `cid`, a level at a time: over the live
+        nodes while they are few (sparse: their children expanded), over the whole level once
+        they are 1/DENSE_SHARE of it or more (dense: every node reads its parent's
+        configuration, no expansion; in string content nearly every token lives)."""
         m = self.machine
         trie = self.vocab.trie()
         levels = trie.levels
         tokens: list[np.ndarray] = []
-        if levels:
-            lv = levels[0]
-            node = np.arange(len(lv.byte))
-            x = m.row(cid)[lv.byte]                                          # (N_0,) configs
-            live = x >= 0
-            node, x = node[live], x[live]
-            for d, lv in enumerate(levels):
-                end = lv.end_token[node]
-                tokens.append(end[end >= 0])
-                if d + 1 == len(levels) or not len(node):
-                    break
+        x = m.row(cid)[levels[0].byte] if levels else None   # (N_0,) dense: a config per node, -1 dead
+        node = None                                          # None: x is dense; else the live nodes
+        for d, lv in enumerate(levels):
+            end = lv.end_token[x >= 0] if node is None else lv.end_token[node]
+            tokens.append(end[end >= 0])
+            live = int(np.count_nonzero(x >= 0)) if node is None else len(node)
+            if d + 1 == len(levels) or not live:
+                break
+            nxt = levels[d + 1]
+            if live * DENSE_SHARE >= len(lv.byte):
+                if node is not None:
+                    x, node = _scatter(x, node, len(lv.byte)), None
+                m.ensure_rows(x[x >= 0])
+                xp = x[nxt.parent]                                           # (N_{d+1},) parent configs
+                x = np.where(xp >= 0, m.table[xp, nxt.byte], -1)
+            else:
+                if node is None:
+                    node = np.flatnonzero(x >= 0)
+                    x = x[node]
                 rep, child = _expand(lv.child_start[node], lv.child_count[node])
                 parent = x[rep]
                 m.ensure_rows(parent)
-                x = m.table[parent, levels[d + 1].byte[child]]               # (children,)
-                live = x >= 0
-                node, x = child[live], x[live]
+                x = m.table[parent, nxt.byte[child]]                         # (children,)
+                keep = x >= 0
+                node, x = child[keep], x[keep]
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
         if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
             allowed = np.concatenate([allowed, trie.duplicates[np.isin(trie.duplicates[:, 1], allowed), 0]])
@@ -500,6 +533,42 @@ class StackGrammar:
         return np.packbits(bits, bitorder="little").view(np.int32)
 
 
+def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
+    """Sparse (node ids, configs) -> dense (n,) configs, -1 elsewhere."""
+    out = np.full(n, -1, dtype=np.int32)
+    out[node] = x
+    return out
+
+
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
     if machine.n_states > max_states:
         raise InferlabError(f"the grammar's automata hold {machine.n_states:,} states (limit {max_states:,})")
+
+
+def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None, **options):
+    """JSON Schema -> (CompiledGrammar, StackMachine): the one compile path of the stack grammar
+    (the matcher API, generate, the HF processor, `inferlab schema`, schema-bench).
+
+    Each automaton's DFA stays within max_states; where one does not, subschemas are outlined
+    into automata of their own from a smaller size on (schema.OUTLINE_CHARS in turn) before the
+    schema is refused. check(k, ast) may refuse automaton k's regex before its DFA is built
+    (InferlabError). options: those of schema.compile_grammar but outline_chars.
+    """
+    from inferlab.constrain import regex as rx
+    from inferlab.constrain.dfa import compile_ast
+    from inferlab.constrain.schema import OUTLINE_CHARS, compile_grammar
+
+    for n, outline in enumerate(OUTLINE_CHARS):
+        try:
+            compiled = compile_grammar(schema, outline_chars=outline, **options)
+            dfas = []
+            for k, regex in enumerate(compiled.automata):
+                ast = rx.parse(regex)
+                if check is not None:
+                    check(k, ast)
+                dfas.append(compile_ast(ast, max_states=max_states))
+            return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
+        except InferlabError:
+            if n + 1 == len(OUTLINE_CHARS):
+                raise
+    raise AssertionError("unreachable")

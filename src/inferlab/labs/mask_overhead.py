@@ -1,8 +1,9 @@
 """Lab 30-mask-overhead (seed 000, Phase 30 lab 03): what a JSON-schema mask costs per decode step.
 
 Block A times generate() of the shipped MiniGPT on the conjugation schema without a mask and with
-each mask (the seed's naive state-machine scan of the whole vocabulary, and the precomputed
-token index), same seed, gc off, tracing off, warm-up discarded. Block B breaks each step down in
+each mask (the seed's naive state-machine scan of the whole vocabulary and the precomputed
+token index, both on the flat regex DFA, and the matcher on the stack grammar of v2, whose rows
+are built on first visit and cached: the discarded warm-up builds them), same seed, gc off, tracing off, warm-up discarded. Block B breaks each step down in
 a separate traced run. The scaling block repeats A and B at real vocabularies (cl100k, Qwen) with
 a model of MiniGPT's shape whose embedding and LM head have that vocabulary (random weights: the
 cost of a step does not depend on the weights' values, only the token path does). With
@@ -27,7 +28,7 @@ from pathlib import Path
 from inferlab import roofline
 from inferlab.constrain import compile_mask
 from inferlab.constrain.jump_forward import compare_jump_forward
-from inferlab.constrain.matcher import compile_grammar
+from inferlab.constrain.matcher import compile_json_schema
 from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
@@ -60,7 +61,7 @@ class MaskLabConfig:
     # None: 512 and the real vocabularies that are installed (dependencies of inferlab); the others are
     # skipped with a note. Named explicitly, a missing vocabulary is an error.
     vocabs: tuple[str, ...] | None = None
-    masks: tuple[str, ...] = ("naive", "indexed")
+    masks: tuple[str, ...] = ("naive", "indexed", "stack")  # constrain.MASK_KINDS
     peers: bool = False
     threads: int = 1                  # seed: single thread
     quick: bool = False
@@ -340,7 +341,7 @@ def jump_forward_row(config: MaskLabConfig) -> dict:
     forward's tokens/s over plain's (the calls' token totals over their paired times)."""
     ckpt = load_default_model()
     prompts = heldout_prompts(config.jump_prompts)
-    out = compare_jump_forward(ckpt.model, ckpt.tokenizer, compile_grammar(conjugation_schema(), ckpt.tokenizer),
+    out = compare_jump_forward(ckpt.model, ckpt.tokenizer, compile_json_schema(conjugation_schema(), ckpt.tokenizer),
                                prompts, max_new_tokens=config.max_new_tokens, samples=config.trials)
     t = out["timing"]
     tokens = out["timed_tokens"]

@@ -14,7 +14,7 @@ import numpy as np
 from inferlab.measure import new_figure
 from inferlab.measure.verdicts import verdict_lines
 
-MASK_ORDER = ("no mask", "naive", "indexed")   # the bar order of every panel
+MASK_ORDER = ("no mask", "naive", "indexed", "stack")   # the bar order of every panel
 
 
 def duration(ms: float) -> str:
@@ -99,7 +99,7 @@ def scaling_figure(results: dict):
     style = "o-" if len(table) > 1 else "o"
     series = [("no mask", "k", [(e["vocab_size"], e["no_mask"]) for e in table])]
     series += [(f"{kind} mask", color, [(e["vocab_size"], e["masks"][kind]) for e in table if kind in e["masks"]])
-               for kind, color in (("naive", "tab:red"), ("indexed", "tab:blue"))]
+               for kind, color in (("naive", "tab:red"), ("indexed", "tab:blue"), ("stack", "tab:green"))]
     for label, color, pts in series:
         if not pts:
             continue

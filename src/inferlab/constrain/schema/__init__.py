@@ -61,6 +61,11 @@ maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, 
 value of the type, an empty merge) is left out exactly where the schema allows absence (an
 optional property, an anyOf branch, an empty array) and is an error elsewhere.
 
+Nesting: a schema document nests at most nesting.MAX_SCHEMA_DEPTH (1,000) arrays/objects, and
+subschemas (a $ref chain included) are compiled at most that deep; a pattern's groups nest at
+most nesting.MAX_REGEX_DEPTH (4,000). Deeper is a SchemaError naming the JSON pointer and the
+limit. These limits, not Python's recursion limit, decide: the compiler makes room for them.
+
 Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
@@ -107,9 +112,10 @@ The flat regex (compile_schema) cannot forbid repeats: there extra keys may repe
 from inferlab.constrain.schema.common import (COUNT_MIN, FLEXIBLE_WS_MAX, MAX_DEPENDENCIES, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, MEMBER_BLOCK, OUTLINE_CHARS, CompiledSchema,
                                               SchemaError, SchemaTooLarge, dumps)
-from inferlab.constrain.schema.compiler import (CompiledGrammar, canonical_json, compile_grammar,
+from inferlab.constrain.schema.compiler import (CompiledGrammar, canonical_json, check_nesting, compile_grammar,
                                                 compile_schema)
 
 __all__ = ["COUNT_MIN", "FLEXIBLE_WS_MAX", "MAX_DEPENDENCIES", "MAX_REGEX_CHARS", "MAX_SUBSCHEMAS", "MEMBER_BLOCK",
            "OUTLINE_CHARS", "CompiledGrammar", "CompiledSchema", "SchemaError", "SchemaTooLarge", "canonical_json",
+           "check_nesting",
            "compile_grammar", "compile_schema", "dumps"]

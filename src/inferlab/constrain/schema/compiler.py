@@ -16,6 +16,8 @@ from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
 from inferlab.constrain.schema.strings import StringsMixin
+from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
+                              short_pointer, split_pointer)
 
 
 class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
@@ -35,6 +37,7 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         self.narrowed: list[str] = []
         self.ref_depth = 0
         self.calls = 0
+        self.depth = 0  # compile() calls open on the Python stack
         self.recursive = False  # some $ref target was entered again inside itself
         # Stack mode (compile_grammar): a plain $ref, an unconstrained value and any subschema
         # whose regex exceeds OUTLINE_CHARS become calls `(?&k)` of automaton k, compiled once.
@@ -77,7 +80,14 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         if self.calls > MAX_SUBSCHEMAS:
             raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
                               "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
-        out = self._compile(node, ptr, stack)
+        if self.depth == MAX_SCHEMA_DEPTH:  # $ref chains nest compiles deeper than the document
+            raise SchemaError(f"subschemas nested deeper than {MAX_SCHEMA_DEPTH:,} at "
+                              f"{short_pointer(split_pointer(ptr))} ($ref included; the nesting limit)")
+        self.depth += 1
+        try:
+            out = self._compile(node, ptr, stack)
+        finally:
+            self.depth -= 1
         if len(out) > self.outline_chars and self.calls_on():
             return self.outline(out)
         if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
@@ -168,13 +178,26 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
 
 
 def _compile_root(c: _Compiler, schema) -> str:
-    """The root's regex; an unsatisfiable or too deeply nested schema as one SchemaError."""
-    try:
-        return c.compile(schema, "")
-    except _Unsat as exc:
-        raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
-    except RecursionError:
-        raise SchemaError("schema nested too deeply to compile") from None
+    """The root's regex; an unsatisfiable or too deeply nested schema as one SchemaError.
+
+    Nesting is bounded before any recursion could reach Python's limit: the document's arrays
+    and objects (check_nesting), compile() calls (a $ref chain) and regex groups (regex.parse),
+    each at a limit of inferlab.nesting; the walk runs with room for those limits."""
+    check_nesting(schema)
+    with recursion_room(SCHEMA_FRAMES):
+        try:
+            return c.compile(schema, "")
+        except _Unsat as exc:
+            raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+
+
+def check_nesting(schema) -> None:
+    """SchemaError naming the JSON pointer where the schema document nests deeper than
+    nesting.MAX_SCHEMA_DEPTH arrays/objects."""
+    def refuse(parts):
+        raise SchemaError(f"schema nested deeper than {MAX_SCHEMA_DEPTH:,} arrays/objects at "
+                          f"{short_pointer(parts)} (the nesting limit)")
+    check_value_nesting(schema, MAX_SCHEMA_DEPTH, refuse)
 
 
 def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
@@ -257,5 +280,8 @@ def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys
     positional notation (1e-05 -> 0.00001), the only notation bounded numbers are generated in."""
     c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
                   allow_extra_keys=allow_extra_keys, any_depth=any_depth)
-    return c.canonical(instance, schema, "")
+    # The schema's nesting is bounded by the compile that accepted it (not checked again here: a
+    # walk of the whole schema per instance); the instance's by the file reader's MAX_JSON_DEPTH.
+    with recursion_room(SCHEMA_FRAMES + JSON_FRAMES):
+        return c.canonical(instance, schema, "")
 

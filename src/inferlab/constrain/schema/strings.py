@@ -9,6 +9,7 @@ from functools import lru_cache
 from inferlab.constrain import formats
 from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
+from inferlab.nesting import MAX_REGEX_DEPTH
 
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _child, _group, _lit, _repeat
 
@@ -63,6 +64,8 @@ class StringsMixin:
     def pattern_ast(self, pattern, ptr):
         if not isinstance(pattern, str):
             raise self.error("pattern", ptr, "must be a string")
+        if _group_nesting(pattern) > MAX_REGEX_DEPTH:  # before re.compile, which recurses per group
+            raise self.error("pattern", ptr, f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)")
         try:
             re.compile(pattern)
         except re.error as exc:
@@ -124,6 +127,28 @@ _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 
 
 _ANY_CHAR = "[\\U00000000-\\U0010ffff]"
+
+
+def _group_nesting(pattern: str) -> int:
+    """How deep the groups of a pattern nest (escapes and classes skipped), without recursion."""
+    depth = deepest = i = 0
+    in_class = False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 1
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1) * 2
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return deepest
 
 
 def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
