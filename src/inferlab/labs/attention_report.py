@@ -20,7 +20,9 @@ OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red
              "out_proj": "tab:purple"}
 OTHER = ("other (mask, timers)", "lightgray")
 # T labels of ops sharing an intensity (the two projections; scores and av) go on opposite sides
-LABEL_DX = {"qkv_proj": 6, "out_proj": -36, "scores": 6, "av": -36, "softmax": 6}
+PROJECTIONS = ("qkv_proj", "out_proj")
+LABEL_DX = {"qkv_proj": 6, "out_proj": 8, "scores": 6, "av": -36, "softmax": 6}
+LABEL_DY_LARGEST = {"out_proj": -14}  # below its marker: qkv_proj's label sits above at the same intensity
 
 
 def _segments(points: list[dict]) -> list[tuple[str, str, np.ndarray]]:
@@ -69,7 +71,8 @@ def perf_figure(results: dict):
 
 def roofline_figure(results: dict):
     """Block D: each op as (intensity, GFLOP/s) under the roofline of the profile's thread count;
-    marker size grows with T and only the smallest and largest T are labelled."""
+    marker size grows with T and only the smallest and largest T are labelled (the largest only for
+    the projections)."""
     roof = Roofline.from_json(results["roofline"])
     points = results["profile"]["points"]
     fig, ax = new_figure(figsize=(11, 6))
@@ -84,9 +87,11 @@ def roofline_figure(results: dict):
         ax.plot(xs, ys, "-", color=OP_COLORS[name], lw=0.8)
         for i, (x, y) in enumerate(zip(xs, ys)):
             ax.plot([x], [y], "o", color=OP_COLORS[name], ms=sizes[i], label=name if i == len(points) - 1 else None)
-        for i in {0, len(points) - 1}:   # ops of equal intensity (the projections) label on opposite sides
+        # ops of equal intensity (the projections) label above and below, and only their largest T:
+        # their smallest-T labels fell on each other's tracks
+        for i in ({len(points) - 1} if name in PROJECTIONS else {0, len(points) - 1}):
             ax.annotate(f"T={points[i]['T']}", (xs[i], ys[i]), textcoords="offset points",
-                        xytext=(LABEL_DX[name], -10 if i == 0 else 4), fontsize=7, color=OP_COLORS[name])
+                        xytext=(LABEL_DX[name], -10 if i == 0 else LABEL_DY_LARGEST.get(name, 4)), fontsize=7, color=OP_COLORS[name])
     fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
     fx = [p["flash_intensity"] for p in fused]
     ax.plot(fx, [roof.attainable_GFLOPS(i) for i in fx], "kD", mfc="none", ms=7,
