@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (_ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
+from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
                                               _generated_types, _group, _intersect_types, _json_key,
                                               _json_type, _known_keywords, _lit, _type_set, _value_types,
                                               _values, dumps)
@@ -17,8 +17,8 @@ class CombinatorsMixin:
         """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.
 
         not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
-        not {required: [a, b]}: an object without a or without b; not {anyOf: [...]} of those: all
-        of the negations; not {allOf: [...]}: their required names together."""
+        otherwise the positive forms of _negation (required, properties, anyOf/allOf of them,
+        double negation)."""
         neg = node["not"]
         rest = {k: v for k, v in node.items() if k != "not"}
         if isinstance(neg, dict):
@@ -46,7 +46,26 @@ class CombinatorsMixin:
         positive = _negation(neg)
         if positive is None:
             return node
-        return self.merge(rest, positive, ptr, stack) if positive else rest
+        if positive is False:
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        return self.merge(rest, positive, ptr, stack)
+
+    def compile_conditional(self, node, ptr, stack) -> str:
+        """if/then/else as (if and then) or (not if and else): two disjoint alternatives."""
+        rest = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
+        cond = node["if"]
+        parts = []
+        for branch, key, guard in ((node.get("then", True), "then", cond), (node.get("else", True), "else", {"not": cond})):
+            bptr = _child(ptr, key if key in node else "if")
+            try:
+                merged = self.merge(self.merge(rest, self.flatten(guard, _child(ptr, "if"), stack)[0], bptr, stack),
+                                    self.flatten(branch, bptr, stack)[0], bptr, stack)
+                parts.append(self.compile(merged, bptr, stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"if at #{ptr}: neither branch is satisfiable")
+        return _group(parts)
 
     def compile_alternatives(self, node, ptr, stack) -> str:
         key = "anyOf" if "anyOf" in node else "oneOf"
@@ -196,12 +215,17 @@ class CombinatorsMixin:
         if set(rest) == {"type"}:  # the common case, checked on the value itself
             types = _type_set(rest["type"])
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
+        elif rest and self.values.available:  # every keyword, by the reference validator
+            values = self.validated(node, values, where)
         elif rest:  # the other keywords, through their (sound) regex
             self.inline += 1
             try:
                 check = re.compile(self.compile(rest, ptr, stack))
             except _Unsat:
                 values = []
+            except SchemaError as exc:
+                raise SchemaError(f"{exc} (beside enum/const at #{where}: values are checked exactly "
+                                  "when jsonschema is installed)") from None
             finally:
                 self.inline -= 1
         for v in values:
@@ -214,6 +238,19 @@ class CombinatorsMixin:
             raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
                          "the rest of the schema")
         return _group(kept)
+
+    def validated(self, node, values, where) -> list:
+        """The listed values that validate against the whole subschema (jsonschema)."""
+        name = self.values.unchecked_format(node, lambda ref: self.resolve(ref, where)[0])
+        if name is not None:
+            self.refuse("format", where, f"jsonschema cannot check format {name!r} here (install "
+                        "jsonschema[format-nongpl]), so the listed values cannot be checked")
+            return values
+        try:
+            return self.values.kept(node, values)
+        except ValueError as exc:
+            self.refuse("enum" if "enum" in node else "const", where, str(exc))
+            return values
 
     def spaced_literal(self, value) -> str:
         """A JSON value as a regex that allows the flexible whitespace between tokens."""
@@ -235,15 +272,37 @@ def _intervals_disjoint(a, b) -> bool:
 
 
 def _negation(neg):
-    """A schema equivalent to `not neg` for negated `required` forms; else None."""
-    names = _required_names(neg)
-    if names is not None:  # an object missing at least one of the names
-        branches = [{"properties": {n: False}} for n in names]
-        return {"type": "object", **({"anyOf": branches} if len(branches) > 1 else branches[0])}
-    if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"anyOf"} and \
-            all(_required_names(b) is not None for b in neg["anyOf"]):
-        return {"type": "object", "allOf": [_negation(b) for b in neg["anyOf"]]}  # none of them
-    return None
+    """A schema equivalent to `not neg`, built from positive keywords, or None where none is
+    known. Exact forms: not (not X) = X; not anyOf = allOf of the negations and not allOf =
+    anyOf of them; an object schema of properties/required (type object or none): an object
+    that misses a required name, or has a declared property with a value its schema rejects
+    (`not` of that schema), and with type object also any value that is not an object."""
+    if isinstance(neg, bool):
+        return not neg
+    if not isinstance(neg, dict):
+        return None
+    keys = set(neg) - _ANNOTATIONS
+    if keys == {"not"} and isinstance(neg["not"], (dict, bool)):
+        return neg["not"]
+    if keys in ({"anyOf"}, {"allOf"}) and isinstance(neg[next(iter(keys))], list):
+        parts = [_negation(b) for b in neg[next(iter(keys))]]
+        if not parts or any(p is None for p in parts):
+            return None
+        return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
+    if not keys or not keys <= {"properties", "required", "type"} or neg.get("type", "object") != "object":
+        return None
+    props, required = neg.get("properties", {}), neg.get("required", [])
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return None
+    failing = [{"properties": {n: False}} for n in required]
+    failing += [{"required": [n], **({"properties": {n: {"not": sub}}} if sub is not False else {})}
+                for n, sub in props.items() if sub is not True and sub != {}]
+    objects = ({"type": "object", "anyOf": failing} if len(failing) > 1 else {"type": "object", **failing[0]}
+               if failing else False)
+    if "type" not in neg:
+        return objects
+    others = [t for t in _TYPES if t != "object"]
+    return {"anyOf": [{"type": others}, objects]} if objects is not False else {"type": others}
 
 
 def _negatable(node) -> bool:
@@ -255,18 +314,3 @@ def _negatable(node) -> bool:
         types = _type_set(node["type"])
         return "integer" not in types or "number" in types
     return _negation(node) is not None
-
-
-def _required_names(node):
-    """The names a schema made only of `required` (also inside allOf) asks for; else None."""
-    if not isinstance(node, dict):
-        return None
-    keys = set(node) - _ANNOTATIONS
-    if keys == {"required"} and isinstance(node["required"], list) and node["required"]:
-        return list(node["required"])
-    if keys == {"allOf"}:
-        names = [_required_names(b) for b in node["allOf"]]
-        if all(n is not None for n in names):
-            return list(dict.fromkeys(n for ns in names for n in ns))
-    return None
-

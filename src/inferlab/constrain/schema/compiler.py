@@ -16,6 +16,7 @@ from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
 from inferlab.constrain.schema.strings import StringsMixin
+from inferlab.constrain.schema.values import ValueChecker
 
 
 class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
@@ -48,6 +49,7 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         self.outlined: dict[str, int] = {}  # regex text -> automaton
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         self.unenforced_formats: list[str] = []
+        self.values = ValueChecker(root)  # enum/const beside other keywords
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -94,8 +96,12 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
             return self.any_value(ptr)
         if node is False:
             raise _Unsat(f"false schema at #{ptr}")
+        if ("const" in node or "enum" in node) and self.values.available:
+            return self.compile_enum(node, ptr, stack)  # any siblings: the values are checked
         if any(k in node for k in _DEPENDENCY_KEYWORDS):
             return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
+        if "if" in node:
+            return self.compile_conditional(node, ptr, stack)
         if "not" in node:
             rewritten = self.without_not(node, ptr, stack)
             if rewritten is not node:

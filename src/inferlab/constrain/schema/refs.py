@@ -70,6 +70,8 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
+        if "if" in a and "if" in b and any(_json_key(a.get(k)) != _json_key(b.get(k)) for k in ("if", "then", "else")):
+            b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
         for key, bv in b.items():
             if key not in out:
@@ -130,6 +132,8 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key == "not":
+            return {"anyOf": [av, bv]}  # not a and not b == not (a or b)
         if key in ("anyOf", "oneOf"):
             # A and (x1 | x2 ...) == (A and x1) | (A and x2) ...: a's branches each carry b's list
             return [{"allOf": [x, {key: bv}]} for x in av]
@@ -195,3 +199,15 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
+
+
+def conditional_as_alternatives(node: dict) -> dict:
+    """{if, then, else, ...rest} -> {...rest, anyOf: [(if and then), (not if and else)]}, for
+    merging with another conditional (allOf of several if/then/else)."""
+    rest = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
+    cond = node["if"]
+    branches = [{"allOf": [cond, node.get("then", True)]}, {"allOf": [{"not": cond}, node.get("else", True)]}]
+    if "anyOf" in rest:
+        return {**{k: v for k, v in rest.items() if k != "anyOf"},
+                "allOf": [{"anyOf": rest["anyOf"]}, {"anyOf": branches}]}
+    return {**rest, "anyOf": branches}
