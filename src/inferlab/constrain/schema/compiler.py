@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
 from inferlab.constrain.schema.canonical import CanonicalMixin
 from inferlab.constrain.schema.combinators import CombinatorsMixin
@@ -19,7 +20,7 @@ from inferlab.constrain.schema.strings import StringsMixin
 from inferlab.constrain.schema.values import ValueChecker
 
 
-class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
+class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
                  stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
         if whitespace not in ("compact", "flexible"):
@@ -106,6 +107,7 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
             rewritten = self.without_not(node, ptr, stack)
             if rewritten is not node:
                 return self.compile(rewritten, ptr, stack)
+            return self.compile_complement(node, ptr, stack)
         for key, reason in _UNSUPPORTED.items():
             if key in node:
                 self.refuse(key, _child(ptr, key), reason)

@@ -1,0 +1,127 @@
+"""`not` over regular operands: the complement of the operand's automaton, per JSON type.
+
+`rest and not neg` is split by type. A type neg admits no value of is compiled from rest alone;
+a type neg admits every value of (no keyword of neg constrains it) is left out; for a scalar type
+(null, boolean, string, integer, number) the language is
+
+    L(rest) and (U_type minus L(neg)),
+
+on byte DFAs (constrain.dfa_algebra), read back as a regex. U_type is the canonical texts of that
+type (constrain.schema.canonical): strings with the escapes json.dumps writes, integers without
+"-0", other numbers in plain decimal notation with at most 15 significant digits. The complement
+is sound only where neg's regex is exact on U_type (a text outside L(neg) then really fails
+neg), so neg is compiled with calls off and any narrowing it triggers is a refusal; the one
+exception is "no exponent", which concerns texts outside U_type. Objects and arrays that neg
+constrains are refused: their texts have many key orders and may repeat keys, which no
+complement of a regex can account for.
+"""
+
+from __future__ import annotations
+
+from inferlab.constrain import dfa_algebra
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _Unsat, _child, _group, _known_keywords,
+                                              _type_set)
+from inferlab.errors import InferlabError
+
+# canonical texts per type (what canonical_json writes); see the module docstring
+_FRACTION = "|".join([r"-?0\.0{0,15}[1-9](?:[0-9]{0,13}[1-9])?"]
+                     + [fr"-?[1-9][0-9]{{{a}}}\.(?:[0-9]{{0,{13 - a}}}[1-9])" for a in range(14)])
+_UNIVERSE = {
+    "null": "null",
+    "boolean": "true|false",
+    "string": r'"(?:[^"\\\u0000-\u001f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*"',
+    "integer": "0|-?[1-9][0-9]*",
+    "number": "0|-?[1-9][0-9]*|" + _FRACTION,
+}
+_OUTSIDE_UNIVERSE = "plain decimal notation only (no exponent)"  # a narrowing about texts U never has
+
+
+class AlgebraMixin:
+    """`not` by automaton complement within the canonical texts of each type (mixed into _Compiler)."""
+
+    def compile_complement(self, node, ptr, stack) -> str:
+        neg_ptr = _child(ptr, "not")
+        rest = {k: v for k, v in node.items() if k != "not"}
+        neg = self.flatten(node["not"], neg_ptr, stack)[0]
+        types = self.types_of(rest, ptr)
+        if types == ["any"]:
+            types = [t for t in _TYPES if t != "number"] + ["number"]
+        parts = []
+        for t in types:
+            try:
+                rest_t = self.merge(rest, {"type": t}, ptr, stack)
+                parts.append(self.complement_part(rest_t, neg, t, ptr, stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        return _group(parts)
+
+    def complement_part(self, rest_t, neg, t: str, ptr: str, stack) -> str:
+        """The regex of rest_t (a schema of type t) and not neg."""
+        neg_ptr = _child(ptr, "not")
+        try:
+            neg_t = self.merge(neg, {"type": t}, neg_ptr, stack)
+        except _Unsat:
+            return self.compile(rest_t, ptr, stack)  # neg admits no value of type t
+        if isinstance(neg_t, dict) and not _constrains(neg_t, t):
+            raise _Unsat(f"not at #{ptr}: no {t} is left")
+        if t in ("object", "array"):
+            self.refuse("not", neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
+            return self.compile(rest_t, ptr, stack)
+        negated = self.exact_operand(neg_t, neg_ptr, stack)
+        if negated is None:
+            return self.compile(rest_t, ptr, stack)  # refused (lenient), or neg is empty for t
+        if t == "number":
+            self.narrow(f"not at #{ptr}: numbers are generated in plain decimal notation with at most 15 "
+                        "significant digits")
+        self.inline += 1
+        try:
+            kept = self.compile(rest_t, ptr, stack)
+        finally:
+            self.inline -= 1
+        try:
+            d = dfa_algebra.product(compile_regex(kept, max_states=dfa_algebra.MAX_PRODUCT_STATES),
+                                    dfa_algebra.product(compile_regex(_UNIVERSE[t]),
+                                                        compile_regex(negated, max_states=dfa_algebra.MAX_PRODUCT_STATES),
+                                                        "minus"), "and")
+            regex = dfa_algebra.to_regex(d)
+        except InferlabError as exc:
+            self.refuse("not", neg_ptr, f"{exc} (complement of the operand)")
+            return kept
+        if regex is None:
+            raise _Unsat(f"not at #{ptr}: no {t} is left")
+        return regex
+
+    def exact_operand(self, node, ptr: str, stack) -> str | None:
+        """The flat regex of an operand to complement, or None where it has no value. A narrowing
+        there (the regex smaller than the schema) would make the complement looser: refused."""
+        saved, self.narrowed = self.narrowed, []
+        self.inline += 1
+        try:
+            regex = self.compile(node, ptr, stack)
+        except _Unsat as exc:
+            regex = None
+            if exc.cut:
+                self.narrowed.append(str(exc))
+        finally:
+            self.inline -= 1
+            narrowed, self.narrowed = self.narrowed, saved
+        inexact = [m for m in narrowed if _OUTSIDE_UNIVERSE not in m or "digits after the point" in m]
+        if inexact:
+            self.refuse("not", ptr, f"its operand is not compiled exactly ({inexact[0]})")
+            return None
+        return regex
+
+
+def _constrains(node: dict, t: str) -> bool:
+    """Does any keyword of node (already of type t) constrain values of type t?"""
+    if t == "number" and "number" not in _type_set(node.get("type", "number")):
+        return True  # integers only
+    others = {k for family, keys in _FAMILY_KEYWORDS.items() if family != _family(t) for k in keys}
+    return bool(set(node) & _known_keywords() - others - {"type"})
+
+
+def _family(t: str) -> str:
+    return "number" if t == "integer" else t
