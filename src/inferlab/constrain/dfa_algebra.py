@@ -18,6 +18,7 @@ from inferlab.errors import InferlabError
 
 MAX_PRODUCT_STATES = 20_000
 MAX_REGEX_CHARS = 200_000
+MAX_REGEX_STATES = 2_000  # state elimination copies labels per path: beyond this it is slow and huge
 
 # UTF-8 lead bytes: (first, last, continuation bytes, payload mask, lowest and highest code point)
 _LEADS = ((0xC2, 0xDF, 1, 0x1F, 0x80, 0x7FF), (0xE0, 0xEF, 2, 0x0F, 0x800, 0xFFFF),
@@ -73,6 +74,9 @@ def to_regex(d: DFA, *, max_chars: int = MAX_REGEX_CHARS) -> str | None:
     points, or None for the empty language. The DFA must read valid UTF-8 only (no call markers)."""
     if is_empty(d):
         return None
+    if d.n_states > MAX_REGEX_STATES:
+        raise AutomatonTooLarge(f"the automaton has {d.n_states:,} states, over the {MAX_REGEX_STATES:,} "
+                                "a regex is read back from")
     memo: dict[tuple[int, int], tuple] = {}
     # the states at character boundaries (the others are inside a multi-byte character)
     edges = {d.start: _code_point_edges(d, d.start, memo)}

@@ -82,17 +82,26 @@ class AlgebraMixin:
         finally:
             self.inline -= 1
         try:
-            d = dfa_algebra.product(compile_regex(kept, max_states=dfa_algebra.MAX_PRODUCT_STATES),
-                                    dfa_algebra.product(compile_regex(_UNIVERSE[t]),
-                                                        compile_regex(negated, max_states=dfa_algebra.MAX_PRODUCT_STATES),
-                                                        "minus"), "and")
-            regex = dfa_algebra.to_regex(d)
+            regex = _combine(_combine(_UNIVERSE[t], negated, "minus"), kept, "and")
         except InferlabError as exc:
             self.refuse("not", neg_ptr, f"{exc} (complement of the operand)")
             return kept
         if regex is None:
             raise _Unsat(f"not at #{ptr}: no {t} is left")
         return regex
+
+    def intersection(self, regexes: list[str], ptr: str) -> str | None:
+        """The regex of the texts all the (flat) regexes match, by automaton product; None where
+        that is over the size limits (the caller refuses or falls back)."""
+        out = regexes[0]
+        try:
+            for other in regexes[1:]:
+                out = _combine(out, other, "and")
+                if out is None:
+                    raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
+        except InferlabError:
+            return None
+        return out
 
     def exact_operand(self, node, ptr: str, stack) -> str | None:
         """The flat regex of an operand to complement, or None where it has no value. A narrowing
@@ -113,6 +122,13 @@ class AlgebraMixin:
             self.refuse("not", ptr, f"its operand is not compiled exactly ({inexact[0]})")
             return None
         return regex
+
+
+def _combine(a: str, b: str, op: str) -> str | None:
+    """regex a op b ("and", "or", "minus") through byte DFAs; None: the empty language."""
+    limit = dfa_algebra.MAX_PRODUCT_STATES
+    d = dfa_algebra.product(compile_regex(a, max_states=limit), compile_regex(b, max_states=limit), op)
+    return dfa_algebra.to_regex(d)
 
 
 def _constrains(node: dict, t: str) -> bool:

@@ -30,8 +30,13 @@ class StringsMixin:
             ast = self.pattern_ast(node["pattern"], _child(ptr, "pattern"))
         if "format" in node:
             fast = self.format_ast(node["format"], _child(ptr, "format"))
-            if fast is not None and ast is not None:
-                self.refuse("format", _child(ptr, "format"), "format together with pattern is not supported")
+            if fast is not None and ast is not None:  # both: the product of their automata
+                both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"',
+                                          f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                if both is not None:
+                    return both
+                self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
+                            "intersection is over the automaton size limits")
             elif fast is not None:
                 ast = fast
         if ast is None:
@@ -45,6 +50,9 @@ class StringsMixin:
                 if a >= lo and (hi is None or (b is not None and b <= hi)):
                     limited = ast
                 else:
+                    exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                    if exact is not None:
+                        return exact
                     limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
                     if limited is None:
