@@ -40,10 +40,8 @@ _OUTSIDE_UNIVERSE = "plain decimal notation only (no exponent)"  # a narrowing a
 class AlgebraMixin:
     """`not` by automaton complement within the canonical texts of each type (mixed into _Compiler)."""
 
-    def compile_complement(self, node, ptr, stack) -> str:
-        neg_ptr = _child(ptr, "not")
-        rest = {k: v for k, v in node.items() if k != "not"}
-        neg = self.flatten(node["not"], neg_ptr, stack)[0]
+    def compile_complement(self, rest: dict, neg, ptr: str, neg_ptr: str, stack, keyword: str = "not") -> str:
+        """rest and not neg (neg flattened), type by type (see the module docstring)."""
         types = self.types_of(rest, ptr)
         if types == ["any"]:
             types = [t for t in _TYPES if t != "number"] + ["number"]
@@ -51,16 +49,15 @@ class AlgebraMixin:
         for t in types:
             try:
                 rest_t = self.merge(rest, {"type": t}, ptr, stack)
-                parts.append(self.complement_part(rest_t, neg, t, ptr, stack))
+                parts.append(self.complement_part(rest_t, neg, t, ptr, neg_ptr, stack, keyword))
             except _Unsat as exc:
                 self.note_cut(exc)
         if not parts:
             raise _Unsat(f"not at #{ptr}: nothing is valid")
         return _group(parts)
 
-    def complement_part(self, rest_t, neg, t: str, ptr: str, stack) -> str:
+    def complement_part(self, rest_t, neg, t: str, ptr: str, neg_ptr: str, stack, keyword: str) -> str:
         """The regex of rest_t (a schema of type t) and not neg."""
-        neg_ptr = _child(ptr, "not")
         try:
             neg_t = self.merge(neg, {"type": t}, neg_ptr, stack)
         except _Unsat:
@@ -68,13 +65,13 @@ class AlgebraMixin:
         if isinstance(neg_t, dict) and not _constrains(neg_t, t):
             raise _Unsat(f"not at #{ptr}: no {t} is left")
         if t in ("object", "array"):
-            self.refuse("not", neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
+            self.refuse(keyword, neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
             return self.compile(rest_t, ptr, stack)
-        negated = self.exact_operand(neg_t, neg_ptr, stack)
+        negated = self.exact_operand(neg_t, neg_ptr, stack, keyword)
         if negated is None:
             return self.compile(rest_t, ptr, stack)  # refused (lenient), or neg is empty for t
         if t == "number":
-            self.narrow(f"not at #{ptr}: numbers are generated in plain decimal notation with at most 15 "
+            self.narrow(f"{keyword} at #{neg_ptr}: numbers are generated in plain decimal notation with at most 15 "
                         "significant digits")
         self.inline += 1
         try:
@@ -84,7 +81,7 @@ class AlgebraMixin:
         try:
             regex = _combine(_combine(_UNIVERSE[t], negated, "minus"), kept, "and")
         except InferlabError as exc:
-            self.refuse("not", neg_ptr, f"{exc} (complement of the operand)")
+            self.refuse(keyword, neg_ptr, f"{exc} (complement of the operand)")
             return kept
         if regex is None:
             raise _Unsat(f"not at #{ptr}: no {t} is left")
@@ -103,7 +100,7 @@ class AlgebraMixin:
             return None
         return out
 
-    def exact_operand(self, node, ptr: str, stack) -> str | None:
+    def exact_operand(self, node, ptr: str, stack, keyword: str) -> str | None:
         """The flat regex of an operand to complement, or None where it has no value. A narrowing
         there (the regex smaller than the schema) would make the complement looser: refused."""
         saved, self.narrowed = self.narrowed, []
@@ -119,7 +116,7 @@ class AlgebraMixin:
             narrowed, self.narrowed = self.narrowed, saved
         inexact = [m for m in narrowed if _OUTSIDE_UNIVERSE not in m or "digits after the point" in m]
         if inexact:
-            self.refuse("not", ptr, f"its operand is not compiled exactly ({inexact[0]})")
+            self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
             return None
         return regex
 

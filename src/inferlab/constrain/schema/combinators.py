@@ -13,19 +13,25 @@ from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES,
 class CombinatorsMixin:
     """anyOf/oneOf (disjointness), not (rewritten where exact), enum/const (mixed into _Compiler)."""
 
-    def without_not(self, node, ptr, stack) -> dict:
-        """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.
+    def compile_negated(self, rest: dict, neg, ptr: str, neg_ptr: str, stack, keyword: str = "not") -> str:
+        """The regex of `rest and not neg`: positive keywords where exact (without_not), else by
+        automaton complement (schema.algebra); refusals name `keyword` at neg_ptr."""
+        if isinstance(neg, dict):
+            try:
+                neg = self.flatten(neg, neg_ptr, stack)[0]
+            except _Unsat:
+                return self.compile(rest, ptr, stack)  # not (nothing) = anything
+        positive = self.without_not(rest, neg, ptr, stack)
+        if positive is not None:
+            return self.compile(positive, ptr, stack)
+        return self.compile_complement(rest, neg, ptr, neg_ptr, stack, keyword)
+
+    def without_not(self, rest: dict, neg, ptr, stack) -> dict | None:
+        """`rest and not neg` (neg flattened) as positive keywords where that is exact; else None.
 
         not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
         otherwise the positive forms of _negation (required, properties, anyOf/allOf of them,
         double negation)."""
-        neg = node["not"]
-        rest = {k: v for k, v in node.items() if k != "not"}
-        if isinstance(neg, dict):
-            try:
-                neg = self.flatten(neg, _child(ptr, "not"), stack)[0]
-            except _Unsat:
-                return rest  # not (nothing) = anything
         if neg is True or neg == {} or (isinstance(neg, dict) and not _constraining(neg)):
             raise _Unsat(f"not at #{ptr}: nothing is valid")
         if neg is False:
@@ -38,14 +44,13 @@ class CombinatorsMixin:
             if "number" in allowed:
                 allowed |= {"integer"}  # "number" includes the integers
             if "integer" in banned and "number" not in banned and "number" in allowed:
-                return node  # "a number that is not an integer" has no exact regex here
+                return None  # "a number that is not an integer": by automaton
             if not allowed - banned:
                 raise _Unsat(f"not at #{ptr}: no type is left")
-            rest["type"] = sorted(allowed - banned)
-            return rest
+            return {**rest, "type": sorted(allowed - banned)}
         positive = _negation(neg)
         if positive is None:
-            return node
+            return None
         if positive is False:
             raise _Unsat(f"not at #{ptr}: nothing is valid")
         return self.merge(rest, positive, ptr, stack)
@@ -53,14 +58,17 @@ class CombinatorsMixin:
     def compile_conditional(self, node, ptr, stack) -> str:
         """if/then/else as (if and then) or (not if and else): two disjoint alternatives."""
         rest = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
-        cond = node["if"]
+        cond, cond_ptr = node["if"], _child(ptr, "if")
         parts = []
-        for branch, key, guard in ((node.get("then", True), "then", cond), (node.get("else", True), "else", {"not": cond})):
-            bptr = _child(ptr, key if key in node else "if")
+        for key in ("then", "else"):
+            bptr = _child(ptr, key) if key in node else cond_ptr
             try:
-                merged = self.merge(self.merge(rest, self.flatten(guard, _child(ptr, "if"), stack)[0], bptr, stack),
-                                    self.flatten(branch, bptr, stack)[0], bptr, stack)
-                parts.append(self.compile(merged, bptr, stack))
+                merged = self.merge(rest, self.flatten(node.get(key, True), bptr, stack)[0], bptr, stack)
+                if key == "then":
+                    merged = self.merge(merged, self.flatten(cond, cond_ptr, stack)[0], bptr, stack)
+                    parts.append(self.compile(merged, bptr, stack))
+                else:
+                    parts.append(self.compile_negated(merged, cond, bptr, cond_ptr, stack, keyword="if"))
             except _Unsat as exc:
                 self.note_cut(exc)
         if not parts:

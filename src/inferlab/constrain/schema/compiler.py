@@ -104,10 +104,8 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         if "if" in node:
             return self.compile_conditional(node, ptr, stack)
         if "not" in node:
-            rewritten = self.without_not(node, ptr, stack)
-            if rewritten is not node:
-                return self.compile(rewritten, ptr, stack)
-            return self.compile_complement(node, ptr, stack)
+            return self.compile_negated({k: v for k, v in node.items() if k != "not"}, node["not"], ptr,
+                                        _child(ptr, "not"), stack)
         for key, reason in _UNSUPPORTED.items():
             if key in node:
                 self.refuse(key, _child(ptr, key), reason)
