@@ -11,7 +11,10 @@ type (constrain.schema.canonical): strings with the escapes json.dumps writes, i
 "-0", other numbers in plain decimal notation with at most 15 significant digits. The complement
 is sound only where neg's regex is exact on U_type (a text outside L(neg) then really fails
 neg), so neg is compiled with calls off and any narrowing it triggers is a refusal; the one
-exception is "no exponent", which concerns texts outside U_type. Objects and arrays that neg
+exception is "no exponent", which concerns texts outside U_type. Inside the operand, patterns
+mean a superset of their ECMA-262 and Python meanings (Unicode classes, Python's `.` and `$`),
+formats (subsets by design) are refused, and so is a negation (it would need the opposite
+polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays that neg
 constrains are refused: their texts have many key orders and may repeat keys, which no
 complement of a regex can account for.
 """
@@ -64,6 +67,9 @@ class AlgebraMixin:
             return self.compile(rest_t, ptr, stack)  # neg admits no value of type t
         if isinstance(neg_t, dict) and not _constrains(neg_t, t):
             raise _Unsat(f"not at #{ptr}: no {t} is left")
+        if self.operand_depth:  # the complement of a complement would need the other polarity
+            self.refuse(keyword, neg_ptr, "a negation inside a negated schema is not supported")
+            return self.compile(rest_t, ptr, stack)
         if t in ("object", "array"):
             self.refuse(keyword, neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
             return self.compile(rest_t, ptr, stack)
@@ -105,6 +111,7 @@ class AlgebraMixin:
         there (the regex smaller than the schema) would make the complement looser: refused."""
         saved, self.narrowed = self.narrowed, []
         self.inline += 1
+        self.operand_depth += 1
         try:
             regex = self.compile(node, ptr, stack)
         except _Unsat as exc:
@@ -113,6 +120,7 @@ class AlgebraMixin:
                 self.narrowed.append(str(exc))
         finally:
             self.inline -= 1
+            self.operand_depth -= 1
             narrowed, self.narrowed = self.narrowed, saved
         inexact = [m for m in narrowed if _OUTSIDE_UNIVERSE not in m or "digits after the point" in m]
         if inexact:

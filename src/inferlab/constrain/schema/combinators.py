@@ -225,6 +225,9 @@ class CombinatorsMixin:
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
         elif rest and self.values.available:  # every keyword, by the reference validator
             values = self.validated(node, values, where)
+        elif rest and self.operand_depth:  # a regex check keeps a subset: too few inside a negation
+            self.refuse("enum" if "enum" in node else "const", where, "values beside other keywords inside a "
+                        "negated schema are checked exactly only with jsonschema installed")
         elif rest:  # the other keywords, through their (sound) regex
             self.inline += 1
             try:

@@ -51,6 +51,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         self.unenforced_formats: list[str] = []
         self.values = ValueChecker(root)  # enum/const beside other keywords
+        self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
