@@ -74,7 +74,10 @@ def test_to_regex_size_limit_is_an_error():
 
 # --- schemas ------------------------------------------------------------------------------
 
-STRINGS = st.sampled_from(["", "a", "ab", "abc", "B1", "x-y", "é", "0"])
+# the strings where ECMA-262 and Python disagree are here too: "$" before a final newline,
+# Unicode digits and spaces, "." and "\r"
+STRINGS = st.sampled_from(["", "a", "ab", "abc", "B1", "x-y", "é", "0", "b\n", "ab\n", "٣", "a\u3000", "\r",
+                           "x\r", "\ufeff"])
 NUMBERS = st.sampled_from([0, 1, -1, 2, 7, 10, 0.5, -2.25, 3.75, 100])
 
 
@@ -190,8 +193,16 @@ def _check(schema, values, rng, counts, mode):
         valid = v.is_valid(value)
         if accepted:
             assert valid, (schema, value)  # soundness on random values
-        elif valid and not compiled.narrowed and not isinstance(value, (dict, float)):
+        elif valid and not compiled.narrowed and _plain(value):
             raise AssertionError(f"valid and not accepted, with no narrowing recorded: {schema} {value!r}")
+
+
+def _plain(value) -> bool:
+    """A scalar whose text no documented subset touches (patterns use the meaning ECMA-262 and
+    Python share, so strings with line breaks, Unicode digits or spaces may be left out)."""
+    if isinstance(value, str):
+        return value.isascii() and value.isprintable()
+    return not isinstance(value, (dict, list, float))
 
 
 @pytest.mark.parametrize("mode", ["compact", "grammar"])

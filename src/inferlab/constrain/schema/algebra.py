@@ -85,25 +85,23 @@ class AlgebraMixin:
         finally:
             self.inline -= 1
         try:
-            regex = _combine(_combine(_UNIVERSE[t], negated, "minus"), kept, "and")
+            regex = _combined([_UNIVERSE[t], negated, kept], ["minus", "and"])
         except InferlabError as exc:
             self.refuse(keyword, neg_ptr, f"{exc} (complement of the operand)")
             return kept
         if regex is None:
-            raise _Unsat(f"not at #{ptr}: no {t} is left")
+            raise _Unsat(f"{keyword} at #{ptr}: no {t} is left")
         return regex
 
     def intersection(self, regexes: list[str], ptr: str) -> str | None:
         """The regex of the texts all the (flat) regexes match, by automaton product; None where
         that is over the size limits (the caller refuses or falls back)."""
-        out = regexes[0]
         try:
-            for other in regexes[1:]:
-                out = _combine(out, other, "and")
-                if out is None:
-                    raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
+            out = _combined(regexes, ["and"] * (len(regexes) - 1))
         except InferlabError:
             return None
+        if out is None:
+            raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
         return out
 
     def exact_operand(self, node, ptr: str, stack, keyword: str) -> str | None:
@@ -129,10 +127,13 @@ class AlgebraMixin:
         return regex
 
 
-def _combine(a: str, b: str, op: str) -> str | None:
-    """regex a op b ("and", "or", "minus") through byte DFAs; None: the empty language."""
+def _combined(regexes: list[str], ops: list[str]) -> str | None:
+    """((r0 op0 r1) op1 r2) ... on byte DFAs ("and", "or", "minus"), read back as one regex;
+    None: the empty language. Raises InferlabError past the size limits."""
     limit = dfa_algebra.MAX_PRODUCT_STATES
-    d = dfa_algebra.product(compile_regex(a, max_states=limit), compile_regex(b, max_states=limit), op)
+    d = compile_regex(regexes[0], max_states=limit)
+    for regex, op in zip(regexes[1:], ops):
+        d = dfa_algebra.product(d, compile_regex(regex, max_states=limit), op)
     return dfa_algebra.to_regex(d)
 
 
