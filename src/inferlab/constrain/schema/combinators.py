@@ -53,7 +53,8 @@ class CombinatorsMixin:
             return None
         if positive is False:
             raise _Unsat(f"not at #{ptr}: nothing is valid")
-        return self.merge(rest, positive, ptr, stack)
+        # flattened first: a $ref in it (not not {$ref}) must not take rest as ignored siblings
+        return self.merge(rest, self.flatten(positive, ptr, stack)[0], ptr, stack)
 
     def compile_conditional(self, node, ptr, stack) -> str:
         """if/then/else as (if and then) or (not if and else): two disjoint alternatives."""
@@ -213,8 +214,7 @@ class CombinatorsMixin:
         where = _child(ptr, "const" if "const" in node else "enum")
         if not isinstance(values, list):
             raise self.error("enum", where, "must be an array")
-        rest = {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
-                and k not in _ANNOTATIONS}
+        rest = enum_siblings(node)
         if "enum" in node and "const" in node:
             keys = {_json_key(node["const"])}
             values = [v for v in node["enum"] if _json_key(v) in keys]
@@ -272,6 +272,12 @@ class CombinatorsMixin:
             inner = self.tok(",").join(_lit(dumps(k)) + self.tok(":") + self.spaced_literal(v) for k, v in value.items())
             return self.tok("{") + inner + self.tok("}")
         return _lit(dumps(value))
+
+
+def enum_siblings(node: dict) -> dict:
+    """The keywords beside enum/const that constrain instances."""
+    return {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
+            and k not in _ANNOTATIONS}
 
 
 def _intervals_disjoint(a, b) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
 from inferlab.constrain.schema.canonical import CanonicalMixin
-from inferlab.constrain.schema.combinators import CombinatorsMixin
+from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
 from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NUMBER, _OLD_DRAFTS, _STRING, _TYPES,
@@ -98,7 +98,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
             return self.any_value(ptr)
         if node is False:
             raise _Unsat(f"false schema at #{ptr}")
-        if ("const" in node or "enum" in node) and self.values.available:
+        if ("const" in node or "enum" in node) and set(enum_siblings(node)) - {"type"} and self.values.available:
             return self.compile_enum(node, ptr, stack)  # any siblings: the values are checked
         if any(k in node for k in _DEPENDENCY_KEYWORDS):
             return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
