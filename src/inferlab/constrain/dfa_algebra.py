@@ -119,7 +119,8 @@ def to_regex(d: DFA, *, max_chars: int = MAX_REGEX_CHARS) -> str | None:
             inc[r].discard(q)
         out[q], inc[q] = {}, set()
     label = out[start].get(final)
-    return None if label is None else label.text
+    # one unit: the compiler concatenates and repeats subschema regexes as they are
+    return None if label is None else _group(label, 2)
 
 
 def _weight(q: int, out, inc) -> int:
