@@ -304,3 +304,12 @@ def test_pattern_with_format_is_their_intersection():
     schema = {"type": "string", "format": "date", "pattern": "^2024-"}
     for text, want in (('"2024-02-29"', True), ('"2023-02-28"', False), ('"2024-13-01"', False)):
         assert _accepts(schema, text) == want, text
+
+
+def test_length_with_a_search_pattern_is_their_intersection():
+    # "[0-9a-f]+" searches: any 4 characters with a hex digit somewhere
+    schema = {"type": "string", "pattern": "[0-9a-f]+", "minLength": 4, "maxLength": 4}
+    compiled = compile_schema(schema)
+    assert not compiled.narrowed
+    for text, want in (('"beef"', True), ('"xbee"', True), ('"xyzq"', False), ('"beefs"', False), ('"bee"', False)):
+        assert (re.fullmatch(compiled.regex, text) is not None) == want, text

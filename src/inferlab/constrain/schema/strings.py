@@ -13,6 +13,11 @@ from inferlab.errors import InferlabError
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _child, _group, _lit, _repeat
 
 
+# Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
+# product counts characters in thousands of states, costs seconds and is over the regex limits).
+INTERSECT_LENGTH_MAX = 16
+
+
 class StringsMixin:
     """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (mixed into _Compiler)."""
 
@@ -50,7 +55,9 @@ class StringsMixin:
                 if a >= lo and (hi is None or (b is not None and b <= hi)):
                     limited = ast
                 else:
-                    exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                    exact = None
+                    if max(lo, hi or 0) <= INTERSECT_LENGTH_MAX:
+                        exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                     if exact is not None:
                         return exact
                     limited = _length_subset(ast, lo, hi)
