@@ -21,6 +21,8 @@ complement of a regex can account for.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from inferlab.constrain import dfa_algebra
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _Unsat, _child, _group, _known_keywords,
@@ -85,7 +87,7 @@ class AlgebraMixin:
         finally:
             self.inline -= 1
         try:
-            regex = _combined([_UNIVERSE[t], negated, kept], ["minus", "and"])
+            regex = _combined((_UNIVERSE[t], negated, kept), ("minus", "and"))
         except InferlabError as exc:
             self.refuse(keyword, neg_ptr, f"{exc} (complement of the operand)")
             return kept
@@ -97,7 +99,7 @@ class AlgebraMixin:
         """The regex of the texts all the (flat) regexes match, by automaton product; None where
         that is over the size limits (the caller refuses or falls back)."""
         try:
-            out = _combined(regexes, ["and"] * (len(regexes) - 1))
+            out = _combined(tuple(regexes), ("and",) * (len(regexes) - 1))
         except InferlabError:
             return None
         if out is None:
@@ -127,14 +129,20 @@ class AlgebraMixin:
         return regex
 
 
-def _combined(regexes: list[str], ops: list[str]) -> str | None:
+@lru_cache(maxsize=256)
+def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:
     """((r0 op0 r1) op1 r2) ... on byte DFAs ("and", "or", "minus"), read back as one regex;
-    None: the empty language. Raises InferlabError past the size limits."""
-    limit = dfa_algebra.MAX_PRODUCT_STATES
-    d = compile_regex(regexes[0], max_states=limit)
+    None: the empty language. Raises InferlabError past the size limits. Cached: conditionals
+    distributed over allOf meet the same operands many times."""
+    d = _dfa(regexes[0])
     for regex, op in zip(regexes[1:], ops):
-        d = dfa_algebra.product(d, compile_regex(regex, max_states=limit), op)
+        d = dfa_algebra.product(d, _dfa(regex), op)
     return dfa_algebra.to_regex(d)
+
+
+@lru_cache(maxsize=256)
+def _dfa(regex: str):
+    return compile_regex(regex, max_states=dfa_algebra.MAX_PRODUCT_STATES)
 
 
 def _constrains(node: dict, t: str) -> bool:

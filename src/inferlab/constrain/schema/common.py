@@ -70,6 +70,9 @@ _DEPENDENCY_KEYWORDS = ("dependencies", "dependentRequired", "dependentSchemas")
 MAX_DEPENDENCIES = 4  # each one doubles the alternatives (present or absent)
 
 
+MAX_CONDITIONALS = 6  # if/then/else under one allOf: each doubles the alternatives
+
+
 _OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 
 

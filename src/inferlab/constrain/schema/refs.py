@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (MAX_AUTOMATA, SchemaTooLarge, _NOTHING, _Unsat, _child,
+from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_key, _known_keywords,
                                               _type_set)
 
@@ -53,6 +53,10 @@ class RefsMixin:
                 branches = node["allOf"]
                 if not isinstance(branches, list) or not branches:
                     raise self.error("allOf", ptr, "must be a non-empty array")
+                conditionals = sum(isinstance(b, dict) and "if" in b for b in branches) + ("if" in node)
+                if conditionals > MAX_CONDITIONALS:
+                    raise SchemaTooLarge(f"if at #{_child(ptr, 'allOf')}: {conditionals} conditionals under one "
+                                         f"allOf (each doubles the alternatives; at most {MAX_CONDITIONALS})")
                 merged = {k: v for k, v in node.items() if k != "allOf"}
                 for k, branch in enumerate(branches):
                     flat, _, _ = self.flatten(branch, _child(ptr, "allOf", k), stack)
