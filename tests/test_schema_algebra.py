@@ -227,7 +227,7 @@ def test_scalar_combinators_accept_only_valid_values(mode):
 def test_conditionals_on_objects_accept_only_valid_objects():
     counts = Counter()
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(objects(), st.lists(OBJECT_VALUES, min_size=4, max_size=10), st.randoms(use_true_random=False))
     def prop(schema, values, rng):
         _check(schema, values, rng, counts, "compact")
