@@ -192,13 +192,13 @@ def test_flexible_whitespace_is_optional_and_bounded():
     ({"type": "string", "minLength": 3, "maxLength": 2}, "maxLength", "#/maxLength"),
     ({"type": "integer", "minimum": 5, "maximum": 4}, "minimum", "#/minimum"),
     ({"type": "integer", "enum": ["a"]}, "enum", "#/enum"),
-    ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "#/properties/x/not"),
+    ({"properties": {"x": {"not": {"type": "object", "minProperties": 2}}}}, "not", "#/properties/x/not"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "#/uniqueItems"),
     ({"type": "string", "format": "ipv6"}, "format", "#/format"),
     ({"type": "number", "exclusiveMinimum": 1e13}, "exclusiveMinimum", "#/exclusiveMinimum"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf", "#/multipleOf"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", "#/oneOf"),
-    ({"if": {"type": "string"}, "then": {"minLength": 1}}, "if", "#/if"),
+    ({"if": {"type": "array", "minItems": 1}, "then": {"maxItems": 3}}, "if", "#/if"),
     ({"type": "string", "pattern": "^(?=a)b$"}, "pattern", "#/pattern"),
     ({"$ref": "other.json#/x"}, "$ref", "#"),
     ({"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2}, "maxItems", "#/maxItems"),
@@ -367,7 +367,8 @@ def test_oneof_shapes_with_extra_keys_allowed_are_refused():
 
 
 def test_length_subset_is_recorded_as_a_narrowing():
-    compiled = compile_schema({"type": "string", "pattern": "[0-9a-f]+", "minLength": 4, "maxLength": 4})
+    # (up to INTERSECT_LENGTH_MAX the intersection is exact: tests/test_schema_algebra.py)
+    compiled = compile_schema({"type": "string", "pattern": "[0-9a-f]+", "minLength": 4, "maxLength": 40})
     assert re.fullmatch(compiled.regex, '"beef"') and not re.fullmatch(compiled.regex, '"xbeef"')
     assert any("a subset is generated" in n for n in compiled.narrowed)
 
@@ -419,11 +420,6 @@ NOT_CASES = {
 def test_not_forms(name):
     schema, good, bad = NOT_CASES[name]
     check(schema, good, bad)
-
-
-def test_not_integer_on_numbers_is_refused():
-    with pytest.raises(SchemaError, match="^not at #/not"):
-        compile_schema({"type": "number", "not": {"type": "integer"}})
 
 
 def test_oneof_of_required_keys_means_exactly_one():

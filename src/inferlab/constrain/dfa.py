@@ -210,7 +210,14 @@ def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: b
     class_of = byte_classes(nfa)
     rows_l, acc_l = _determinize(nfa, class_of, max_states)
     rows = np.asarray(rows_l, dtype=np.int64).reshape(len(rows_l), -1)  # (S, C)
-    accepting = np.asarray(acc_l, dtype=bool)
+    return from_rows(rows, np.asarray(acc_l, dtype=bool), class_of, minimize=minimize)
+
+
+def from_rows(rows: np.ndarray, accepting: np.ndarray, class_of: np.ndarray, *, minimize: bool = True) -> DFA:
+    """A DFA from its transitions over byte classes (start state 0): trimmed, renumbered,
+    (minimised,) and expanded to the dense (S, 256) form.
+
+    rows: (S, C) int64, -1 = dead; accepting: (S,) bool; class_of: (256,) class of each byte."""
     live = _trim(rows, accepting)
     start = 0
     if not live[start]:  # the empty language: one state, no transitions, not accepting

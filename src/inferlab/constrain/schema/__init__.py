@@ -11,8 +11,12 @@ pointer ("minimum at #/properties/age: ..."), or, with `lenient=True`, is listed
 
 Supported keywords
 - type (a name or a list; "integer" is a subset of "number"); boolean schemas true / false;
-- enum, const: any JSON values, written canonically (compact, ensure_ascii=False); values that
-  fail the schema's other keywords are dropped;
+- enum, const: any JSON values, written canonically (compact, ensure_ascii=False); beside any
+  other keywords (not, if, oneOf, allOf, $ref, ...), exactly the listed values that validate
+  against the whole subschema are kept, checked by `jsonschema` (the root's dialect, format
+  checker on, $ref resolved against the root; a format it cannot check here is an error). It is
+  an optional dependency (extra `schema`): without it the values are checked through the other
+  keywords' regexes, and keywords those cannot express are errors;
 - object: properties (emitted in schema order; an optional property may be omitted), required
   (a required name missing from properties gets the additionalProperties schema),
   additionalProperties false / schema / true: extra keys come after the declared ones and never
@@ -30,9 +34,10 @@ Supported keywords
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
   date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds with a pattern or
-  format: intersected exactly where the shape allows (one repeated part), else a recorded subset
-  (search padding dropped, the length budget split over repeated parts of fixed width), else an
-  error;
+  format: intersected exactly where the shape allows (one repeated part) or by automaton product
+  (constrain.dfa_algebra) where that is small, else a recorded subset (search padding dropped,
+  the length budget split over repeated parts of fixed width), else an error; pattern with
+  format: their automaton product, else an error;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
@@ -43,10 +48,21 @@ Supported keywords
 - anyOf; oneOf when no text generated for one branch validates another (types, enum/const
   values, numeric ranges, array lengths, a required key the other branch never writes or with
   values it cannot take), since then oneOf == anyOf on what is generated;
-- not: not {} (nothing), not {type}, not {required: [...]} (an object missing one of them), not
-  {anyOf: [{required}...]}; other forms are errors;
-  allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
-  each side's additionalProperties, anyOf/oneOf distributed);
+- not, exact in two ways (schema.algebra). Rewritten as positive keywords: not {} (nothing), not
+  {type}, not {required: [...]} (an object missing one of them), not {properties: {k: S}}
+  (an object with k whose value is `not S`), with type object or none, not (not S) = S, and
+  anyOf/allOf of these (allOf of negations, anyOf of negations). Otherwise by automaton, type by
+  type: a type the operand admits nothing of is kept as the rest of the schema says; one it
+  admits all of is dropped; for null, boolean, string, integer and number, the rest's regex
+  intersected with the canonical texts of the type (strings with json.dumps's escapes; numbers
+  in plain decimal notation, non-integers with at most 15 significant digits: a narrowing,
+  recorded) minus the operand's regex. The operand must compile flat (no calls) with no
+  narrowing, since a narrowed operand would make its complement looser than the schema; that,
+  a constrained object or array operand, and automata over the size limits are errors;
+- if/then/else: (if and then) or (not if and else), each side compiled as above;
+- allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
+  each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
+  if/then/else as its two alternatives);
 - $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
   `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
@@ -54,7 +70,7 @@ Supported keywords
 - annotations and unknown keywords (title, description, default, examples, $schema, $id,
   $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
 
-Everything else that constrains instances (other `not`s, if/then/else, multipleOf other than 1,
+Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
 contains, uniqueItems, propertyNames, unevaluated*, $dynamicRef, formats not listed, ...) is an
 error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
 maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
@@ -107,8 +123,9 @@ The flat regex (compile_schema) cannot forbid repeats: there extra keys may repe
 
 # The package, one module per stage or type family: common (errors, results, regex text,
 # keyword tables), refs ($ref and allOf merging, stack-mode calls), strings (patterns, lengths,
-# formats), numbers, arrays, objects, combinators (anyOf/oneOf/not/enum), canonical (the
-# canonical text of an instance), compiler (dispatch and the entry points).
+# formats), numbers, arrays, objects, combinators (anyOf/oneOf/not rewrites/if/enum), algebra
+# (not by automaton complement, intersections), values (enum/const checked by jsonschema),
+# canonical (the canonical text of an instance), compiler (dispatch and the entry points).
 from inferlab.constrain.schema.common import (COUNT_MIN, FLEXIBLE_WS_MAX, MAX_DEPENDENCIES, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, MEMBER_BLOCK, OUTLINE_CHARS, CompiledSchema,
                                               SchemaError, SchemaTooLarge, dumps)

@@ -63,7 +63,8 @@ class CanonicalMixin:
         if isinstance(instance, float) and instance.is_integer() and "type" in node and \
                 "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
             return dumps(int(instance))
-        if isinstance(instance, float) and math.isfinite(instance) and any(k in node for k in _FAMILY_KEYWORDS["number"]):
-            return _plain_decimal(instance)  # bounded numbers are generated without exponents
+        if isinstance(instance, float) and math.isfinite(instance) and \
+                any(k in node for k in (*_FAMILY_KEYWORDS["number"], "not")):
+            return _plain_decimal(instance)  # bounded numbers and complements are generated without exponents
         return dumps(instance)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (_ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
+from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
                                               _generated_types, _group, _intersect_types, _json_key,
                                               _json_type, _known_keywords, _lit, _type_set, _value_types,
                                               _values, dumps)
@@ -13,19 +13,25 @@ from inferlab.constrain.schema.common import (_ANNOTATIONS, _TYPES, _Unsat, _chi
 class CombinatorsMixin:
     """anyOf/oneOf (disjointness), not (rewritten where exact), enum/const (mixed into _Compiler)."""
 
-    def without_not(self, node, ptr, stack) -> dict:
-        """`not` rewritten as positive keywords where that is exact; otherwise left for refusal.
-
-        not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
-        not {required: [a, b]}: an object without a or without b; not {anyOf: [...]} of those: all
-        of the negations; not {allOf: [...]}: their required names together."""
-        neg = node["not"]
-        rest = {k: v for k, v in node.items() if k != "not"}
+    def compile_negated(self, rest: dict, neg, ptr: str, neg_ptr: str, stack, keyword: str = "not") -> str:
+        """The regex of `rest and not neg`: positive keywords where exact (without_not), else by
+        automaton complement (schema.algebra); refusals name `keyword` at neg_ptr."""
         if isinstance(neg, dict):
             try:
-                neg = self.flatten(neg, _child(ptr, "not"), stack)[0]
+                neg = self.flatten(neg, neg_ptr, stack)[0]
             except _Unsat:
-                return rest  # not (nothing) = anything
+                return self.compile(rest, ptr, stack)  # not (nothing) = anything
+        positive = self.without_not(rest, neg, ptr, stack)
+        if positive is not None:
+            return self.compile(positive, ptr, stack)
+        return self.compile_complement(rest, neg, ptr, neg_ptr, stack, keyword)
+
+    def without_not(self, rest: dict, neg, ptr, stack) -> dict | None:
+        """`rest and not neg` (neg flattened) as positive keywords where that is exact; else None.
+
+        not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
+        otherwise the positive forms of _negation (required, properties, anyOf/allOf of them,
+        double negation)."""
         if neg is True or neg == {} or (isinstance(neg, dict) and not _constraining(neg)):
             raise _Unsat(f"not at #{ptr}: nothing is valid")
         if neg is False:
@@ -38,15 +44,37 @@ class CombinatorsMixin:
             if "number" in allowed:
                 allowed |= {"integer"}  # "number" includes the integers
             if "integer" in banned and "number" not in banned and "number" in allowed:
-                return node  # "a number that is not an integer" has no exact regex here
+                return None  # "a number that is not an integer": by automaton
             if not allowed - banned:
                 raise _Unsat(f"not at #{ptr}: no type is left")
-            rest["type"] = sorted(allowed - banned)
-            return rest
+            return {**rest, "type": sorted(allowed - banned)}
         positive = _negation(neg)
         if positive is None:
-            return node
-        return self.merge(rest, positive, ptr, stack) if positive else rest
+            return None
+        if positive is False:
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        # flattened first: a $ref in it (not not {$ref}) must not take rest as ignored siblings
+        return self.merge(rest, self.flatten(positive, ptr, stack)[0], ptr, stack)
+
+    def compile_conditional(self, node, ptr, stack) -> str:
+        """if/then/else as (if and then) or (not if and else): two disjoint alternatives."""
+        rest = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
+        cond, cond_ptr = node["if"], _child(ptr, "if")
+        parts = []
+        for key in ("then", "else"):
+            bptr = _child(ptr, key) if key in node else cond_ptr
+            try:
+                merged = self.merge(rest, self.flatten(node.get(key, True), bptr, stack)[0], bptr, stack)
+                if key == "then":
+                    merged = self.merge(merged, self.flatten(cond, cond_ptr, stack)[0], bptr, stack)
+                    parts.append(self.compile(merged, bptr, stack))
+                else:
+                    parts.append(self.compile_negated(merged, cond, bptr, cond_ptr, stack, keyword="if"))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"if at #{ptr}: neither branch is satisfiable")
+        return _group(parts)
 
     def compile_alternatives(self, node, ptr, stack) -> str:
         key = "anyOf" if "anyOf" in node else "oneOf"
@@ -186,8 +214,7 @@ class CombinatorsMixin:
         where = _child(ptr, "const" if "const" in node else "enum")
         if not isinstance(values, list):
             raise self.error("enum", where, "must be an array")
-        rest = {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
-                and k not in _ANNOTATIONS}
+        rest = enum_siblings(node)
         if "enum" in node and "const" in node:
             keys = {_json_key(node["const"])}
             values = [v for v in node["enum"] if _json_key(v) in keys]
@@ -196,12 +223,20 @@ class CombinatorsMixin:
         if set(rest) == {"type"}:  # the common case, checked on the value itself
             types = _type_set(rest["type"])
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
+        elif rest and self.values.available:  # every keyword, by the reference validator
+            values = self.validated(node, values, where)
+        elif rest and self.operand_depth:  # a regex check keeps a subset: too few inside a negation
+            self.refuse("enum" if "enum" in node else "const", where, "values beside other keywords inside a "
+                        "negated schema are checked exactly only with jsonschema installed")
         elif rest:  # the other keywords, through their (sound) regex
             self.inline += 1
             try:
                 check = re.compile(self.compile(rest, ptr, stack))
             except _Unsat:
                 values = []
+            except SchemaError as exc:
+                raise SchemaError(f"{exc} (beside enum/const at #{where}: values are checked exactly "
+                                  "when jsonschema is installed)") from None
             finally:
                 self.inline -= 1
         for v in values:
@@ -215,6 +250,19 @@ class CombinatorsMixin:
                          "the rest of the schema")
         return _group(kept)
 
+    def validated(self, node, values, where) -> list:
+        """The listed values that validate against the whole subschema (jsonschema)."""
+        name = self.values.unchecked_format(node, lambda ref: self.resolve(ref, where)[0])
+        if name is not None:
+            self.refuse("format", where, f"jsonschema cannot check format {name!r} here (install "
+                        "jsonschema[format-nongpl]), so the listed values cannot be checked")
+            return values
+        try:
+            return self.values.kept(node, values)
+        except ValueError as exc:
+            self.refuse("enum" if "enum" in node else "const", where, str(exc))
+            return values
+
     def spaced_literal(self, value) -> str:
         """A JSON value as a regex that allows the flexible whitespace between tokens."""
         if isinstance(value, list):
@@ -226,6 +274,12 @@ class CombinatorsMixin:
         return _lit(dumps(value))
 
 
+def enum_siblings(node: dict) -> dict:
+    """The keywords beside enum/const that constrain instances."""
+    return {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
+            and k not in _ANNOTATIONS}
+
+
 def _intervals_disjoint(a, b) -> bool:
     """(lo, lo_inclusive, hi, hi_inclusive) intervals (None = unbounded): no common point?"""
     def before(x, y):  # x entirely below y
@@ -235,15 +289,37 @@ def _intervals_disjoint(a, b) -> bool:
 
 
 def _negation(neg):
-    """A schema equivalent to `not neg` for negated `required` forms; else None."""
-    names = _required_names(neg)
-    if names is not None:  # an object missing at least one of the names
-        branches = [{"properties": {n: False}} for n in names]
-        return {"type": "object", **({"anyOf": branches} if len(branches) > 1 else branches[0])}
-    if isinstance(neg, dict) and set(neg) - _ANNOTATIONS == {"anyOf"} and \
-            all(_required_names(b) is not None for b in neg["anyOf"]):
-        return {"type": "object", "allOf": [_negation(b) for b in neg["anyOf"]]}  # none of them
-    return None
+    """A schema equivalent to `not neg`, built from positive keywords, or None where none is
+    known. Exact forms: not (not X) = X; not anyOf = allOf of the negations and not allOf =
+    anyOf of them; an object schema of properties/required (type object or none): an object
+    that misses a required name, or has a declared property with a value its schema rejects
+    (`not` of that schema), and with type object also any value that is not an object."""
+    if isinstance(neg, bool):
+        return not neg
+    if not isinstance(neg, dict):
+        return None
+    keys = set(neg) - _ANNOTATIONS
+    if keys == {"not"} and isinstance(neg["not"], (dict, bool)):
+        return neg["not"]
+    if keys in ({"anyOf"}, {"allOf"}) and isinstance(neg[next(iter(keys))], list):
+        parts = [_negation(b) for b in neg[next(iter(keys))]]
+        if not parts or any(p is None for p in parts):
+            return None
+        return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
+    if not keys or not keys <= {"properties", "required", "type"} or neg.get("type", "object") != "object":
+        return None
+    props, required = neg.get("properties", {}), neg.get("required", [])
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return None
+    failing = [{"properties": {n: False}} for n in required]
+    failing += [{"required": [n], **({"properties": {n: {"not": sub}}} if sub is not False else {})}
+                for n, sub in props.items() if sub is not True and sub != {}]
+    objects = ({"type": "object", "anyOf": failing} if len(failing) > 1 else {"type": "object", **failing[0]}
+               if failing else False)
+    if "type" not in neg:
+        return objects
+    others = [t for t in _TYPES if t != "object"]
+    return {"anyOf": [{"type": others}, objects]} if objects is not False else {"type": others}
 
 
 def _negatable(node) -> bool:
@@ -255,18 +331,3 @@ def _negatable(node) -> bool:
         types = _type_set(node["type"])
         return "integer" not in types or "number" in types
     return _negation(node) is not None
-
-
-def _required_names(node):
-    """The names a schema made only of `required` (also inside allOf) asks for; else None."""
-    if not isinstance(node, dict):
-        return None
-    keys = set(node) - _ANNOTATIONS
-    if keys == {"required"} and isinstance(node["required"], list) and node["required"]:
-        return list(node["required"])
-    if keys == {"allOf"}:
-        names = [_required_names(b) for b in node["allOf"]]
-        if all(n is not None for n in names):
-            return list(dict.fromkeys(n for ns in names for n in ns))
-    return None
-

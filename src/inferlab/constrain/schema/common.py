@@ -53,8 +53,6 @@ _FAMILY_KEYWORDS = {
 
 # keywords that constrain instances but are not translated (for any type)
 _UNSUPPORTED = {
-    "not": "negation is not expressible in a regex built by this compiler",
-    "if": "conditional schemas (if/then/else) are not supported",
     "contains": "contains is not supported",
     "minContains": "minContains is not supported",
     "maxContains": "maxContains is not supported",
@@ -70,6 +68,9 @@ _DEPENDENCY_KEYWORDS = ("dependencies", "dependentRequired", "dependentSchemas")
 
 
 MAX_DEPENDENCIES = 4  # each one doubles the alternatives (present or absent)
+
+
+MAX_CONDITIONALS = 6  # if/then/else under one allOf: each doubles the alternatives
 
 
 _OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
@@ -207,7 +208,8 @@ _ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id",
 
 @lru_cache(maxsize=1)
 def _known_keywords() -> frozenset:
-    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "else", "then", "additionalItems"}
+    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref",
+            "additionalItems"}
     keys |= set(_UNSUPPORTED)
     for family in _FAMILY_KEYWORDS.values():
         keys |= set(family)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
 from inferlab.constrain.schema.canonical import CanonicalMixin
-from inferlab.constrain.schema.combinators import CombinatorsMixin
+from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
 from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NUMBER, _OLD_DRAFTS, _STRING, _TYPES,
@@ -16,11 +17,12 @@ from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
 from inferlab.constrain.schema.strings import StringsMixin
+from inferlab.constrain.schema.values import ValueChecker
 from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
                               short_pointer, split_pointer)
 
 
-class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
+class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
                  stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
         if whitespace not in ("compact", "flexible"):
@@ -52,6 +54,8 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
         self.outlined: dict[str, int] = {}  # regex text -> automaton
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         self.unenforced_formats: list[str] = []
+        self.values = ValueChecker(root)  # enum/const beside other keywords
+        self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
 
@@ -105,12 +109,15 @@ class _Compiler(RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin
             return self.any_value(ptr)
         if node is False:
             raise _Unsat(f"false schema at #{ptr}")
+        if ("const" in node or "enum" in node) and set(enum_siblings(node)) - {"type"} and self.values.available:
+            return self.compile_enum(node, ptr, stack)  # any siblings: the values are checked
         if any(k in node for k in _DEPENDENCY_KEYWORDS):
             return self.compile(self.dependencies_as_any_of(node, ptr), ptr, stack)
+        if "if" in node:
+            return self.compile_conditional(node, ptr, stack)
         if "not" in node:
-            rewritten = self.without_not(node, ptr, stack)
-            if rewritten is not node:
-                return self.compile(rewritten, ptr, stack)
+            return self.compile_negated({k: v for k, v in node.items() if k != "not"}, node["not"], ptr,
+                                        _child(ptr, "not"), stack)
         for key, reason in _UNSUPPORTED.items():
             if key in node:
                 self.refuse(key, _child(ptr, key), reason)

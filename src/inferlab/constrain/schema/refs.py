@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (MAX_AUTOMATA, SchemaTooLarge, _NOTHING, _Unsat, _child,
+from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_key, _known_keywords,
                                               _type_set)
 
@@ -53,6 +53,10 @@ class RefsMixin:
                 branches = node["allOf"]
                 if not isinstance(branches, list) or not branches:
                     raise self.error("allOf", ptr, "must be a non-empty array")
+                conditionals = sum(isinstance(b, dict) and "if" in b for b in branches) + ("if" in node)
+                if conditionals > MAX_CONDITIONALS:
+                    raise SchemaTooLarge(f"if at #{_child(ptr, 'allOf')}: {conditionals} conditionals under one "
+                                         f"allOf (each doubles the alternatives; at most {MAX_CONDITIONALS})")
                 merged = {k: v for k, v in node.items() if k != "allOf"}
                 for k, branch in enumerate(branches):
                     flat, _, _ = self.flatten(branch, _child(ptr, "allOf", k), stack)
@@ -70,6 +74,8 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
+        if "if" in a and "if" in b and any(_json_key(a.get(k)) != _json_key(b.get(k)) for k in ("if", "then", "else")):
+            b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
         for key, bv in b.items():
             if key not in out:
@@ -130,6 +136,8 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key == "not":
+            return {"anyOf": [av, bv]}  # not a and not b == not (a or b)
         if key in ("anyOf", "oneOf"):
             # A and (x1 | x2 ...) == (A and x1) | (A and x2) ...: a's branches each carry b's list
             return [{"allOf": [x, {key: bv}]} for x in av]
@@ -195,3 +203,15 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
+
+
+def conditional_as_alternatives(node: dict) -> dict:
+    """{if, then, else, ...rest} -> {...rest, anyOf: [(if and then), (not if and else)]}, for
+    merging with another conditional (allOf of several if/then/else)."""
+    rest = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
+    cond = node["if"]
+    branches = [{"allOf": [cond, node.get("then", True)]}, {"allOf": [{"not": cond}, node.get("else", True)]}]
+    if "anyOf" in rest:
+        return {**{k: v for k, v in rest.items() if k != "anyOf"},
+                "allOf": [{"anyOf": rest["anyOf"]}, {"anyOf": branches}]}
+    return {**rest, "anyOf": branches}

@@ -14,6 +14,11 @@ from inferlab.nesting import MAX_REGEX_DEPTH
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _child, _group, _lit, _repeat
 
 
+# Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
+# product counts characters in thousands of states, costs seconds and is over the regex limits).
+INTERSECT_LENGTH_MAX = 16
+
+
 class StringsMixin:
     """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (mixed into _Compiler)."""
 
@@ -31,8 +36,13 @@ class StringsMixin:
             ast = self.pattern_ast(node["pattern"], _child(ptr, "pattern"))
         if "format" in node:
             fast = self.format_ast(node["format"], _child(ptr, "format"))
-            if fast is not None and ast is not None:
-                self.refuse("format", _child(ptr, "format"), "format together with pattern is not supported")
+            if fast is not None and ast is not None:  # both: the product of their automata
+                both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"',
+                                          f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                if both is not None:
+                    return both
+                self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
+                            "intersection is over the automaton size limits")
             elif fast is not None:
                 ast = fast
         if ast is None:
@@ -46,6 +56,11 @@ class StringsMixin:
                 if a >= lo and (hi is None or (b is not None and b <= hi)):
                     limited = ast
                 else:
+                    exact = None
+                    if max(lo, hi or 0) <= INTERSECT_LENGTH_MAX:
+                        exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                    if exact is not None:
+                        return exact
                     limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
                     if limited is None:
@@ -71,7 +86,7 @@ class StringsMixin:
         except re.error as exc:
             raise self.error("pattern", ptr, f"not a valid regex ({exc})") from None
         try:
-            return _pattern_ast(pattern)
+            return _pattern_ast(pattern, self.operand_depth > 0)
         except InferlabError as exc:
             self.refuse("pattern", ptr, str(exc))
             return None
@@ -87,6 +102,9 @@ class StringsMixin:
 
     def format_ast(self, name, ptr):
         if self.custom_format(name, ptr):
+            return None
+        if self.operand_depth:  # format regexes are subsets of what validators accept
+            self.refuse("format", ptr, "a format inside a negated schema (not, if) is not supported")
             return None
         if name not in formats.FORMATS:
             self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
@@ -122,6 +140,19 @@ def _class_text(ranges) -> str:
 _ASCII_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
 
 
+def _ascii_class(name: str) -> tuple[tuple[int, int], ...]:
+    return rx.parse(f"[{_ASCII_CLASSES[name]}]").ranges
+
+
+def _wide_class(name: str) -> tuple[tuple[int, int], ...]:
+    """Python's Unicode class, and for \\s also ECMA's U+FEFF: a superset of both meanings."""
+    ranges = _unicode_class(name)
+    return rx.normalize_ranges(ranges + ((0xFEFF, 0xFEFF),)) if name == "s" else ranges
+
+
+_PYTHON_DOT = "[^\\n]"
+
+
 # ECMA `.`: anything but the line terminators \n \r U+2028 U+2029
 _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 
@@ -151,11 +182,13 @@ def _group_nesting(pattern: str) -> int:
     return deepest
 
 
-def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
+def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bool, bool]]:
     """Split an ECMA pattern into top-level alternatives in the dialect, with their anchors.
 
     Returns [(text, anchored_start, anchored_end)]. Rewrites `.`, the class escapes and named
-    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring).
+    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring), or
+    with `superset`, a superset of both (the operand of a complement: every string either
+    validator matches must be in it).
     """
     alts, out = [], []
     depth, i, in_class, negated, class_start = 0, 0, False, False, 0
@@ -165,11 +198,11 @@ def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
             e = pattern[i + 1]
             if e in "dws":
                 text = _ASCII_CLASSES[e]
-                if in_class and negated:  # [^\d]: complement of the *larger* (Unicode) set
-                    text = _class_text(_unicode_class(e))
+                if (in_class and negated) != superset:  # [^\d]: complement of the *larger* (Unicode) set
+                    text = _class_text(_wide_class(e))
                 out.append(text if in_class else f"[{text}]")
             elif e in "DWS":
-                text = _class_text(rx.negate(_unicode_class(e.lower())))
+                text = _class_text(rx.negate(_ascii_class(e.lower()) if superset else _unicode_class(e.lower())))
                 if in_class and negated:
                     raise SchemaError(f"negated class containing \\{e} is not supported")
                 out.append(text if in_class else f"[{text}]")
@@ -199,7 +232,7 @@ def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
             depth -= 1
             out.append(c)
         elif c == "." :
-            out.append(_ECMA_DOT)
+            out.append(_PYTHON_DOT if superset else _ECMA_DOT)
         elif c == "|" and depth == 0:
             alts.append("".join(out))
             out = []
@@ -214,7 +247,7 @@ def _ecma_to_dialect(pattern: str) -> list[tuple[str, bool, bool]]:
             alt = alt[1:]
         end = alt.endswith("$") and not _escaped_at(alt, len(alt) - 1)
         if end:
-            alt = alt[:-1]
+            alt = alt[:-1] + ("\\n?" if superset else "")  # Python's $ also matches before a final newline
         result.append((alt, start, end))
     return result
 
@@ -397,10 +430,12 @@ def _split_budget(items: list, lo: int, hi: int | None):
     return rx.Concat(tuple(items))
 
 
-def _pattern_ast(pattern: str):
-    """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches."""
+@lru_cache(maxsize=4096)
+def _pattern_ast(pattern: str, superset: bool = False):
+    """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches (a subset
+    of what ECMA-262 and Python match, or with `superset` a superset of both)."""
     alts = []
-    for text, start, end in _ecma_to_dialect(pattern):
+    for text, start, end in _ecma_to_dialect(pattern, superset):
         core = rx.parse(text)
         items = ([] if start else [_ANYWHERE]) + [core] + ([] if end else [_ANYWHERE])
         alts.append(rx.Concat(tuple(items)) if len(items) > 1 else core)

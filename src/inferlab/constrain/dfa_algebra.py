@@ -1,0 +1,246 @@
+"""Boolean operations on byte DFAs, and a DFA back to a regex of code points.
+
+The schema compiler's seam is a regex string (constrain.regex), so a language built by automaton
+operations (`not`, `allOf`, `if`/`then`/`else` over operands that compile exactly) goes back
+into that dialect: `product` combines two byte DFAs (intersection, union, difference: the
+complement within a universe), and `to_regex` turns the result into a regex by state
+elimination (Brzozowski-McCluskey) over code points, read off the UTF-8 byte paths.
+Both have size limits; beyond them they raise AutomatonTooLarge, which the compiler turns into
+a refusal naming the keyword and pointer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.constrain.dfa import DFA, from_rows
+from inferlab.errors import InferlabError
+
+MAX_PRODUCT_STATES = 20_000
+MAX_REGEX_CHARS = 200_000
+MAX_REGEX_STATES = 2_000  # state elimination copies labels per path: beyond this it is slow and huge
+
+# UTF-8 lead bytes: (first, last, continuation bytes, payload mask, lowest and highest code point)
+_LEADS = ((0xC2, 0xDF, 1, 0x1F, 0x80, 0x7FF), (0xE0, 0xEF, 2, 0x0F, 0x800, 0xFFFF),
+          (0xF0, 0xF4, 3, 0x07, 0x10000, 0x10FFFF))
+_SURROGATES = (0xD800, 0xDFFF)
+
+
+class AutomatonTooLarge(InferlabError):
+    """A product or a regex read back from a DFA is over its size limit."""
+
+
+def product(a: DFA, b: DFA, op: str, *, max_states: int = MAX_PRODUCT_STATES) -> DFA:
+    """The minimal DFA of L(a) op L(b), op "and" | "or" | "minus" (L(a) without L(b))."""
+    # bytes no state of either DFA tells apart share a class
+    columns = np.vstack([a.trans, b.trans]).T                               # (256, Sa + Sb)
+    _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+    reps = first.astype(np.int64)                                           # (C,) one byte per class
+    dead_a = np.full(len(reps), -1, dtype=np.int64)
+    ids: dict[tuple[int, int], int] = {(a.start, b.start): 0}
+    pairs = [(a.start, b.start)]
+    rows, accepting = [], []
+    while len(rows) < len(pairs):
+        s, t = pairs[len(rows)]
+        ta = a.trans[s, reps] if s >= 0 else dead_a                         # (C,)
+        tb = b.trans[t, reps] if t >= 0 else dead_a
+        acc_a = s >= 0 and bool(a.accepting[s])
+        acc_b = t >= 0 and bool(b.accepting[t])
+        accepting.append(acc_a and acc_b if op == "and" else acc_a or acc_b if op == "or" else acc_a and not acc_b)
+        row = []
+        for x, y in zip(ta.tolist(), tb.tolist()):
+            if (x < 0 and y < 0) or (op == "and" and (x < 0 or y < 0)) or (op == "minus" and x < 0):
+                row.append(-1)
+                continue
+            key = (x, y)
+            sid = ids.get(key)
+            if sid is None:
+                if len(pairs) >= max_states:
+                    raise AutomatonTooLarge(f"the product automaton exceeds {max_states:,} states")
+                sid = ids[key] = len(pairs)
+                pairs.append(key)
+            row.append(sid)
+        rows.append(row)
+    return from_rows(np.asarray(rows, dtype=np.int64).reshape(len(rows), len(reps)),
+                     np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
+
+
+def is_empty(d: DFA) -> bool:
+    return not bool(d.accepting.any())
+
+
+def to_regex(d: DFA, *, max_chars: int = MAX_REGEX_CHARS) -> str | None:
+    """A regex (constrain.regex dialect, Python `re` compatible) of the DFA's language over code
+    points, or None for the empty language. The DFA must read valid UTF-8 only (no call markers)."""
+    if is_empty(d):
+        return None
+    if d.n_states > MAX_REGEX_STATES:
+        raise AutomatonTooLarge(f"the automaton has {d.n_states:,} states, over the {MAX_REGEX_STATES:,} "
+                                "a regex is read back from")
+    memo: dict[tuple[int, int], tuple] = {}
+    # the states at character boundaries (the others are inside a multi-byte character)
+    edges = {d.start: _code_point_edges(d, d.start, memo)}
+    todo = [d.start]
+    while todo:
+        for t in edges[todo.pop()]:
+            if t not in edges:
+                edges[t] = _code_point_edges(d, t, memo)
+                todo.append(t)
+    n = d.n_states
+    start, final = n, n + 1
+    out: list[dict[int, _Label]] = [{} for _ in range(n + 2)]
+    inc: list[set[int]] = [set() for _ in range(n + 2)]
+
+    def add(p: int, q: int, label: _Label) -> None:
+        old = out[p].get(q)
+        out[p][q] = label if old is None else _alt(old, label)
+        inc[q].add(p)
+        if len(out[p][q].text) > max_chars:
+            raise AutomatonTooLarge(f"the regex of the automaton exceeds {max_chars:,} characters")
+
+    add(start, d.start, _EMPTY)
+    for s, targets in edges.items():
+        if d.accepting[s]:
+            add(s, final, _EMPTY)
+        for target, ranges in targets.items():
+            add(s, target, _charset(ranges))
+    remaining = set(edges)
+    while remaining:
+        q = min(remaining, key=lambda x: (_weight(x, out, inc), x))
+        remaining.discard(q)
+        loop = out[q].pop(q, None)
+        inc[q].discard(q)
+        middle = _star(loop) if loop is not None else _EMPTY
+        for p in inc[q]:
+            into = out[p].pop(q)
+            for r, away in out[q].items():
+                add(p, r, _cat(_cat(into, middle), away))
+        for r in out[q]:
+            inc[r].discard(q)
+        out[q], inc[q] = {}, set()
+    label = out[start].get(final)
+    # one unit: the compiler concatenates and repeats subschema regexes as they are
+    return None if label is None else _group(label, 2)
+
+
+def _weight(q: int, out, inc) -> int:
+    """How much text eliminating q adds: each label into q is copied once per way out and each
+    label out of q once per way in (Delgado & Morais's heuristic); the smallest goes first."""
+    loop = out[q].get(q)
+    ins = [p for p in inc[q] if p != q]
+    outs = [r for r in out[q] if r != q]
+    w = sum(len(out[p][q].text) for p in ins) * (len(outs) - 1)
+    w += sum(len(out[q][r].text) for r in outs) * (len(ins) - 1)
+    return w + (len(loop.text) * (len(ins) * len(outs) - 1) if loop is not None else 0)
+
+
+class _Label:
+    """A regex text and how tightly it binds: 0 alternation, 1 concatenation, 2 atom."""
+
+    __slots__ = ("text", "prec")
+
+    def __init__(self, text: str, prec: int):
+        self.text, self.prec = text, prec
+
+
+_EMPTY = _Label("", 2)
+
+
+def _group(x: _Label, prec: int) -> str:
+    return x.text if x.prec >= prec else f"(?:{x.text})"
+
+
+def _alt(x: _Label, y: _Label) -> _Label:
+    if x.text == y.text:
+        return x
+    return _Label(f"{x.text}|{y.text}", 0)
+
+
+def _cat(x: _Label, y: _Label) -> _Label:
+    if not x.text:
+        return y
+    if not y.text:
+        return x
+    return _Label(_group(x, 1) + _group(y, 1), 1)
+
+
+def _star(x: _Label) -> _Label:
+    if not x.text:
+        return _EMPTY
+    return _Label(_group(x, 2) + "*", 1)
+
+
+def _char(cp: int) -> str:
+    c = chr(cp)
+    if c.isascii() and c.isalnum():
+        return c
+    if 0x20 <= cp < 0x7F:
+        return "\\" + c
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _charset(ranges: list[tuple[int, int]]) -> _Label:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _Label(_char(ranges[0][0]), 2)
+    body = "".join(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in ranges)
+    return _Label(f"[{body}]", 2)
+
+
+def _code_point_edges(d: DFA, s: int, memo: dict) -> dict[int, list[tuple[int, int]]]:
+    """From state s: target state -> sorted, merged code-point ranges that lead there."""
+    trans = d.trans
+    found: list[tuple[int, int, int]] = []
+    row = trans[s].tolist()
+    for b in range(0x80):
+        if row[b] >= 0:
+            found.append((b, b, row[b]))
+    for first, last, k, mask, lowest, highest in _LEADS:
+        for b in range(first, last + 1):
+            if row[b] < 0:
+                continue
+            base = (b & mask) << (6 * k)
+            for lo, hi, t in _continuations(d, row[b], k, memo):
+                lo, hi = max(base + lo, lowest), min(base + hi, highest)
+                for lo2, hi2 in _minus_surrogates(lo, hi):
+                    found.append((lo2, hi2, t))
+    if any(row[b] >= 0 for b in range(0xF5, 0x100)) or any(row[b] >= 0 for b in range(0x80, 0xC2)):
+        raise InferlabError("to_regex: the DFA reads bytes that start no UTF-8 character (a call marker?)")
+    edges: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi, t in sorted(found):
+        ranges = edges.setdefault(t, [])
+        if ranges and ranges[-1][1] + 1 >= lo:
+            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], hi))
+        else:
+            ranges.append((lo, hi))
+    return edges
+
+
+def _minus_surrogates(lo: int, hi: int) -> list[tuple[int, int]]:
+    if lo > hi:
+        return []
+    if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
+        return [(lo, hi)]
+    return [(x, y) for x, y in ((lo, _SURROGATES[0] - 1), (_SURROGATES[1] + 1, hi)) if x <= y]
+
+
+def _continuations(d: DFA, t: int, k: int, memo: dict) -> tuple[tuple[int, int, int], ...]:
+    """(lo, hi, target) over the payload values [0, 64**k) of k continuation bytes read from t."""
+    if k == 0:
+        return ((0, 0, t),)
+    found = memo.get((t, k))
+    if found is not None:
+        return found
+    out: list[tuple[int, int, int]] = []
+    shift = 6 * (k - 1)
+    row = d.trans[t].tolist()
+    for c in range(0x80, 0xC0):
+        if row[c] < 0:
+            continue
+        for lo, hi, target in _continuations(d, row[c], k - 1, memo):
+            lo, hi = ((c - 0x80) << shift) + lo, ((c - 0x80) << shift) + hi
+            if out and out[-1][2] == target and out[-1][1] + 1 == lo:
+                out[-1] = (out[-1][0], hi, target)
+            else:
+                out.append((lo, hi, target))
+    memo[(t, k)] = found = tuple(out)
+    return found

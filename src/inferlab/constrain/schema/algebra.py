@@ -1,0 +1,157 @@
+"""`not` over regular operands: the complement of the operand's automaton, per JSON type.
+
+`rest and not neg` is split by type. A type neg admits no value of is compiled from rest alone;
+a type neg admits every value of (no keyword of neg constrains it) is left out; for a scalar type
+(null, boolean, string, integer, number) the language is
+
+    L(rest) and (U_type minus L(neg)),
+
+on byte DFAs (constrain.dfa_algebra), read back as a regex. U_type is the canonical texts of that
+type (constrain.schema.canonical): strings with the escapes json.dumps writes, integers without
+"-0", other numbers in plain decimal notation with at most 15 significant digits. The complement
+is sound only where neg's regex is exact on U_type (a text outside L(neg) then really fails
+neg), so neg is compiled with calls off and any narrowing it triggers is a refusal; the one
+exception is "no exponent", which concerns texts outside U_type. Inside the operand, patterns
+mean a superset of their ECMA-262 and Python meanings (Unicode classes, Python's `.` and `$`),
+formats (subsets by design) are refused, and so is a negation (it would need the opposite
+polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays that neg
+constrains are refused: their texts have many key orders and may repeat keys, which no
+complement of a regex can account for.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from inferlab.constrain import dfa_algebra
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _Unsat, _child, _group, _known_keywords,
+                                              _type_set)
+from inferlab.errors import InferlabError
+
+# canonical texts per type (what canonical_json writes); see the module docstring
+_FRACTION = "|".join([r"-?0\.0{0,15}[1-9](?:[0-9]{0,13}[1-9])?"]
+                     + [fr"-?[1-9][0-9]{{{a}}}\.(?:[0-9]{{0,{13 - a}}}[1-9])" for a in range(14)])
+_UNIVERSE = {
+    "null": "null",
+    "boolean": "true|false",
+    "string": r'"(?:[^"\\\u0000-\u001f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*"',
+    "integer": "0|-?[1-9][0-9]*",
+    "number": "0|-?[1-9][0-9]*|" + _FRACTION,
+}
+_OUTSIDE_UNIVERSE = "plain decimal notation only (no exponent)"  # a narrowing about texts U never has
+
+
+class AlgebraMixin:
+    """`not` by automaton complement within the canonical texts of each type (mixed into _Compiler)."""
+
+    def compile_complement(self, rest: dict, neg, ptr: str, neg_ptr: str, stack, keyword: str = "not") -> str:
+        """rest and not neg (neg flattened), type by type (see the module docstring)."""
+        types = self.types_of(rest, ptr)
+        if types == ["any"]:
+            types = [t for t in _TYPES if t != "number"] + ["number"]
+        parts = []
+        for t in types:
+            try:
+                rest_t = self.merge(rest, {"type": t}, ptr, stack)
+                parts.append(self.complement_part(rest_t, neg, t, ptr, neg_ptr, stack, keyword))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"not at #{ptr}: nothing is valid")
+        return _group(parts)
+
+    def complement_part(self, rest_t, neg, t: str, ptr: str, neg_ptr: str, stack, keyword: str) -> str:
+        """The regex of rest_t (a schema of type t) and not neg."""
+        try:
+            neg_t = self.merge(neg, {"type": t}, neg_ptr, stack)
+        except _Unsat:
+            return self.compile(rest_t, ptr, stack)  # neg admits no value of type t
+        if isinstance(neg_t, dict) and not _constrains(neg_t, t):
+            raise _Unsat(f"not at #{ptr}: no {t} is left")
+        if self.operand_depth:  # the complement of a complement would need the other polarity
+            self.refuse(keyword, neg_ptr, "a negation inside a negated schema is not supported")
+            return self.compile(rest_t, ptr, stack)
+        if t in ("object", "array"):
+            self.refuse(keyword, neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
+            return self.compile(rest_t, ptr, stack)
+        negated = self.exact_operand(neg_t, neg_ptr, stack, keyword)
+        if negated is None:
+            return self.compile(rest_t, ptr, stack)  # refused (lenient), or neg is empty for t
+        if t == "number":
+            self.narrow(f"{keyword} at #{neg_ptr}: numbers are generated in plain decimal notation with at most 15 "
+                        "significant digits")
+        self.inline += 1
+        try:
+            kept = self.compile(rest_t, ptr, stack)
+        finally:
+            self.inline -= 1
+        try:
+            regex = _combined((_UNIVERSE[t], negated, kept), ("minus", "and"))
+        except InferlabError as exc:
+            self.refuse(keyword, neg_ptr, f"{exc} (complement of the operand)")
+            return kept
+        if regex is None:
+            raise _Unsat(f"{keyword} at #{ptr}: no {t} is left")
+        return regex
+
+    def intersection(self, regexes: list[str], ptr: str) -> str | None:
+        """The regex of the texts all the (flat) regexes match, by automaton product; None where
+        that is over the size limits (the caller refuses or falls back)."""
+        try:
+            out = _combined(tuple(regexes), ("and",) * (len(regexes) - 1))
+        except InferlabError:
+            return None
+        if out is None:
+            raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
+        return out
+
+    def exact_operand(self, node, ptr: str, stack, keyword: str) -> str | None:
+        """The flat regex of an operand to complement, or None where it has no value. A narrowing
+        there (the regex smaller than the schema) would make the complement looser: refused."""
+        saved, self.narrowed = self.narrowed, []
+        self.inline += 1
+        self.operand_depth += 1
+        try:
+            regex = self.compile(node, ptr, stack)
+        except _Unsat as exc:
+            regex = None
+            if exc.cut:
+                self.narrowed.append(str(exc))
+        finally:
+            self.inline -= 1
+            self.operand_depth -= 1
+            narrowed, self.narrowed = self.narrowed, saved
+        inexact = [m for m in narrowed if _OUTSIDE_UNIVERSE not in m or "digits after the point" in m]
+        if inexact:
+            self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
+            return None
+        return regex
+
+
+@lru_cache(maxsize=256)
+def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:
+    """((r0 op0 r1) op1 r2) ... on byte DFAs ("and", "or", "minus"), read back as one regex;
+    None: the empty language. Raises InferlabError past the size limits. Cached: conditionals
+    distributed over allOf meet the same operands many times."""
+    d = _dfa(regexes[0])
+    for regex, op in zip(regexes[1:], ops):
+        d = dfa_algebra.product(d, _dfa(regex), op)
+    return dfa_algebra.to_regex(d)
+
+
+@lru_cache(maxsize=256)
+def _dfa(regex: str):
+    return compile_regex(regex, max_states=dfa_algebra.MAX_PRODUCT_STATES)
+
+
+def _constrains(node: dict, t: str) -> bool:
+    """Does any keyword of node (already of type t) constrain values of type t?"""
+    if t == "number" and "number" not in _type_set(node.get("type", "number")):
+        return True  # integers only
+    others = {k for family, keys in _FAMILY_KEYWORDS.items() if family != _family(t) for k in keys}
+    return bool(set(node) & _known_keywords() - others - {"type"})
+
+
+def _family(t: str) -> str:
+    return "number" if t == "integer" else t

@@ -1,0 +1,78 @@
+"""enum/const beside other keywords: the listed values kept by a real JSON Schema validator.
+
+A finite list of values needs no automaton: each value either validates against the whole
+subschema (every sibling keyword, `not`, `if`, `oneOf`, ... and $ref resolved against the root)
+or not. The check is `jsonschema` (the reference validator, with its format checker on) when it
+is importable; it stays an optional dependency (the `schema` extra) because it pulls in a
+compiled package (rpds-py), and the core only needs it for this one question. Without it, the
+compiler falls back to its own regexes and refuses what they cannot express, naming the keyword.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property, lru_cache
+
+from inferlab.constrain import formats
+
+
+@lru_cache(maxsize=1)
+def _jsonschema():
+    try:
+        import jsonschema.validators
+    except ImportError:
+        return None
+    return jsonschema
+
+
+class ValueChecker:
+    """Validates instances against subschemas of one root (the dialect of its $schema); jsonschema
+    is imported on first use, so a schema without enum siblings never loads it."""
+
+    def __init__(self, root):
+        self.root = root
+
+    @cached_property
+    def available(self) -> bool:
+        return _jsonschema() is not None and isinstance(self.root, (dict, bool))
+
+    @cached_property
+    def root_validator(self):
+        js = _jsonschema()
+        cls = js.validators.validator_for(self.root, default=js.Draft202012Validator)
+        return cls(self.root, format_checker=cls.FORMAT_CHECKER)
+
+    @cached_property
+    def checkable_formats(self) -> frozenset:
+        return frozenset(self.root_validator.format_checker.checkers)
+
+    def unchecked_format(self, node, resolve) -> str | None:
+        """A specification format used in `node` (or what it references) that this install of
+        jsonschema cannot check (its optional checker package is missing): it would pass
+        silently, so the caller refuses instead. `resolve(ref)` -> the referenced subschema."""
+        seen, todo = set(), [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, list):
+                todo.extend(n)
+                continue
+            if not isinstance(n, dict) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            name = n.get("format")
+            if isinstance(name, str) and name in formats.SPEC_FORMATS and name not in self.checkable_formats:
+                return name
+            ref = n.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#"):
+                todo.append(resolve(ref))
+            todo.extend(v for k, v in n.items() if isinstance(v, dict) or k not in ("enum", "const", "default", "examples"))
+        return None
+
+    def kept(self, node, values: list) -> list:
+        """The values that validate against `node` (a subschema of the root). Raises
+        ValueError where the validator itself fails (a reference it cannot resolve, ...)."""
+        v = self.root_validator.evolve(schema=node)
+        try:
+            return [x for x in values if v.is_valid(x)]
+        except Exception as exc:  # the validator's own errors (referencing, bad keyword values)
+            raise ValueError(f"jsonschema cannot check it ({type(exc).__name__})") from None
+
