@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.measure.timing import gc_disabled
+from inferlab.measure.timing import gc_disabled, token_walk_us
 
 PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
 # outlines-core's Index build has no size limit of its own and can run for many minutes, or take
@@ -194,24 +194,12 @@ def _accepts(peer: _Peer, handle, tokens: list[int]) -> bool:
 def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float, float]:
     """(first mask ms of a fresh matcher, per-token median us, p99 us over repeated walks, the
     first walk's mean us per token)."""
-    readings: list[int] = []
     with gc_disabled():
-        fill, consume, _ = peer.matcher(handle)
+        fill, _, _ = peer.matcher(handle)
         t0 = time.perf_counter_ns()
         fill()
         first_ms = (time.perf_counter_ns() - t0) / 1e6
-        total = 0
-        while total < MIN_TIMING_S * 1e9:
-            fill, consume, _ = peer.matcher(handle)
-            for t in tokens:
-                a = time.perf_counter_ns()
-                fill()
-                dt = time.perf_counter_ns() - a
-                readings.append(dt)
-                total += dt
-                if not consume(t):
-                    raise ValueError(f"token {t} rejected on the timing walk")
-    us = np.asarray(readings, dtype=np.float64) / 1e3
+    us = token_walk_us(lambda: peer.matcher(handle)[:2], tokens, MIN_TIMING_S)
     return first_ms, float(np.median(us)), float(np.percentile(us, 99)), float(us[:len(tokens)].mean())
 
 

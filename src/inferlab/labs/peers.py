@@ -15,36 +15,20 @@ from typing import Callable
 
 import numpy as np
 
-from inferlab.measure.timing import gc_disabled
+from inferlab.measure.timing import token_walk_us
 from inferlab.model.pretokenize import REFERENCE_PATTERNS
 
 
 def _step_times(make_matcher: Callable, step_fns, path: list[int], min_total_s: float) -> dict:
-    """Walk `path` repeatedly; time each step's mask computation with perf_counter_ns.
-
-    `step_fns(matcher)` returns (compute_mask, consume). A single step is microseconds, below what
-    one timer read resolves well, so the walk is repeated until at least `min_total_s` of mask
-    work is collected; the median and p95 are over all per-step readings and the mean is the
-    aggregate (total / steps), which obeys the >= 50 ms aggregation rule.
-    """
-    readings: list[int] = []
-    total_ns = 0
-    with gc_disabled():
-        while total_ns < min_total_s * 1e9 or not readings:
-            compute, consume = step_fns(make_matcher())
-            for tok in path:
-                t0 = time.perf_counter_ns()
-                compute()
-                dt = time.perf_counter_ns() - t0
-                readings.append(dt)
-                total_ns += dt
-                consume(tok)
-    arr = np.asarray(readings, dtype=np.float64) / 1e3  # us
+    """Walk `path` repeatedly (measure.timing.token_walk_us); `step_fns(matcher)` returns
+    (compute_mask, consume). The median and p95 are over all per-step readings and the mean is
+    the aggregate (total / steps), which obeys the >= 50 ms aggregation rule."""
+    arr = token_walk_us(lambda: step_fns(make_matcher()), path, min_total_s)
     return {
         "median_us": float(np.median(arr)),
         "p95_us": float(np.percentile(arr, 95)),
-        "mean_us": float(total_ns / 1e3 / len(readings)),
-        "n_readings": len(readings),
+        "mean_us": float(arr.mean()),
+        "n_readings": len(arr),
     }
 
 

@@ -199,3 +199,28 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
             rounds(max(samples // 2, 2))
             result = stats()
     return result
+
+
+def token_walk_us(new_walk: Callable[[], tuple[Callable[[], object], Callable[[int], object]]],
+                  tokens: list[int], min_total_s: float) -> np.ndarray:
+    """Per-token mask times (us) along `tokens`, walked again until `min_total_s` of mask work.
+
+    new_walk() returns (fill, consume) of a fresh matcher; only fill is timed, one perf_counter_ns
+    reading per token. A step is microseconds, below what one timer read resolves well, so the
+    walk repeats until the readings add up to min_total_s (the >= 50 ms aggregation rule).
+    consume(token) returning False means the matcher refused a token of its own path: an error.
+    """
+    readings: list[int] = []
+    total_ns = 0
+    with gc_disabled():
+        while total_ns < min_total_s * 1e9 or not readings:
+            fill, consume = new_walk()
+            for tok in tokens:
+                t0 = time.perf_counter_ns()
+                fill()
+                dt = time.perf_counter_ns() - t0
+                readings.append(dt)
+                total_ns += dt
+                if consume(tok) is False:
+                    raise ValueError(f"token {tok} rejected on the timing walk")
+    return np.asarray(readings, dtype=np.float64) / 1e3                    # (walks * len(tokens),) us
