@@ -181,3 +181,17 @@ def test_interleaved_restores_gc_after_an_error(monkeypatch):
     with pytest.raises(RuntimeError):
         timing.measure_interleaved({"ok": lambda: None, "boom": boom}, samples=2, min_sample_s=0.0)
     assert gc.isenabled()
+
+
+def test_token_walk_us_repeats_whole_walks_and_refuses_a_rejected_token():
+    from inferlab.measure.timing import token_walk_us
+
+    walks, consumed = [], []
+
+    def new_walk():
+        walks.append(1)
+        return (lambda: None), consumed.append        # consume returns None: not a refusal
+    us = token_walk_us(new_walk, [5, 6, 7], min_total_s=0.0)
+    assert len(us) == 3 and len(walks) == 1 and consumed == [5, 6, 7] and (us >= 0).all()
+    with pytest.raises(ValueError, match="token 6 rejected"):
+        token_walk_us(lambda: ((lambda: None), lambda t: t != 6), [5, 6], min_total_s=0.0)
