@@ -93,6 +93,11 @@ class ObjectsMixin:
                 for name in schemas:
                     if compiled.search(name):
                         schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
+            if any(sub is not False for sub in pattern_props.values()):
+                # keys matching a pattern beyond the declared names are valid but not generated
+                # (several patterns would need their overlaps intersected): said, never silent
+                self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; "
+                            f"other keys that match its {len(pattern_props)} patterns, if any, are not")
         members = []  # (regex or None when the key must be absent, required)
         for name, sub in schemas.items():
             sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
