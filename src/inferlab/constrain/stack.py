@@ -45,9 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain import keys
+from inferlab.constrain import keys, token_split
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
-from inferlab.constrain.index import _expand
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
 
@@ -56,7 +55,6 @@ Stack = tuple[Frame, ...]         # bottom first
 State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
-DENSE_SHARE = 4                   # _build_mask walks a trie level densely from 1/4 of its nodes live
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -95,6 +93,7 @@ class StackMachine:
         self.ids: dict[tuple[Stack, ...], int] = {}
         self._closures: list[tuple[Stack, ...] | None] = []
         self.table = np.full((64, 256), -2, dtype=np.int32)  # -2: not computed yet, -1: dead
+        self._boundary: dict[int, np.ndarray] = {}
         self.start = self.intern([((0, self.starts[0]),)])
         self._init_maps()
 
@@ -345,6 +344,19 @@ class StackMachine:
             stacks.append(tuple(frames))
         return self.intern(stacks)
 
+    def boundary(self, a: int) -> np.ndarray:
+        """(S,) bool: automaton a's states where a push or a pop may happen (a call edge, an
+        accepting state; a counted or map automaton's start): a token's fate past them depends
+        on the stack."""
+        out = self._boundary.get(a)
+        if out is None:
+            out = self.accepting[a].copy()
+            out[list(self.calls[a])] = True
+            if self._numbered(a):
+                out[self.starts[a]] = True
+            self._boundary[a] = out
+        return out
+
     def ensure_rows(self, cids: np.ndarray) -> None:
         for cid in np.unique(cids[self.table[cids, 0] == -2]).tolist():
             self.row(cid)
@@ -382,6 +394,8 @@ class StackGrammar:
         self._cache_rows = cache_rows
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
+        self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
+        self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
@@ -490,54 +504,66 @@ class StackGrammar:
         return np.flatnonzero(bits).astype(np.int32)
 
     def _build_mask(self, cid: int) -> np.ndarray:
-        """Walk the vocabulary trie from configuration `cid`, a level at a time: over the live
-        nodes while they are few (sparse: their children expanded), over the whole level once
-        they are 1/DENSE_SHARE of it or more (dense: every node reads its parent's
-        configuration, no expansion; in string content nearly every token lives)."""
+        """xgrammar's split (token_split): the union of the closure's top frames' accepted rows
+        (cached per (automaton, state)), then their context-dependent tokens walked through the
+        configurations over the trie nodes on their paths alone. Where a frame has too many of
+        those, one walk of the whole trie through the configurations instead."""
+        m = self.machine
+        frames = [self._frame(a, s) for a, s in sorted({st[-1][:2] for st in m.closure(cid)})]
+        if any(f.keep is None for f in frames):
+            return self._walk_mask(cid)
+        words = np.zeros(self.words, dtype=np.uint32)
+        for f in frames:
+            words |= f.accepted
+        keep = np.unique(np.concatenate([f.keep for f in frames])) if frames else np.zeros(0, np.int64)
+        if len(keep):
+            words |= self._walk_mask(cid, keep).view(np.uint32)
+        elif self.eos_id >= 0 and m.can_end(cid):
+            words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
+        return words.view(np.int32)
+
+    def _frame(self, a: int, s: int) -> token_split.FrameTokens:
+        """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
+        out = self._frames.get((a, s))
+        if out is None:
+            out = self._frames[(a, s)] = token_split.frame_tokens(
+                self.vocab.trie(), self.machine.text_trans[a], self.machine.boundary(a), s, self.words)
+            if len(self._frames) > self._cache_rows:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end((a, s))
+        return out
+
+    def _walk_mask(self, cid: int, keep: np.ndarray | None = None) -> np.ndarray:
+        """The tokens allowed from configuration `cid` (and EOS where it can end) by a walk of the
+        vocabulary trie through the configuration table; only over the global trie node ids
+        `keep` (sorted) when given."""
         m = self.machine
         trie = self.vocab.trie()
         levels = trie.levels
-        tokens: list[np.ndarray] = []
-        x = m.row(cid)[levels[0].byte] if levels else None   # (N_0,) dense: a config per node, -1 dead
-        node = None                                          # None: x is dense; else the live nodes
-        for d, lv in enumerate(levels):
-            end = lv.end_token[x >= 0] if node is None else lv.end_token[node]
-            tokens.append(end[end >= 0])
-            live = int(np.count_nonzero(x >= 0)) if node is None else len(node)
-            if d + 1 == len(levels) or not live:
-                break
-            nxt = levels[d + 1]
-            if live * DENSE_SHARE >= len(lv.byte):
-                if node is not None:
-                    x, node = _scatter(x, node, len(lv.byte)), None
-                m.ensure_rows(x[x >= 0])
-                xp = x[nxt.parent]                                           # (N_{d+1},) parent configs
-                x = np.where(xp >= 0, m.table[xp, nxt.byte], -1)
-            else:
-                if node is None:
-                    node = np.flatnonzero(x >= 0)
-                    x = x[node]
-                rep, child = _expand(lv.child_start[node], lv.child_count[node])
-                parent = x[rep]
-                m.ensure_rows(parent)
-                x = m.table[parent, nxt.byte[child]]                         # (children,)
-                keep = x >= 0
-                node, x = child[keep], x[keep]
+        member = None
+        if keep is not None:
+            if self._member is None:
+                self._member = np.zeros(trie.n_nodes, dtype=bool)
+                self._offsets = np.cumsum([0] + [len(lv.byte) for lv in levels])
+            self._member[keep] = True
+            member = lambda d, nodes: self._member[self._offsets[d] + nodes]  # noqa: E731
+
+        def rows(ids):
+            m.ensure_rows(ids)
+            return m.table  # (read after: the table may have grown)
+        tokens = []
+        try:
+            first = m.row(cid)[levels[0].byte] if levels else None  # (N_0,) a configuration per node, -1 dead
+            for d, node, x in token_split.walk_trie(levels, first, rows, member):
+                tokens.append(token_split.live_tokens(levels, d, node, x)[1])
+        finally:
+            if keep is not None:
+                self._member[keep] = False
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
-        if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
-            allowed = np.concatenate([allowed, trie.duplicates[np.isin(trie.duplicates[:, 1], allowed), 0]])
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])
-        bits = np.zeros(self.words * 32, dtype=np.uint8)
-        bits[allowed] = 1
-        return np.packbits(bits, bitorder="little").view(np.int32)
-
-
-def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
-    """Sparse (node ids, configs) -> dense (n,) configs, -1 elsewhere."""
-    out = np.full(n, -1, dtype=np.int32)
-    out[node] = x
-    return out
+        return token_split.token_bits(allowed, trie, self.words).view(np.int32)
 
 
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
