@@ -294,9 +294,11 @@ class StackMachine:
         out = np.full(256, -1, dtype=np.int32)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
-            cols, inverse = np.unique(targets[:, live], axis=1, return_inverse=True)
-            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col.tolist()) if t >= 0)
-                   for col in cols.T]
+            cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
+            _, first, inverse = np.unique(cols.view(np.dtype((np.void, 4 * len(stacks)))).reshape(-1),
+                                          return_index=True, return_inverse=True)  # the distinct columns
+            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col) if t >= 0)
+                   for col in cols[first].tolist()]
             out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
         self.table[cid] = out  # (the table may have grown in intern: write after)
         return self.table[cid]
