@@ -93,7 +93,9 @@ class StackMachine:
         self.ids: dict[tuple[Stack, ...], int] = {}
         self._closures: list[tuple[Stack, ...] | None] = []
         self.table = np.full((64, 256), -2, dtype=np.int32)  # -2: not computed yet, -1: dead
-        self._boundary: dict[int, np.ndarray] = {}
+        self._frame_tables: dict[int, np.ndarray | None] = {}
+        self._exits: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._callers: dict[int, set] | None = None
         self.start = self.intern([((0, self.starts[0]),)])
         self._init_maps()
 
@@ -346,17 +348,76 @@ class StackMachine:
             stacks.append(tuple(frames))
         return self.intern(stacks)
 
-    def boundary(self, a: int) -> np.ndarray:
-        """(S,) bool: automaton a's states where a push or a pop may happen (a call edge, an
-        accepting state; a counted or map automaton's start): a token's fate past them depends
-        on the stack."""
-        out = self._boundary.get(a)
+    def frame_table(self, a: int) -> np.ndarray | None:
+        """(S, 256) int32: automaton a's text transitions as seen inside one frame. A counted
+        automaton's next item starts from an item's end (its start's bytes merged into the
+        accepting states' rows) while the count is far from its max; None where the merge is not
+        a DFA (an accepting state and the start read a byte in common)."""
+        if a not in self._frame_tables:
+            t = self.text_trans[a]
+            if self.counts[a] is not None:
+                acc = self.accepting[a]
+                start = t[self.starts[a]]
+                if ((t[acc] >= 0) & (start >= 0)).any():
+                    t = None
+                else:
+                    t = t.copy()
+                    t[acc] = np.where(t[acc] >= 0, t[acc], start)
+            self._frame_tables[a] = t
+        return self._frame_tables[a]
+
+    def exits(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        """Automaton a's states where a push or a pop may happen, and the bytes that may be read
+        right after one: (row (S,) int32, -1 for none; bytes (B, 256) bool). After a push, the
+        callee's first bytes; after a pop, the bytes the callers read at their return states.
+        Conservative (every byte) where a map's members or a closure going on decide."""
+        out = self._exits.get(a)
         if out is None:
-            out = self.accepting[a].copy()
-            out[list(self.calls[a])] = True
-            if self._numbered(a):
-                out[self.starts[a]] = True
-            self._boundary[a] = out
+            n = self.dfas[a].n_states
+            rows = []
+            row = np.full(n, -1, dtype=np.int32)
+            for q in range(n):
+                if self.maps[a] is not None and (q in self.calls[a] or self.accepting[a][q] or q == self.starts[a]):
+                    b = np.ones(256, dtype=bool)
+                elif self.counts[a] is not None and q == self.starts[a]:
+                    b = np.ones(256, dtype=bool)
+                elif q in self.calls[a] or self.accepting[a][q]:
+                    b = np.zeros(256, dtype=bool)
+                    for callee, _ in self.calls[a].get(q, ()):
+                        b |= self._first(callee)
+                    if self.accepting[a][q]:
+                        b |= self._follow(a)
+                else:
+                    continue
+                row[q] = len(rows)
+                rows.append(b)
+            out = self._exits[a] = (row, np.asarray(rows, dtype=bool).reshape(-1, 256))
+        return out
+
+    def _may_act(self, a: int, q: int) -> bool:
+        return q in self.calls[a] or bool(self.accepting[a][q]) or (self._numbered(a) and q == self.starts[a])
+
+    def _first(self, a: int) -> np.ndarray:
+        """(256,) bool: the bytes automaton a may read first once pushed (every byte where its
+        start may push or pop)."""
+        if self._may_act(a, self.starts[a]):
+            return np.ones(256, dtype=bool)
+        return self.text_trans[a][self.starts[a]] >= 0
+
+    def _follow(self, a: int) -> np.ndarray:
+        """(256,) bool: the bytes read right after automaton a returns: its callers' bytes at
+        the return states (every byte where a return state may itself push or pop)."""
+        if self._callers is None:
+            self._callers = {}
+            for c, calls in enumerate(self.calls):
+                for edges in calls.values():
+                    for callee, ret in edges:
+                        self._callers.setdefault(callee, set()).add((c, ret))
+        out = np.zeros(256, dtype=bool)
+        for c, ret in self._callers.get(a, ()):
+            if self._may_act(c, ret):
+                return np.ones(256, dtype=bool)
+            out |= self.text_trans[c][ret] >= 0
         return out
 
     def ensure_rows(self, cids: np.ndarray) -> None:
@@ -511,7 +572,10 @@ class StackGrammar:
         configurations over the trie nodes on their paths alone. Where a frame has too many of
         those, one walk of the whole trie through the configurations instead."""
         m = self.machine
-        frames = [self._frame(a, s) for a, s in sorted({st[-1][:2] for st in m.closure(cid)})]
+        tops = {st[-1] for st in m.closure(cid)}
+        if any(m.counts[f[0]] is not None and not self._far_from_max(f) for f in tops):
+            return self._walk_mask(cid)
+        frames = [self._frame(a, s) for a, s in sorted({f[:2] for f in tops})]
         if any(f.keep is None for f in frames):
             return self._walk_mask(cid)
         words = np.zeros(self.words, dtype=np.uint32)
@@ -524,12 +588,19 @@ class StackGrammar:
             words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
         return words.view(np.int32)
 
+    def _far_from_max(self, frame: Frame) -> bool:
+        """A counted frame whose items cannot reach their max within one token: inside it, the
+        next item may always start (StackMachine.frame_table)."""
+        hi = self.machine.counts[frame[0]][1]
+        return self.machine.frame_table(frame[0]) is not None and (hi is None or hi - frame[2] > self.reach + 2)
+
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
         """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
         out = self._frames.get((a, s))
         if out is None:
+            m = self.machine
             out = self._frames[(a, s)] = token_split.frame_tokens(
-                self.vocab.trie(), self.machine.text_trans[a], self.machine.boundary(a), s, self.words)
+                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words)
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:

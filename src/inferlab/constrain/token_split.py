@@ -6,10 +6,11 @@ inside the top frame's automaton depends on the frame's (automaton, DFA state) a
 on top:
 
 - *accepted*: the tokens whose bytes all walk inside the automaton from that state (a bit row);
-- *context-dependent*: the tokens whose walk inside the automaton reaches a *boundary* state
-  (a call edge, an accepting state: a push or a pop may happen there) before their last byte and
-  is not accepted: their fate depends on the stack. They are kept as the trie nodes on their
-  paths (the boundary nodes, their ancestors and all their descendants).
+- *context-dependent*: the tokens whose walk inside the automaton reaches a state where a push
+  or a pop may happen (a call edge, an accepting state) before their last byte, with a next byte
+  that the pushed callee or the caller returned to may read: their fate depends on the stack.
+  They are kept as the trie nodes on their paths (those nodes, their ancestors and all their
+  descendants).
 
 Every other token dies inside the automaton, whatever the stack. A configuration's mask is then
 the union over its closure's top frames of the accepted rows, plus the context-dependent tokens
@@ -100,39 +101,48 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
-def frame_tokens(trie, trans: np.ndarray, boundary: np.ndarray, state: int, words: int) -> FrameTokens:
-    """The split for one (automaton, state): trans (S, 256) the automaton's text transitions,
-    boundary (S,) bool the states where a push or pop may happen."""
+def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], state: int, words: int) -> FrameTokens:
+    """The split for one (automaton, state): trans (S, 256) the automaton's transitions inside a
+    frame; exits (StackMachine.exits): per state, the row of the bytes that may be read after a
+    push or pop there (-1: none may happen)."""
     levels = trie.levels
+    exit_row, exit_bytes = exits
     accepted, seeds = [], []
     for d, node, x in walk_trie(levels, trans[state][levels[0].byte] if levels else None, lambda ids: trans):
         alive, end = live_tokens(levels, d, node, x)
         accepted.append(end)
-        states = x[alive] if node is None else x
-        seeds.append(alive[boundary[states] & (levels[d].child_count[alive] > 0)])
+        rows = exit_row[x[alive] if node is None else x]
+        at = (rows >= 0) & (levels[d].child_count[alive] > 0)
+        seeds.append((alive[at], rows[at]))
     tokens = np.concatenate(accepted) if accepted else np.zeros(0, np.int32)
-    return FrameTokens(token_bits(tokens, trie, words), _paths(levels, seeds, trie.n_nodes // DENSE_SHARE))
+    return FrameTokens(token_bits(tokens, trie, words), _paths(levels, seeds, exit_bytes, trie.n_nodes // DENSE_SHARE))
 
 
-def _paths(levels, seeds: list[np.ndarray], limit: int) -> np.ndarray | None:
-    """Global ids (level offset + node) of the seeds, their ancestors and their descendants;
-    None past `limit` of them."""
+def _paths(levels, seeds: list, exit_bytes: np.ndarray, limit: int) -> np.ndarray | None:
+    """Global ids (level offset + node) of the context-dependent paths: the seeds' children by an
+    exit byte and all their descendants, and the ancestors of those children; None past `limit`."""
     offsets = np.cumsum([0] + [len(lv.byte) for lv in levels])
     parts, total = [], 0
-    below = np.zeros(0, np.int64)                # descendants of earlier seeds, at depth d
+    below = np.zeros(0, np.int64)                # context-dependent nodes at depth d
+    heads = [np.zeros(0, np.int64) for _ in levels]  # per depth: the seeds with a child kept
     for d, lv in enumerate(levels):
-        src = np.unique(np.concatenate([below, seeds[d]])) if d < len(seeds) else below
         parts.append(offsets[d] + below)
         total += len(below)
         if total > limit:
             return None
-        if not len(src) and d + 1 >= len(seeds):
+        if d + 1 == len(levels) or (not len(below) and d + 1 >= len(seeds)):
             break
-        if d + 1 < len(levels):
-            _, below = _expand(lv.child_start[src], lv.child_count[src])
-    up = np.zeros(0, np.int64)                   # ancestors-or-self of seeds, at depth d
-    for d in range(len(seeds) - 1, -1, -1):
-        cur = np.unique(np.concatenate([up, seeds[d]]))
+        _, kids = _expand(lv.child_start[below], lv.child_count[below])
+        if d < len(seeds) and len(seeds[d][0]):
+            node, row = seeds[d]
+            rep, child = _expand(lv.child_start[node], lv.child_count[node])
+            out = exit_bytes[row[rep], levels[d + 1].byte[child]]
+            heads[d] = np.unique(node[rep[out]])
+            kids = np.concatenate([kids, child[out]])
+        below = np.unique(kids)
+    up = np.zeros(0, np.int64)                   # ancestors-or-self of the kept seeds, at depth d
+    for d in range(len(heads) - 1, -1, -1):
+        cur = np.unique(np.concatenate([up, heads[d]]))
         parts.append(offsets[d] + cur)
         up = levels[d].parent[cur] if d else up
     out = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
