@@ -126,22 +126,29 @@ def _paths(levels, seeds: list, exit_bytes: np.ndarray, limit: int) -> np.ndarra
     below = np.zeros(0, np.int64)                # context-dependent nodes at depth d
     heads = [np.zeros(0, np.int64) for _ in levels]  # per depth: the seeds with a child kept
     for d, lv in enumerate(levels):
+        seed = seeds[d][0] if d < len(seeds) else below[:0]
+        if not len(below) and not len(seed):
+            if d + 1 >= len(seeds):
+                break
+            continue
         parts.append(offsets[d] + below)
         total += len(below)
         if total > limit:
             return None
-        if d + 1 == len(levels) or (not len(below) and d + 1 >= len(seeds)):
+        if d + 1 == len(levels):
             break
         _, kids = _expand(lv.child_start[below], lv.child_count[below])
-        if d < len(seeds) and len(seeds[d][0]):
-            node, row = seeds[d]
-            rep, child = _expand(lv.child_start[node], lv.child_count[node])
+        if len(seed):
+            row = seeds[d][1]
+            rep, child = _expand(lv.child_start[seed], lv.child_count[seed])
             out = exit_bytes[row[rep], levels[d + 1].byte[child]]
-            heads[d] = np.unique(node[rep[out]])
+            heads[d] = np.unique(seed[rep[out]])
             kids = np.concatenate([kids, child[out]])
         below = np.unique(kids)
     up = np.zeros(0, np.int64)                   # ancestors-or-self of the kept seeds, at depth d
     for d in range(len(heads) - 1, -1, -1):
+        if not len(up) and not len(heads[d]):
+            continue
         cur = np.unique(np.concatenate([up, heads[d]]))
         parts.append(offsets[d] + cur)
         up = levels[d].parent[cur] if d else up
