@@ -10,10 +10,12 @@ called automaton it may pop. Nondeterminism at those boundaries is kept as a set
 A *configuration* is such a set (closed under nothing: pushes and pops happen lazily, before the
 next byte), interned to an int. The grammar's states are those ints: immutable and hashable, so
 a matcher's history is a list of them. The byte transitions between configurations are computed
-on first need, a (configuration, 256) row at a time, and kept in a growing table; a token mask is
-a walk of the vocabulary's byte trie through that table (numpy over one trie level at a time), so
+on first need, a (configuration, 256) row at a time, and kept in a growing table. A token mask
+is xgrammar's split (token_split): per (automaton, state) on top of a stack, whatever lies below,
+the tokens decided inside that automaton are one cached row, and only the few whose path pushes
+or pops are walked through the configuration table (numpy over one trie level at a time, so
 tokens that share a prefix share the work, and only configurations a token actually reaches are
-ever built. Masks are computed on first visit of a configuration and cached (LRU), so the time to
+ever built). Masks are computed on first visit of a configuration and cached (LRU), so the time to
 the first mask depends on what one token can reach from the start, not on the schema's size.
 
 Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
