@@ -461,6 +461,7 @@ class StackGrammar:
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
+        self._offsets: np.ndarray | None = None  # (levels + 1,) first global node id of each trie level
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
