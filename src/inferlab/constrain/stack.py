@@ -378,19 +378,19 @@ class StackMachine:
             n = self.dfas[a].n_states
             rows = []
             row = np.full(n, -1, dtype=np.int32)
-            for q in range(n):
-                if self.maps[a] is not None and (q in self.calls[a] or self.accepting[a][q] or q == self.starts[a]):
+            acts = set(np.flatnonzero(self.accepting[a]).tolist()) | set(self.calls[a])
+            if self._numbered(a):
+                acts.add(self.starts[a])
+            follow = self._follow(a) if self.accepting[a].any() else None
+            for q in sorted(acts):
+                if self.maps[a] is not None or (self.counts[a] is not None and q == self.starts[a]):
                     b = np.ones(256, dtype=bool)
-                elif self.counts[a] is not None and q == self.starts[a]:
-                    b = np.ones(256, dtype=bool)
-                elif q in self.calls[a] or self.accepting[a][q]:
+                else:
                     b = np.zeros(256, dtype=bool)
                     for callee, _ in self.calls[a].get(q, ()):
                         b |= self._first(callee)
                     if self.accepting[a][q]:
-                        b |= self._follow(a)
-                else:
-                    continue
+                        b |= follow
                 row[q] = len(rows)
                 rows.append(b)
             out = self._exits[a] = (row, np.asarray(rows, dtype=bool).reshape(-1, 256))
