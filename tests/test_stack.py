@@ -424,3 +424,50 @@ def test_many_members_compile_in_blocks_exactly():
                 obj["zz"] = True
             text = json.dumps(obj, separators=(",", ":"))
             assert machine.accepts(text) == bool(flat.fullmatch(text)), (schema, text)
+
+
+def split_equals_full_walk(grammar, rng, steps=25):
+    """A random token walk: at every step the split mask (token_split) equals one walk of the
+    whole trie through the configurations (StackGrammar._walk_mask, the mask before the split)."""
+    state = grammar.initial_state()
+    for _ in range(steps):
+        key = grammar.machine.mask_key(state[0], grammar.reach)
+        split = grammar._build_mask(key)
+        assert np.array_equal(split, grammar._walk_mask(key))
+        ids = np.flatnonzero(np.unpackbits(split.view(np.uint8), count=grammar.vocab_size, bitorder="little"))
+        ids = [t for t in ids.tolist() if t != grammar.eos_id]
+        if not ids:
+            return
+        nxt = grammar.advance(state, rng.choice(ids))
+        if nxt is None:  # the written keys refuse it (resolved after the cached row)
+            return
+        state = nxt
+
+
+@pytest.fixture(scope="module")
+def qwen_vocab():
+    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    if not vocab_installed("qwen"):
+        pytest.skip("qwen vocabulary not installed")
+    return Vocabulary.from_tokenizer(load_vocab("qwen"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
+def test_split_masks_equal_full_walk_at_qwen_on_recursive_schemas(schema, qwen_vocab):
+    grammar = StackGrammar(build_machine(compile_grammar(schema)), qwen_vocab)
+    for seed in range(3):
+        split_equals_full_walk(grammar, random.Random(seed))
+    assert any(f.keep is not None for f in grammar._frames.values())  # the split itself ran
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
+def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, schema, rng):
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    split_equals_full_walk(StackGrammar(build_machine(compiled), qwen_vocab), rng, steps=12)

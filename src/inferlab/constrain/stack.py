@@ -10,10 +10,12 @@ called automaton it may pop. Nondeterminism at those boundaries is kept as a set
 A *configuration* is such a set (closed under nothing: pushes and pops happen lazily, before the
 next byte), interned to an int. The grammar's states are those ints: immutable and hashable, so
 a matcher's history is a list of them. The byte transitions between configurations are computed
-on first need, a (configuration, 256) row at a time, and kept in a growing table; a token mask is
-a walk of the vocabulary's byte trie through that table (numpy over one trie level at a time), so
+on first need, a (configuration, 256) row at a time, and kept in a growing table. A token mask
+is xgrammar's split (token_split): per (automaton, state) on top of a stack, whatever lies below,
+the tokens decided inside that automaton are one cached row, and only the few whose path pushes
+or pops are walked through the configuration table (numpy over one trie level at a time, so
 tokens that share a prefix share the work, and only configurations a token actually reaches are
-ever built. Masks are computed on first visit of a configuration and cached (LRU), so the time to
+ever built). Masks are computed on first visit of a configuration and cached (LRU), so the time to
 the first mask depends on what one token can reach from the start, not on the schema's size.
 
 Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
@@ -45,9 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain import keys
+from inferlab.constrain import keys, token_split
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
-from inferlab.constrain.index import _expand
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
 
@@ -56,7 +57,6 @@ Stack = tuple[Frame, ...]         # bottom first
 State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 MAX_FORCED_BYTES = 4096
-DENSE_SHARE = 4                   # _build_mask walks a trie level densely from 1/4 of its nodes live
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -95,6 +95,9 @@ class StackMachine:
         self.ids: dict[tuple[Stack, ...], int] = {}
         self._closures: list[tuple[Stack, ...] | None] = []
         self.table = np.full((64, 256), -2, dtype=np.int32)  # -2: not computed yet, -1: dead
+        self._frame_tables: dict[int, np.ndarray | None] = {}
+        self._exits: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._callers: dict[int, set] | None = None
         self.start = self.intern([((0, self.starts[0]),)])
         self._init_maps()
 
@@ -295,9 +298,11 @@ class StackMachine:
         out = np.full(256, -1, dtype=np.int32)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
-            cols, inverse = np.unique(targets[:, live], axis=1, return_inverse=True)
-            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col.tolist()) if t >= 0)
-                   for col in cols.T]
+            cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
+            _, first, inverse = np.unique(cols.view(np.dtype((np.void, 4 * len(stacks)))).reshape(-1),
+                                          return_index=True, return_inverse=True)  # the distinct columns
+            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col) if t >= 0)
+                   for col in cols[first].tolist()]
             out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
         self.table[cid] = out  # (the table may have grown in intern: write after)
         return self.table[cid]
@@ -345,6 +350,78 @@ class StackMachine:
             stacks.append(tuple(frames))
         return self.intern(stacks)
 
+    def frame_table(self, a: int) -> np.ndarray | None:
+        """(S, 256) int32: automaton a's text transitions as seen inside one frame. A counted
+        automaton's next item starts from an item's end (its start's bytes merged into the
+        accepting states' rows) while the count is far from its max; None where the merge is not
+        a DFA (an accepting state and the start read a byte in common)."""
+        if a not in self._frame_tables:
+            t = self.text_trans[a]
+            if self.counts[a] is not None:
+                acc = self.accepting[a]
+                start = t[self.starts[a]]
+                if ((t[acc] >= 0) & (start >= 0)).any():
+                    t = None
+                else:
+                    t = t.copy()
+                    t[acc] = np.where(t[acc] >= 0, t[acc], start)
+            self._frame_tables[a] = t
+        return self._frame_tables[a]
+
+    def exits(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        """Automaton a's states where a push or a pop may happen, and the bytes that may be read
+        right after one: (row (S,) int32, -1 for none; bytes (B, 256) bool). After a push, the
+        callee's first bytes; after a pop, the bytes the callers read at their return states.
+        Conservative (every byte) where a map's members or a closure going on decide."""
+        out = self._exits.get(a)
+        if out is None:
+            n = self.dfas[a].n_states
+            rows = []
+            row = np.full(n, -1, dtype=np.int32)
+            acts = set(np.flatnonzero(self.accepting[a]).tolist()) | set(self.calls[a])
+            if self._numbered(a):
+                acts.add(self.starts[a])
+            follow = self._follow(a) if self.accepting[a].any() else None
+            for q in sorted(acts):
+                if self.maps[a] is not None or (self.counts[a] is not None and q == self.starts[a]):
+                    b = np.ones(256, dtype=bool)
+                else:
+                    b = np.zeros(256, dtype=bool)
+                    for callee, _ in self.calls[a].get(q, ()):
+                        b |= self._first(callee)
+                    if self.accepting[a][q]:
+                        b |= follow
+                row[q] = len(rows)
+                rows.append(b)
+            out = self._exits[a] = (row, np.asarray(rows, dtype=bool).reshape(-1, 256))
+        return out
+
+    def _may_act(self, a: int, q: int) -> bool:
+        return q in self.calls[a] or bool(self.accepting[a][q]) or (self._numbered(a) and q == self.starts[a])
+
+    def _first(self, a: int) -> np.ndarray:
+        """(256,) bool: the bytes automaton a may read first once pushed (every byte where its
+        start may push or pop)."""
+        if self._may_act(a, self.starts[a]):
+            return np.ones(256, dtype=bool)
+        return self.text_trans[a][self.starts[a]] >= 0
+
+    def _follow(self, a: int) -> np.ndarray:
+        """(256,) bool: the bytes read right after automaton a returns: its callers' bytes at
+        the return states (every byte where a return state may itself push or pop)."""
+        if self._callers is None:
+            self._callers = {}
+            for c, calls in enumerate(self.calls):
+                for edges in calls.values():
+                    for callee, ret in edges:
+                        self._callers.setdefault(callee, set()).add((c, ret))
+        out = np.zeros(256, dtype=bool)
+        for c, ret in self._callers.get(a, ()):
+            if self._may_act(c, ret):
+                return np.ones(256, dtype=bool)
+            out |= self.text_trans[c][ret] >= 0
+        return out
+
     def ensure_rows(self, cids: np.ndarray) -> None:
         for cid in np.unique(cids[self.table[cids, 0] == -2]).tolist():
             self.row(cid)
@@ -382,6 +459,9 @@ class StackGrammar:
         self._cache_rows = cache_rows
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
+        self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
+        self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
+        self._offsets: np.ndarray | None = None  # (levels + 1,) first global node id of each trie level
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
@@ -490,54 +570,76 @@ class StackGrammar:
         return np.flatnonzero(bits).astype(np.int32)
 
     def _build_mask(self, cid: int) -> np.ndarray:
-        """Walk the vocabulary trie from configuration `cid`, a level at a time: over the live
-        nodes while they are few (sparse: their children expanded), over the whole level once
-        they are 1/DENSE_SHARE of it or more (dense: every node reads its parent's
-        configuration, no expansion; in string content nearly every token lives)."""
+        """xgrammar's split (token_split): the union of the closure's top frames' accepted rows
+        (cached per (automaton, state)), then their context-dependent tokens walked through the
+        configurations over the trie nodes on their paths alone. Where a frame has too many of
+        those, one walk of the whole trie through the configurations instead."""
+        m = self.machine
+        tops = {st[-1] for st in m.closure(cid)}
+        if any(m.counts[f[0]] is not None and not self._far_from_max(f) for f in tops):
+            return self._walk_mask(cid)
+        frames = [self._frame(a, s) for a, s in sorted({f[:2] for f in tops})]
+        if any(f.keep is None for f in frames):
+            return self._walk_mask(cid)
+        words = np.zeros(self.words, dtype=np.uint32)
+        for f in frames:
+            words |= f.accepted
+        keep = np.unique(np.concatenate([f.keep for f in frames])) if frames else np.zeros(0, np.int64)
+        if len(keep):
+            words |= self._walk_mask(cid, keep).view(np.uint32)
+        elif self.eos_id >= 0 and m.can_end(cid):
+            words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
+        return words.view(np.int32)
+
+    def _far_from_max(self, frame: Frame) -> bool:
+        """A counted frame whose items cannot reach their max within one token: inside it, the
+        next item may always start (StackMachine.frame_table)."""
+        hi = self.machine.counts[frame[0]][1]
+        return self.machine.frame_table(frame[0]) is not None and (hi is None or hi - frame[2] > self.reach + 2)
+
+    def _frame(self, a: int, s: int) -> token_split.FrameTokens:
+        """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
+        out = self._frames.get((a, s))
+        if out is None:
+            m = self.machine
+            out = self._frames[(a, s)] = token_split.frame_tokens(
+                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words)
+            if len(self._frames) > self._cache_rows:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end((a, s))
+        return out
+
+    def _walk_mask(self, cid: int, keep: np.ndarray | None = None) -> np.ndarray:
+        """The tokens allowed from configuration `cid` (and EOS where it can end) by a walk of the
+        vocabulary trie through the configuration table; only over the global trie node ids
+        `keep` (sorted) when given."""
         m = self.machine
         trie = self.vocab.trie()
         levels = trie.levels
-        tokens: list[np.ndarray] = []
-        x = m.row(cid)[levels[0].byte] if levels else None   # (N_0,) dense: a config per node, -1 dead
-        node = None                                          # None: x is dense; else the live nodes
-        for d, lv in enumerate(levels):
-            end = lv.end_token[x >= 0] if node is None else lv.end_token[node]
-            tokens.append(end[end >= 0])
-            live = int(np.count_nonzero(x >= 0)) if node is None else len(node)
-            if d + 1 == len(levels) or not live:
-                break
-            nxt = levels[d + 1]
-            if live * DENSE_SHARE >= len(lv.byte):
-                if node is not None:
-                    x, node = _scatter(x, node, len(lv.byte)), None
-                m.ensure_rows(x[x >= 0])
-                xp = x[nxt.parent]                                           # (N_{d+1},) parent configs
-                x = np.where(xp >= 0, m.table[xp, nxt.byte], -1)
-            else:
-                if node is None:
-                    node = np.flatnonzero(x >= 0)
-                    x = x[node]
-                rep, child = _expand(lv.child_start[node], lv.child_count[node])
-                parent = x[rep]
-                m.ensure_rows(parent)
-                x = m.table[parent, nxt.byte[child]]                         # (children,)
-                keep = x >= 0
-                node, x = child[keep], x[keep]
+        member = None
+        if keep is not None:
+            if self._member is None:
+                self._member = np.zeros(trie.n_nodes, dtype=bool)
+                self._offsets = np.cumsum([0] + [len(lv.byte) for lv in levels])
+            self._member[keep] = True
+            member = lambda d, nodes: self._member[self._offsets[d] + nodes]  # noqa: E731
+
+        def rows(ids):
+            m.ensure_rows(ids)
+            return m.table  # (read after: the table may have grown)
+        tokens = []
+        try:
+            first = m.row(cid)[levels[0].byte] if levels else None  # (N_0,) a configuration per node, -1 dead
+            for d, node, x in token_split.walk_trie(levels, first, rows, member):
+                tokens.append(token_split.live_tokens(levels, d, node, x)[1])
+        finally:
+            if keep is not None:
+                self._member[keep] = False
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
-        if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
-            allowed = np.concatenate([allowed, trie.duplicates[np.isin(trie.duplicates[:, 1], allowed), 0]])
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])
-        bits = np.zeros(self.words * 32, dtype=np.uint8)
-        bits[allowed] = 1
-        return np.packbits(bits, bitorder="little").view(np.int32)
-
-
-def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
-    """Sparse (node ids, configs) -> dense (n,) configs, -1 elsewhere."""
-    out = np.full(n, -1, dtype=np.int32)
-    out[node] = x
-    return out
+        return token_split.token_bits(allowed, trie, self.words).view(np.int32)
 
 
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
