@@ -138,6 +138,7 @@ TINY_QWEN = {**__import__("inferlab.model.random_folder", fromlist=["QWEN25_05B"
              "intermediate_size": 64, "max_position_embeddings": 256}
 
 
+@pytest.mark.slow  # ~2 s: a real (quick) lab run on a model folder
 def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_path, monkeypatch):
     """--model DIR: a random Qwen2-shaped folder whose embedding has more rows than its tokenizer
     (as Qwen2.5's 151,936 for 151,665 tokens) gets its own row beside MiniGPT's, masks over every row."""

@@ -134,6 +134,7 @@ def test_cli_generate_reaches_20_levels(tok, tmp_path, monkeypatch, capsys):
         check_deep(out["text"])
 
 
+@pytest.mark.slow  # ~5 s (transformers generate); generate() and the CLI reach 20 levels in the default run
 def test_hf_processor_reaches_20_levels():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")

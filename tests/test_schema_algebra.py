@@ -211,11 +211,13 @@ def _plain(value) -> bool:
     return not isinstance(value, (dict, list, float))
 
 
+# 120 draws per mode by default (hypothesis rejects many: >= 40 must reach the check); `-m slow` 400.
+@pytest.mark.parametrize("examples", [120, pytest.param(400, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["compact", "grammar"])
-def test_scalar_combinators_accept_only_valid_values(mode):
+def test_scalar_combinators_accept_only_valid_values(mode, examples):
     counts = Counter()
 
-    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(combined(), st.lists(VALUES, min_size=4, max_size=10), st.randoms(use_true_random=False))
     def prop(schema, values, rng):
         _check(schema, values, rng, counts, mode)
@@ -224,6 +226,7 @@ def test_scalar_combinators_accept_only_valid_values(mode):
     assert_refusals_bounded(counts)
 
 
+@pytest.mark.slow  # ~2 s of object draws
 def test_conditionals_on_objects_accept_only_valid_objects():
     counts = Counter()
 

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,7 @@ def assert_refusals_bounded(counts):
     assert counts["refused"] <= MAX_REFUSED * counts["drawn"], counts
 
 
+@pytest.mark.slow  # ~3 s; the flat regex baseline (the stack grammar has its own oracles by default)
 def test_regex_strings_are_valid_json_instances():
     counts = Counter()
 

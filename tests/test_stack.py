@@ -263,6 +263,7 @@ def test_masks_equal_brute_force_on_generated_recursive_schemas(schema, rng):
     check_masks_and_soundness(schema, rng, 10, stack=True)
 
 
+@pytest.mark.slow  # ~2 s cross-check of the two compile paths
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(SCHEMAS, st.randoms(use_true_random=False))
 def test_grammar_accepts_the_flat_regex_language(schema, rng):
@@ -372,6 +373,7 @@ def test_counted_strings_equal_unrolled(schema):
         walk_pair(counted, flat, rng)
 
 
+@pytest.mark.slow  # ~2-3 s; the fixed counted cases run by default
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(SCHEMAS, st.randoms(use_true_random=False))
 def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
