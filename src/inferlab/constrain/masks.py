@@ -45,14 +45,21 @@ def apply_plan(logits: np.ndarray, plan: tuple[bool, np.ndarray]) -> None:
         logits[ids] = NEG_INF
 
 
+def unpack_bitmask(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
+    """int32 (..., W) -> bool (..., V): True where the token is allowed."""
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, count=vocab_size,
+                         bitorder="little")                                  # (..., V) uint8
+    return bits.view(bool)
+
+
 def plan_of_bitmask(words: np.ndarray, vocab_size: int) -> tuple[bool, np.ndarray]:
     """(keep, ids) of an int32 bitmask row (ceil(V/32),): the allowed ids where they are at most
     half the vocabulary, else the disallowed ones (intp: what fancy indexing takes unconverted)."""
-    bits = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")   # (V,) 0/1
+    bits = unpack_bitmask(words, vocab_size)                                          # (V,) bool
     allowed = np.flatnonzero(bits)
     if 2 * len(allowed) <= vocab_size:
         return True, allowed
-    return False, np.flatnonzero(bits == 0)
+    return False, np.flatnonzero(~bits)
 
 
 def _disallowed_token(token: int, where: str) -> InferlabError:

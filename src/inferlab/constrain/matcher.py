@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
-from inferlab.constrain.masks import apply_plan, plan_of_bitmask
+from inferlab.constrain.masks import apply_plan, plan_of_bitmask, unpack_bitmask
 from inferlab.constrain.stack import StackGrammar, compile_machine
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
@@ -45,13 +45,6 @@ def bitmask_words(vocab_size: int) -> int:
 def allocate_token_bitmask(batch: int, vocab_size: int) -> np.ndarray:
     """int32 (batch, ceil(V/32)) with every bit set: a row nobody fills masks nothing."""
     return np.full((batch, bitmask_words(vocab_size)), -1, dtype=np.int32)
-
-
-def unpack_bitmask(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
-    """int32 (..., W) -> bool (..., V): True where the token is allowed."""
-    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, count=vocab_size,
-                         bitorder="little")                                  # (..., V) uint8
-    return bits.view(bool)
 
 
 def apply_token_bitmask_inplace(logits, bitmask) -> None:

@@ -49,6 +49,7 @@ import numpy as np
 
 from inferlab.constrain import keys, token_split
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
+from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
 
@@ -550,8 +551,7 @@ class StackGrammar:
                 cands = self.key_index.any_quote
         words = out.view(np.uint32)
         if cands is None:
-            bits = np.unpackbits(out.view(np.uint8), count=self.vocab_size, bitorder="little")
-            cands = np.flatnonzero(bits)
+            cands = np.flatnonzero(unpack_bitmask(out, self.vocab_size))
         else:
             cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
         for t in cands.tolist():
@@ -566,8 +566,7 @@ class StackGrammar:
         """Sorted token ids allowed after `state` (EOS included where it can end)."""
         row = np.empty(self.words, dtype=np.int32)
         self.fill_bitmask(state, row)
-        bits = np.unpackbits(row.view(np.uint8), count=self.vocab_size, bitorder="little")
-        return np.flatnonzero(bits).astype(np.int32)
+        return np.flatnonzero(unpack_bitmask(row, self.vocab_size)).astype(np.int32)
 
     def _build_mask(self, cid: int) -> np.ndarray:
         """xgrammar's split (token_split): the union of the closure's top frames' accepted rows
