@@ -60,10 +60,9 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             check_nesting(s)
         with recursion_room(SCHEMA_FRAMES):
             keys = [json.dumps(s) for s in self.schemas]
-        first = {k: i for i, k in reversed(list(enumerate(keys)))}
-        distinct = list(first)
+        distinct = list(dict.fromkeys(keys))                     # first-seen order
         self._schema_of = [distinct.index(k) for k in keys]     # batch item -> distinct schema
-        self._machines = [compile_machine(self.schemas[first[k]], max_states=max_states, **compile_options)[1]
+        self._machines = [compile_machine(self.schemas[keys.index(k)], max_states=max_states, **compile_options)[1]
                           for k in distinct]
         self.grammars: list[StackGrammar] = []
         self.reset()
