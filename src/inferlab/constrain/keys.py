@@ -160,7 +160,8 @@ class KeyIndex:
                 quoted[u].append(t)
             if len(set(inside)) < len(inside):
                 repeats.append(t)
-        self.closing, self.quoted = dict(closing), dict(quoted)
+        self.closing = {u: np.asarray(ts, dtype=np.int64) for u, ts in closing.items()}
+        self.quoted = {u: np.asarray(ts, dtype=np.int64) for u, ts in quoted.items()}
         self.many_quotes = np.asarray(many, dtype=np.int64)
         self.repeats = np.asarray(repeats, dtype=np.int64)
         self.any_quote = np.asarray(any_quote, dtype=np.int64)
@@ -174,9 +175,10 @@ class KeyIndex:
         or the key being written (ended in the token) and a whole quoted key after it."""
         objs, key = ctx[0], ctx[1]
         out = [self.repeats]
+        none = self.repeats[:0]
         for names in objs:
             for name in names or ():
-                out.append(self.quoted.get(name, ()))
+                out.append(self.quoted.get(name, none))
         if key is not None:
             prefix = unescape(key)
             if prefix is None:
@@ -184,8 +186,8 @@ class KeyIndex:
             out.append(self.many_quotes)
             for name in objs[-1]:
                 if name.startswith(prefix):
-                    out.append(self.closing.get(name[len(prefix):], ()))
-        return np.unique(np.concatenate([np.asarray(x, dtype=np.int64) for x in out]))
+                    out.append(self.closing.get(name[len(prefix):], none))
+        return np.unique(np.concatenate(out))
 
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -57,6 +57,7 @@ Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state
 Stack = tuple[Frame, ...]         # bottom first
 State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
+CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
 
 
@@ -458,9 +459,12 @@ class StackGrammar:
         self.words = (self.vocab_size + 31) // 32
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_rows = cache_rows
+        self._cache_states = CLEARED_CACHE_STATES
+        self._cleared: OrderedDict[State, tuple[int, tuple[int, ...]]] = OrderedDict()  # state -> (mask key, cleared)
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
+        self._shapes: dict[bytes, token_split.Shape] = {}  # a region's walk, shared by the frames with its shape
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self._offsets: np.ndarray | None = None  # (levels + 1,) first global node id of each trie level
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
@@ -522,11 +526,28 @@ class StackGrammar:
 
     def fill_bitmask(self, state: State, out: np.ndarray) -> None:
         """The configuration's row (cached), then the tokens whose answer the written keys can
-        change resolved against them (keys.KeyIndex): xgrammar's context-dependent tokens."""
-        cid, ctx = state
-        key = self._keys.get(cid)
-        if key is None:
-            key = self._keys[cid] = self.machine.mask_key(cid, self.reach)
+        change resolved against them (keys.KeyIndex): xgrammar's context-dependent tokens. The
+        resolution is a function of the state alone, so the tokens it clears are kept per state
+        (LRU): a state seen before costs a row copy and clearing those few bits."""
+        hit = self._cleared.get(state)
+        if hit is None:
+            key = self._keys.get(state[0])
+            if key is None:
+                key = self._keys[state[0]] = self.machine.mask_key(state[0], self.reach)
+            np.copyto(out, self._row(key))
+            hit = self._cleared[state] = key, self._resolve(state, out)
+            if len(self._cleared) > self._cache_states:
+                self._cleared.popitem(last=False)
+            return
+        self._cleared.move_to_end(state)
+        np.copyto(out, self._row(hit[0]))
+        if hit[1]:
+            words = out.view(np.uint32)
+            for t in hit[1]:
+                words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+
+    def _row(self, key: int) -> np.ndarray:
+        """The (words,) int32 row of mask key `key`, built on first need, cached (LRU)."""
         row = self._masks.get(key)
         if row is None:
             row = self._masks[key] = self._build_mask(key)
@@ -534,10 +555,10 @@ class StackGrammar:
                 self._masks.popitem(last=False)
         else:
             self._masks.move_to_end(key)
-        out[:] = row
-        self._resolve(state, out)
+        return row
 
-    def _resolve(self, state: State, out: np.ndarray) -> None:
+    def _resolve(self, state: State, out: np.ndarray) -> tuple[int, ...]:
+        """Clear in `out` the allowed tokens the written keys refuse; returns them."""
         m = self.machine
         if m.finite_maps and m.holds_finite_map(state[0]):
             # keys can run out: within a key every allowed token is checked, else those that can
@@ -552,11 +573,15 @@ class StackGrammar:
         words = out.view(np.uint32)
         if cands is None:
             cands = np.flatnonzero(unpack_bitmask(out, self.vocab_size))
+        elif not len(cands):
+            return ()
         else:
             cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
-        for t in cands.tolist():
-            if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None:
-                words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        cleared = tuple(t for t in cands.tolist()
+                        if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
+        for t in cleared:
+            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        return cleared
 
     @property
     def key_index(self) -> keys.KeyIndex:
@@ -602,7 +627,7 @@ class StackGrammar:
         if out is None:
             m = self.machine
             out = self._frames[(a, s)] = token_split.frame_tokens(
-                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words)
+                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, self._shapes)
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:

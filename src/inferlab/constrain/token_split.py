@@ -67,14 +67,37 @@ def walk_trie(levels, first: np.ndarray, rows, member=None):
             if node is None:
                 node = np.flatnonzero(x >= 0)
                 x = x[node]
-            rep, child = _expand(lv.child_start[node], lv.child_count[node])
-            if member is not None:
-                inside = member(d + 1, child)
-                rep, child = rep[inside], child[inside]
-            parent = x[rep]
-            x = rows(parent)[parent, nxt.byte[child]]                    # (children,)
-            keep = x >= 0
-            node, x = child[keep], x[keep]
+            node, x = _children(lv, nxt, node, x, rows, None if member is None else (lambda c: member(d + 1, c)))
+
+
+def _children(lv, nxt, node: np.ndarray, x: np.ndarray, rows, member=None) -> tuple[np.ndarray, np.ndarray]:
+    """One sparse trie step: the live children (node ids at the next level, their values) of
+    the live `node` with values `x`; member(children) -> bool restricts them."""
+    rep, child = _expand(lv.child_start[node], lv.child_count[node])
+    if member is not None:
+        inside = member(child)
+        rep, child = rep[inside], child[inside]
+    parent = x[rep]
+    x = rows(parent)[parent, nxt.byte[child]]                            # (children,)
+    keep = x >= 0
+    return child[keep], x[keep]
+
+
+def walk_sparse(levels, starts: list, rows):
+    """Yield (depth, nodes, x) per trie level of a sparse walk that begins, at each depth d, at
+    the live nodes starts[d] = (node ids, values) besides the children of the nodes before
+    (no start may descend from another: the walk would visit it twice)."""
+    node = x = None
+    for d, lv in enumerate(levels):
+        if len(starts[d][0]):
+            node = starts[d][0] if node is None else np.concatenate([node, starts[d][0]])
+            x = starts[d][1] if x is None else np.concatenate([x, starts[d][1]])
+        if node is None or not len(node):
+            node = x = None
+            continue
+        yield d, node, x
+        if d + 1 < len(levels):
+            node, x = _children(lv, levels[d + 1], node, x, rows)
 
 
 def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
@@ -101,21 +124,171 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
-def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], state: int, words: int) -> FrameTokens:
+def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], state: int, words: int,
+                 shapes: dict | None = None) -> FrameTokens:
     """The split for one (automaton, state): trans (S, 256) the automaton's transitions inside a
     frame; exits (StackMachine.exits): per state, the row of the bytes that may be read after a
-    push or pop there (-1: none may happen)."""
+    push or pop there (-1: none may happen). With `shapes` (a cache, {signature: Shape}), a state
+    whose region (`region`) loops walks the region once per shape, and itself only the tokens
+    that leave it."""
     levels = trie.levels
+    if shapes is not None and levels:
+        order = region(trans, state)
+        if order is not None:
+            return _shaped_frame(trie, trans, exits, order, words, shapes)
     exit_row, exit_bytes = exits
     accepted, seeds = [], []
     for d, node, x in walk_trie(levels, trans[state][levels[0].byte] if levels else None, lambda ids: trans):
-        alive, end = live_tokens(levels, d, node, x)
+        end, seed = _split_level(levels, d, node, x, exit_row)
         accepted.append(end)
-        rows = exit_row[x[alive] if node is None else x]
-        at = (rows >= 0) & (levels[d].child_count[alive] > 0)
-        seeds.append((alive[at], rows[at]))
+        seeds.append(seed)
     tokens = np.concatenate(accepted) if accepted else np.zeros(0, np.int32)
     return FrameTokens(token_bits(tokens, trie, words), _paths(levels, seeds, exit_bytes, trie.n_nodes // DENSE_SHARE))
+
+
+def _split_level(levels, d: int, node, x, exit_row: np.ndarray):
+    """Of one level of a walk inside an automaton: (its tokens, (the nodes with children at a
+    state where a push or pop may happen, their exit rows))."""
+    alive, end = live_tokens(levels, d, node, x)
+    rows = exit_row[x[alive] if node is None else x]
+    at = (rows >= 0) & (levels[d].child_count[alive] > 0)
+    return end, (alive[at], rows[at])
+
+
+# A *region* of a state: the states reached from it by bytes other than a quote, the first
+# REGION_STATES of them in breadth-first order (by byte). Inside a string it is the string's
+# content loop (characters, escapes, the bytes of multi-byte characters), which thousands of
+# states of a schema share (every string property, array item, map value): its tokens are most
+# of the vocabulary, and only those with a quote or a byte the loop refuses leave it. What a
+# token does inside a region depends on the region's transitions alone, up to a renumbering:
+# so the walk inside it is done once per *shape* (the renumbered transitions, with a byte that
+# leaves the region marked, and the exit bytes of its states), and each state walks only the
+# tokens that leave it, from where they leave, through its own automaton.
+QUOTE = 0x22
+REGION_STATES = 64
+REGION_MIN_BYTES = 32  # a state reading fewer bytes walks few tokens: no region
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    accepted: np.ndarray  # (words,) uint32: tokens whose walk stays inside the region
+    seeds: list           # per depth: (nodes, rows of exit_bytes) at region states that may push or pop
+    exit_bytes: np.ndarray  # (B, 256) bool: the exit bytes of the region's states that have some
+    leave: list           # per depth: (nodes, region index of the parent's state): the walk leaves there
+
+
+def region(trans: np.ndarray, state: int) -> np.ndarray | None:
+    """The region's states (state first, breadth-first by byte) that can reach a loop in it, or
+    None when the state cannot or reads few bytes (nothing to share: its own walk is as cheap)."""
+    if np.count_nonzero(trans[state] >= 0) < REGION_MIN_BYTES:
+        return None
+    states = _bfs(trans, state, REGION_STATES)
+    inner = _inner(trans, states)
+    adj = np.zeros((len(states), len(states)), dtype=bool)                  # region edge i -> j
+    src, byte = np.nonzero(inner >= 0)
+    adj[src, inner[src, byte]] = True
+    live = np.ones(len(states), dtype=bool)  # drop the states with no edge to a live one: those
+    while True:                              # left can reach a loop
+        drop = live & ~adj[:, live].any(axis=1)
+        if not drop.any():
+            break
+        live &= ~drop
+    if not live[0]:
+        return None
+    if live.all():
+        return states
+    keep = np.zeros(len(trans), dtype=bool)
+    keep[states[live]] = True
+    return _bfs(trans, state, REGION_STATES, keep)  # the same order within what is kept
+
+
+def _bfs(trans: np.ndarray, state: int, cap: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """The states reached from `state` by bytes other than a quote (through states where `keep`
+    (S,) bool, if given), breadth-first with each state's targets in byte order: the first `cap`."""
+    order = [np.asarray([state], dtype=np.int64)]
+    seen = {state}
+    n = 1
+    while len(order[-1]) and n < cap:
+        flat = np.delete(trans[order[-1]], QUOTE, axis=1).reshape(-1)      # (F * 255,) in BFS order
+        flat = flat[flat >= 0]
+        if keep is not None:
+            flat = flat[keep[flat]]
+        _, first = np.unique(flat, return_index=True)
+        new = [q for q in flat[np.sort(first)].tolist() if q not in seen][:cap - n]
+        seen.update(new)
+        order.append(np.asarray(new, dtype=np.int64))
+        n += len(new)
+    return np.concatenate(order)
+
+
+def _inner(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """(k, 256) int32: the region index each region state goes to by each byte, -1 where the
+    byte is refused or leaves the region (a quote always leaves)."""
+    index = np.full(len(trans), -1, dtype=np.int32)
+    index[states] = np.arange(len(states), dtype=np.int32)
+    rows = trans[states]                                                    # (k, 256)
+    inner = np.where(rows >= 0, index[np.maximum(rows, 0)], -1)
+    inner[:, QUOTE] = -1
+    return inner
+
+
+def _signature(trans: np.ndarray, exits, states: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """(the shape's key, its walk table (2k, 256): region index, k + i for a byte leaving the
+    region from index i, -1 refused; per region index its row of the shape's exit bytes or -1;
+    those exit bytes (B, 256) bool)."""
+    k = len(states)
+    inner = _inner(trans, states)
+    table = np.full((2 * k, 256), -1, dtype=np.int32)
+    leaving = np.arange(k, 2 * k, dtype=np.int32)[:, None]
+    table[:k] = np.where(inner >= 0, inner, np.where(trans[states] >= 0, leaving, -1))
+    exit_row, exit_bytes = exits
+    own = exit_row[states]
+    has = own >= 0
+    shape_rows = np.where(has, np.cumsum(has) - 1, -1).astype(np.int32)
+    shape_bytes = exit_bytes[own[has]]
+    key = table[:k].tobytes() + has.tobytes() + np.packbits(shape_bytes).tobytes()
+    return key, table, shape_rows, shape_bytes
+
+
+def _shape(trie, table: np.ndarray, shape_rows: np.ndarray, shape_bytes: np.ndarray, words: int) -> Shape:
+    """The walk of the whole trie inside a region (its table from _signature)."""
+    levels = trie.levels
+    k = len(shape_rows)
+    accepted, seeds, leave = [], [], []
+    for d, node, x in walk_trie(levels, table[0][levels[0].byte], lambda ids: table):
+        if node is None:
+            node = np.flatnonzero(x >= 0)
+            x = x[node]
+        out = x >= k
+        leave.append((node[out], x[out] - k))
+        end, seed = _split_level(levels, d, node[~out], x[~out], shape_rows)
+        accepted.append(end)
+        seeds.append(seed)
+    return Shape(token_bits(np.concatenate(accepted), trie, words), seeds, shape_bytes, leave)
+
+
+def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int, shapes: dict) -> FrameTokens:
+    """frame_tokens of states[0] from its region's shape: the walk inside the region shared,
+    then the tokens leaving it walked on from the nodes where they leave."""
+    levels = trie.levels
+    key, table, shape_rows, shape_bytes = _signature(trans, exits, states)
+    shape = shapes.get(key)
+    if shape is None:
+        shape = shapes[key] = _shape(trie, table, shape_rows, shape_bytes, words)
+    exit_row, exit_bytes = exits
+    starts = [(node, trans[states[src], levels[d].byte[node]]) for d, (node, src) in enumerate(shape.leave)]
+    starts += [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * (len(levels) - len(starts))
+    accepted = [np.zeros(0, np.int32)]
+    seeds = [(node, rows) for node, rows in shape.seeds] + [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * (
+        len(levels) - len(shape.seeds))
+    offset = len(shape.exit_bytes)
+    for d, node, x in walk_sparse(levels, starts, lambda ids: trans):
+        end, (at, rows) = _split_level(levels, d, node, x, exit_row)
+        accepted.append(end)
+        seeds[d] = (np.concatenate([seeds[d][0], at]), np.concatenate([seeds[d][1], rows + offset]))
+    words_out = shape.accepted | token_bits(np.concatenate(accepted), trie, words)
+    both = np.concatenate([shape.exit_bytes, exit_bytes]) if offset else exit_bytes
+    return FrameTokens(words_out, _paths(levels, seeds, both, trie.n_nodes // DENSE_SHARE))
 
 
 def _paths(levels, seeds: list, exit_bytes: np.ndarray, limit: int) -> np.ndarray | None:
