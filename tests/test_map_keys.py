@@ -254,3 +254,28 @@ def test_maps_with_flexible_whitespace():
     for piece in b'"a":1 , "b" :2':
         state = grammar.advance(state, piece)
     assert bitmask_ids(grammar, state) & {ord(","), ord(" ")} == {ord(" ")}  # no key is left: no comma
+
+
+@pytest.mark.parametrize("name", ["max3", "unconstrained", "pattern-finite-min1"])
+def test_masks_kept_per_state_equal_fresh_masks(name):
+    """fill_bitmask keeps the tokens the written keys refuse per state: a state seen again gets
+    the row and those tokens from the cache; they equal a fresh grammar's mask of that state."""
+    machine = build_machine(compile_grammar(MAPS[name]))
+    vocab = key_vocab(3)
+    grammar = StackGrammar(machine, vocab)
+    rng = random.Random(3)
+    seen = []
+    for _ in range(6):
+        state = grammar.initial_state()
+        for _ in range(30):
+            ids = bitmask_ids(grammar, state)
+            seen.append((state, ids))
+            choices = sorted(ids - {vocab.eos_id})
+            if not choices:
+                break
+            quoting = [t for t in choices if b'"' in vocab.token_bytes[t]]  # keys get written, and repeated
+            state = grammar.advance(state, rng.choice(quoting if quoting and rng.random() < 0.7 else choices))
+    assert any(cleared for _, cleared in grammar._cleared.values())  # the written keys refused some
+    for state, ids in seen:
+        assert bitmask_ids(grammar, state) == ids
+        assert bitmask_ids(StackGrammar(machine, vocab), state) == ids

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inferlab.constrain import regex as rx
+from inferlab.constrain import token_split
 from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import StackGrammar, build_machine
@@ -473,3 +474,69 @@ def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, sc
     except SchemaError:
         return
     split_equals_full_walk(StackGrammar(build_machine(compiled), qwen_vocab), rng, steps=12)
+
+
+def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
+    """Every (automaton, state), or a sample of them: the split with the regions' walks shared
+    through one shape cache for the whole grammar equals the split walked alone (no shapes).
+    Returns (states with a region, shapes built)."""
+    m, trie = grammar.machine, grammar.vocab.trie()
+    shapes: dict = {}
+    regions = 0
+    for a in range(m.n_automata):
+        trans = m.frame_table(a)
+        if trans is None:
+            continue
+        states = list(range(m.dfas[a].n_states))
+        if states_per_automaton is not None and len(states) > states_per_automaton:
+            states = rng.sample(states, states_per_automaton)
+        for s in states:
+            alone = token_split.frame_tokens(trie, trans, m.exits(a), s, grammar.words)
+            shared = token_split.frame_tokens(trie, trans, m.exits(a), s, grammar.words, shapes)
+            assert np.array_equal(alone.accepted, shared.accepted), (a, s)
+            assert (alone.keep is None) == (shared.keep is None), (a, s)
+            assert alone.keep is None or np.array_equal(alone.keep, shared.keep), (a, s)
+            regions += token_split.region(trans, s) is not None
+    return regions, len(shapes)
+
+
+STRINGS = {"type": "object", "properties": {
+    "a": {"type": "string"}, "b": {"type": "string", "minLength": 1}, "c": {"type": "array", "items": {"type": "string"}},
+    "d": {"type": "object", "additionalProperties": {"type": "string"}}, "e": {"type": "string", "pattern": "^[a-z]+$"},
+    "f": {"type": "number"}, "g": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
+
+
+@pytest.mark.parametrize("schema", [STRINGS, *RECURSIVE], ids=["strings", "tree", "list", "any"])
+def test_shared_region_shapes_equal_unshared_splits(schema):
+    regions, shapes = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(schema)), small_vocab(4)))
+    if schema is STRINGS:
+        assert shapes < regions  # string contents share one walk
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(SCHEMAS, recursive_schemas()))
+def test_shared_region_shapes_equal_unshared_splits_on_generated_schemas(schema):
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    shared_splits_equal_unshared(StackGrammar(build_machine(compiled), small_vocab(5, n=120)))
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                HealthCheck.function_scoped_fixture])
+@given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
+def test_shared_region_shapes_equal_unshared_splits_at_qwen(qwen_vocab, schema, rng):
+    try:
+        compiled = compile_grammar(schema)
+    except SchemaError:
+        return
+    shared_splits_equal_unshared(StackGrammar(build_machine(compiled), qwen_vocab), 6, rng)
+
+
+@pytest.mark.slow
+def test_shared_region_shapes_equal_unshared_splits_at_qwen_on_strings(qwen_vocab):
+    regions, shapes = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(STRINGS)), qwen_vocab),
+                                                   12, random.Random(0))
+    assert regions > 0

@@ -88,7 +88,10 @@ def walk_sparse(levels, starts: list, rows):
     the live nodes starts[d] = (node ids, values) besides the children of the nodes before
     (no start may descend from another: the walk would visit it twice)."""
     node = x = None
+    last = max((d for d, (nodes, _) in enumerate(starts) if len(nodes)), default=-1)
     for d, lv in enumerate(levels):
+        if node is None and d > last:
+            return
         if len(starts[d][0]):
             node = starts[d][0] if node is None else np.concatenate([node, starts[d][0]])
             x = starts[d][1] if x is None else np.concatenate([x, starts[d][1]])
@@ -286,6 +289,8 @@ def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int
         end, (at, rows) = _split_level(levels, d, node, x, exit_row)
         accepted.append(end)
         seeds[d] = (np.concatenate([seeds[d][0], at]), np.concatenate([seeds[d][1], rows + offset]))
+    while seeds and not len(seeds[-1][0]):  # (_paths stops after the last seed)
+        seeds.pop()
     words_out = shape.accepted | token_bits(np.concatenate(accepted), trie, words)
     both = np.concatenate([shape.exit_bytes, exit_bytes]) if offset else exit_bytes
     return FrameTokens(words_out, _paths(levels, seeds, both, trie.n_nodes // DENSE_SHARE))
