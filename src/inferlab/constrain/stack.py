@@ -466,7 +466,6 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._shapes: dict[bytes, token_split.Shape] = {}  # a region's walk, shared by the frames with its shape
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
-        self._offsets: np.ndarray | None = None  # (levels + 1,) first global node id of each trie level
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
@@ -643,11 +642,11 @@ class StackGrammar:
         levels = trie.levels
         member = None
         if keep is not None:
+            offsets = token_split.level_offsets(trie)
             if self._member is None:
-                self._member = np.zeros(trie.n_nodes, dtype=bool)
-                self._offsets = np.cumsum([0] + [len(lv.byte) for lv in levels])
+                self._member = np.zeros(offsets[-1], dtype=bool)
             self._member[keep] = True
-            member = lambda d, nodes: self._member[self._offsets[d] + nodes]  # noqa: E731
+            member = lambda d, nodes: self._member[offsets[d] + nodes]  # noqa: E731
 
         def rows(ids):
             m.ensure_rows(ids)

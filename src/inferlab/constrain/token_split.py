@@ -24,6 +24,7 @@ are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,18 @@ class FrameTokens:
     accepted: np.ndarray      # (ceil(V/32),) uint32 bits: decided inside the automaton, allowed
     keep: np.ndarray | None   # sorted global trie node ids on context-dependent paths; None: too
     #                           many (the configuration's mask is then one walk of the whole trie)
+
+
+_OFFSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def level_offsets(trie) -> np.ndarray:
+    """(levels + 1,) int64: the first global node id of each trie level, then the node count
+    (computed once per trie)."""
+    out = _OFFSETS.get(trie)
+    if out is None:
+        out = _OFFSETS[trie] = np.cumsum([0] + [len(lv.byte) for lv in trie.levels])
+    return out
 
 
 def walk_trie(levels, first: np.ndarray, rows, member=None):
@@ -86,13 +99,13 @@ def _children(lv, nxt, node: np.ndarray, x: np.ndarray, rows, member=None) -> tu
 def walk_sparse(levels, starts: list, rows):
     """Yield (depth, nodes, x) per trie level of a sparse walk that begins, at each depth d, at
     the live nodes starts[d] = (node ids, values) besides the children of the nodes before
-    (no start may descend from another: the walk would visit it twice)."""
+    (no start may descend from another: the walk would visit it twice; starts may stop short)."""
     node = x = None
     last = max((d for d, (nodes, _) in enumerate(starts) if len(nodes)), default=-1)
     for d, lv in enumerate(levels):
         if node is None and d > last:
             return
-        if len(starts[d][0]):
+        if d <= last and len(starts[d][0]):
             node = starts[d][0] if node is None else np.concatenate([node, starts[d][0]])
             x = starts[d][1] if x is None else np.concatenate([x, starts[d][1]])
         if node is None or not len(node):
@@ -119,10 +132,15 @@ def live_tokens(levels, d: int, node, x) -> tuple[np.ndarray, np.ndarray]:
 
 def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     """(words,) uint32 bits of `tokens` and of the tokens with the same bytes as one of them."""
+    dup = trie.duplicates  # a token with the bytes of another behaves exactly like it
+    if len(tokens) * 8 < words:  # few: set their bits one by one
+        tokens = np.concatenate([tokens, dup[np.isin(dup[:, 1], tokens), 0]]).astype(np.int64)
+        out = np.zeros(words, dtype=np.uint32)
+        np.bitwise_or.at(out, tokens >> 5, (np.uint32(1) << (tokens & 31).astype(np.uint32)))
+        return out
     bits = np.zeros(words * 32, dtype=np.uint8)
     bits[tokens] = 1
-    if len(trie.duplicates):  # a token with the bytes of another behaves exactly like it
-        dup = trie.duplicates
+    if len(dup):
         bits[dup[bits[dup[:, 1]] == 1, 0]] = 1
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
@@ -146,7 +164,7 @@ def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], 
         accepted.append(end)
         seeds.append(seed)
     tokens = np.concatenate(accepted) if accepted else np.zeros(0, np.int32)
-    return FrameTokens(token_bits(tokens, trie, words), _paths(levels, seeds, exit_bytes, trie.n_nodes // DENSE_SHARE))
+    return FrameTokens(token_bits(tokens, trie, words), _paths(trie, seeds, exit_bytes))
 
 
 def _split_level(levels, d: int, node, x, exit_row: np.ndarray):
@@ -212,7 +230,9 @@ def _bfs(trans: np.ndarray, state: int, cap: int, keep: np.ndarray | None = None
     seen = {state}
     n = 1
     while len(order[-1]) and n < cap:
-        flat = np.delete(trans[order[-1]], QUOTE, axis=1).reshape(-1)      # (F * 255,) in BFS order
+        rows = trans[order[-1]]                                             # (F, 256), a copy
+        rows[:, QUOTE] = -1
+        flat = rows.reshape(-1)                                             # in breadth-first order
         flat = flat[flat >= 0]
         if keep is not None:
             flat = flat[keep[flat]]
@@ -267,6 +287,10 @@ def _shape(trie, table: np.ndarray, shape_rows: np.ndarray, shape_bytes: np.ndar
         end, seed = _split_level(levels, d, node[~out], x[~out], shape_rows)
         accepted.append(end)
         seeds.append(seed)
+    while leave and not len(leave[-1][0]):
+        leave.pop()
+    while seeds and not len(seeds[-1][0]):
+        seeds.pop()
     return Shape(token_bits(np.concatenate(accepted), trie, words), seeds, shape_bytes, leave)
 
 
@@ -280,29 +304,31 @@ def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int
         shape = shapes[key] = _shape(trie, table, shape_rows, shape_bytes, words)
     exit_row, exit_bytes = exits
     starts = [(node, trans[states[src], levels[d].byte[node]]) for d, (node, src) in enumerate(shape.leave)]
-    starts += [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * (len(levels) - len(starts))
     accepted = [np.zeros(0, np.int32)]
-    seeds = [(node, rows) for node, rows in shape.seeds] + [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * (
-        len(levels) - len(shape.seeds))
+    seeds = list(shape.seeds)
     offset = len(shape.exit_bytes)
     for d, node, x in walk_sparse(levels, starts, lambda ids: trans):
         end, (at, rows) = _split_level(levels, d, node, x, exit_row)
         accepted.append(end)
-        seeds[d] = (np.concatenate([seeds[d][0], at]), np.concatenate([seeds[d][1], rows + offset]))
+        if len(at):
+            seeds += [(at[:0], rows[:0])] * (d + 1 - len(seeds))
+            seeds[d] = (np.concatenate([seeds[d][0], at]), np.concatenate([seeds[d][1], rows + offset]))
     while seeds and not len(seeds[-1][0]):  # (_paths stops after the last seed)
         seeds.pop()
     words_out = shape.accepted | token_bits(np.concatenate(accepted), trie, words)
     both = np.concatenate([shape.exit_bytes, exit_bytes]) if offset else exit_bytes
-    return FrameTokens(words_out, _paths(levels, seeds, both, trie.n_nodes // DENSE_SHARE))
+    return FrameTokens(words_out, _paths(trie, seeds, both))
 
 
-def _paths(levels, seeds: list, exit_bytes: np.ndarray, limit: int) -> np.ndarray | None:
+def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
     """Global ids (level offset + node) of the context-dependent paths: the seeds' children by an
-    exit byte and all their descendants, and the ancestors of those children; None past `limit`."""
-    offsets = np.cumsum([0] + [len(lv.byte) for lv in levels])
+    exit byte and all their descendants, and the ancestors of those children; None past 1 /
+    DENSE_SHARE of the trie's nodes."""
+    levels, offsets = trie.levels, level_offsets(trie)
+    limit = int(offsets[-1]) // DENSE_SHARE
     parts, total = [], 0
     below = np.zeros(0, np.int64)                # context-dependent nodes at depth d
-    heads = [np.zeros(0, np.int64) for _ in levels]  # per depth: the seeds with a child kept
+    heads: dict[int, np.ndarray] = {}            # depth -> the seeds with a child kept
     for d, lv in enumerate(levels):
         seed = seeds[d][0] if d < len(seeds) else below[:0]
         if not len(below) and not len(seed):
@@ -324,10 +350,11 @@ def _paths(levels, seeds: list, exit_bytes: np.ndarray, limit: int) -> np.ndarra
             kids = np.concatenate([kids, child[out]])
         below = np.unique(kids)
     up = np.zeros(0, np.int64)                   # ancestors-or-self of the kept seeds, at depth d
-    for d in range(len(heads) - 1, -1, -1):
-        if not len(up) and not len(heads[d]):
+    for d in range(max(heads, default=-1), -1, -1):
+        head = heads.get(d, up[:0])
+        if not len(up) and not len(head):
             continue
-        cur = np.unique(np.concatenate([up, heads[d]]))
+        cur = np.unique(np.concatenate([up, head]))
         parts.append(offsets[d] + cur)
         up = levels[d].parent[cur] if d else up
     out = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
