@@ -473,7 +473,9 @@ def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, sc
         compiled = compile_grammar(schema)
     except SchemaError:
         return
-    split_equals_full_walk(StackGrammar(build_machine(compiled), qwen_vocab), rng, steps=12)
+    grammar = StackGrammar(build_machine(compiled), qwen_vocab)
+    split_equals_full_walk(grammar, rng, steps=12)  # (the split's regions share their shapes)
+    shared_splits_equal_unshared(grammar, 4, rng)
 
 
 def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
@@ -521,18 +523,6 @@ def test_shared_region_shapes_equal_unshared_splits_on_generated_schemas(schema)
     except SchemaError:
         return
     shared_splits_equal_unshared(StackGrammar(build_machine(compiled), small_vocab(5, n=120)))
-
-
-@pytest.mark.slow
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                HealthCheck.function_scoped_fixture])
-@given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
-def test_shared_region_shapes_equal_unshared_splits_at_qwen(qwen_vocab, schema, rng):
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    shared_splits_equal_unshared(StackGrammar(build_machine(compiled), qwen_vocab), 6, rng)
 
 
 @pytest.mark.slow

@@ -15,8 +15,10 @@ is xgrammar's split (token_split): per (automaton, state) on top of a stack, wha
 the tokens decided inside that automaton are one cached row, and only the few whose path pushes
 or pops are walked through the configuration table (numpy over one trie level at a time, so
 tokens that share a prefix share the work, and only configurations a token actually reaches are
-ever built). Masks are computed on first visit of a configuration and cached (LRU), so the time to
-the first mask depends on what one token can reach from the start, not on the schema's size.
+ever built; a state inside a loop, such as a string's content, walks the loop's tokens once per
+*shape* of the loop: token_split.region). Masks are computed on first visit of a configuration and
+cached (LRU), so the time to the first mask depends on what one token can reach from the start,
+not on the schema's size.
 
 Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
 only the configurations visited are ever built.
@@ -34,7 +36,8 @@ have. No object repeats a key, which no automaton can say: the grammar's state i
 repeated key is refused (feed). A token mask is the configuration's cached row, then the few
 tokens whose answer the written keys can change (keys.KeyIndex) resolved against the actual
 state, as xgrammar splits context-independent from context-dependent tokens: so cached rows
-never depend on the keys. Where a map's keys can run out (a finite key language), stacks
+never depend on the keys (the tokens they refuse are kept per state, so a state seen again
+costs a row copy). Where a map's keys can run out (a finite key language), stacks
 writing a key with no unused completion are pruned, and more tokens are resolved (every allowed
 one within a key, else those that can begin a member).
 """
