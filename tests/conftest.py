@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 
 def pytest_collection_finish(session):
     """One torch thread for the transformers oracles. Their models are tiny (tens of thousands of
@@ -14,3 +16,14 @@ def pytest_collection_finish(session):
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+@pytest.fixture
+def plain_kv_figure(monkeypatch):
+    """The KV lab with an empty figure in place of its chart, for tests of where and when files
+    are written (the chart itself is drawn by tests/test_kv_derivations.py and test_reports.py):
+    the chart's 36 labelled log-scale bars take about half a second to draw."""
+    from inferlab.labs import kv_sizing
+    from inferlab.measure.plots import new_figure
+
+    monkeypatch.setattr(kv_sizing, "sizes_figure", lambda results: new_figure(figsize=(1, 1))[0])
