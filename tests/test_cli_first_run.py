@@ -195,7 +195,7 @@ def test_interrupted_run_all_keeps_completed_labs_and_says_so(tmp_path, capsys, 
     assert os.listdir(tmp_path / "exp") == ["01-a"]
 
 
-def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys, monkeypatch):
+def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys, monkeypatch, plain_kv_figure):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "experiments" / "22-cache-sizing").mkdir(parents=True)
     code, out, err = run_cli(capsys, "kv", "derivations")

@@ -32,7 +32,7 @@ import inferlab.cli as cli
 from inferlab.labs import Lab, all_labs
 from inferlab.measure.artifacts import ExperimentWriter
 
-DEFAULT_EXAMPLES = 45          # per command: 14 commands, fewer where the space is small (kv list)
+DEFAULT_EXAMPLES = 36          # per command: 17 commands, fewer where the space is small (kv list)
 SLOW_EXAMPLES = 400
 
 

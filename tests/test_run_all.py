@@ -27,7 +27,7 @@ def test_existing_results_send_the_default_run_to_a_new_folder(tmp_path, monkeyp
         run_root(DEFAULT_ROOT, names, force=False)
 
 
-def test_run_one_lab_twice_keeps_the_first(tmp_path, capsys, monkeypatch):
+def test_run_one_lab_twice_keeps_the_first(tmp_path, capsys, monkeypatch, plain_kv_figure):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "22-cache-sizing"]) == 0
     first = (tmp_path / "experiments" / "22-cache-sizing" / "results.json").read_bytes()

@@ -192,10 +192,13 @@ JSON_VALUES = st.recursive(SCALARS, lambda c: st.one_of(st.lists(c, max_size=3),
                            max_leaves=8)
 
 
-def test_random_values_accepted_only_if_valid():
+# 40 drawn schemas by default (each draw compiles a flat regex: the default suite has a time
+# budget); `pytest -m slow` draws 200.
+@pytest.mark.parametrize("examples", [40, pytest.param(200, marks=pytest.mark.slow)])
+def test_random_values_accepted_only_if_valid(examples):
     counts = Counter()
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(SCHEMAS, st.lists(JSON_VALUES, min_size=1, max_size=8))
     def prop(schema, values):
         compiled = compiled_or_counted(schema, counts)

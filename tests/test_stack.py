@@ -11,6 +11,7 @@
 import json
 import random
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import StackGrammar, build_machine
 from inferlab.constrain.vocab import Vocabulary
-from test_schema_properties import SCHEMAS, sample, validator
+from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {
     "v": {"type": "integer", "minimum": 0, "maximum": 9},
@@ -217,12 +218,14 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema):
     assert finished > 0
 
 
-def check_masks_and_soundness(schema, rng, vocab_seed, *, stack: bool = False):
+def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = False):
     """Two random walks on the compiled schema: every mask equals the brute force, and every
-    finished text validates under jsonschema."""
+    finished text validates under jsonschema. `counts` tallies the draws and the refusals."""
+    counts["drawn"] += 1
     try:
         compiled = compile_grammar(schema)
     except SchemaError:
+        counts["refused"] += 1
         return
     grammar = StackGrammar(build_machine(compiled), small_vocab(vocab_seed, n=120))
     assert grammar.machine.uses_stack or not stack
@@ -234,10 +237,18 @@ def check_masks_and_soundness(schema, rng, vocab_seed, *, stack: bool = False):
             assert v.is_valid(json.loads(text)), (schema, text)  # soundness
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_masks_equal_brute_force_on_generated_schemas(schema, rng):
-    check_masks_and_soundness(schema, rng, 2)
+# 25 draws by default, 150 with `pytest -m slow` (the default suite has a time budget).
+@pytest.mark.parametrize("examples", [25, pytest.param(150, marks=pytest.mark.slow)])
+def test_masks_equal_brute_force_on_generated_schemas(examples):
+    counts = Counter()
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        check_masks_and_soundness(schema, rng, 2, counts)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 @st.composite
@@ -257,11 +268,25 @@ def recursive_schemas(draw):
     return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
 
 
-# 25 draws keep the default suite in its time budget (a recursive draw costs ~0.1 s of walks).
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(recursive_schemas(), st.randoms(use_true_random=False))
-def test_masks_equal_brute_force_on_generated_recursive_schemas(schema, rng):
-    check_masks_and_soundness(schema, rng, 10, stack=True)
+# 15 draws keep the default suite in its time budget (a recursive draw costs ~0.1 s of walks);
+# `pytest -m slow` draws 100.
+@pytest.mark.parametrize("examples", [15, pytest.param(100, marks=pytest.mark.slow)])
+def test_masks_equal_brute_force_on_generated_recursive_schemas(examples):
+    counts = Counter()
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(recursive_schemas(), st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        check_masks_and_soundness(schema, rng, 10, counts, stack=True)
+
+    prop()
+    assert_few_refused(counts, examples)
+
+
+def assert_few_refused(counts, examples):
+    """At least `examples` draws reached the check, and at most MAX_REFUSED of them were refused."""
+    assert counts["drawn"] >= examples, counts
+    assert counts["refused"] <= MAX_REFUSED * counts["drawn"], counts
 
 
 @pytest.mark.slow  # ~2 s cross-check of the two compile paths

@@ -31,7 +31,7 @@ def sizes_figure(results: dict):
     for every model; a model whose own cache dtype differs (MiniGPT runs in fp32) says so."""
     models = results["models"]
     own_dtype = {row["model"]: row["dtype"] for row in results["forward"]}
-    fig, ax = new_figure(figsize=(9.0, 0.5 * len(models) + 1.8))
+    fig, ax = new_figure(figsize=(11.0, 0.5 * len(models) + 1.8))
     ys = range(len(models))
     for offset, ctx, hatch in ((-0.2, "4096", None), (0.2, "32768", "//")):
         ax.barh([y + offset for y in ys], [m["totals"][ctx] for m in models], height=0.38,

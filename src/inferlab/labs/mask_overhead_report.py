@@ -60,10 +60,11 @@ def overhead_figure(results: dict):
             bottom += vals
         for i, (name, b) in enumerate(bars):
             mask_ms = b["mask_build_ms"] + b["mask_apply_ms"]
-            note = duration(bottom[i]) + (f"\nmask {duration(mask_ms)} ({share(mask_ms / b['step_ms'])})"
+            # one short item per line: two lines side by side at this width overlap their neighbours
+            note = duration(bottom[i]) + (f"\nmask {duration(mask_ms)}\n({share(mask_ms / b['step_ms'])})"
                                           if name != "no mask" else "")
             ax.annotate(note, (i, bottom[i]), ha="center", va="bottom", fontsize=8)
-        ax.set_ylim(0, bottom.max() * 1.3)
+        ax.set_ylim(0, bottom.max() * 1.4)
         name = f"{entry['shape']['architecture']} (--model)\n" if entry.get("real_model") else ""
         ax.set_title(f"{name}vocab {entry['vocab_size']:,}, {entry['no_mask']['steps']}-step run", fontsize=10)
         ax.set_ylabel("ms per decode step (traced run)")
