@@ -218,16 +218,22 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema):
     assert finished > 0
 
 
+def grammar_or_counted(schema, counts, vocab):
+    """The schema's StackGrammar over `vocab`, or None when the compiler refuses it (counted)."""
+    counts["drawn"] += 1
+    try:
+        return StackGrammar(build_machine(compile_grammar(schema)), vocab)
+    except SchemaError:
+        counts["refused"] += 1
+        return None
+
+
 def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = False):
     """Two random walks on the compiled schema: every mask equals the brute force, and every
     finished text validates under jsonschema. `counts` tallies the draws and the refusals."""
-    counts["drawn"] += 1
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        counts["refused"] += 1
+    grammar = grammar_or_counted(schema, counts, small_vocab(vocab_seed, n=120))
+    if grammar is None:
         return
-    grammar = StackGrammar(build_machine(compiled), small_vocab(vocab_seed, n=120))
     assert grammar.machine.uses_stack or not stack
     ref = Reference(grammar.machine)
     v = validator(schema)
@@ -540,14 +546,20 @@ def test_shared_region_shapes_equal_unshared_splits(schema):
         assert shapes < regions  # string contents share one walk
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.one_of(SCHEMAS, recursive_schemas()))
-def test_shared_region_shapes_equal_unshared_splits_on_generated_schemas(schema):
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    shared_splits_equal_unshared(StackGrammar(build_machine(compiled), small_vocab(5, n=120)))
+# 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget).
+@pytest.mark.parametrize("examples", [20, pytest.param(100, marks=pytest.mark.slow)])
+def test_shared_region_shapes_equal_unshared_splits_on_generated_schemas(examples):
+    counts = Counter()
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.one_of(SCHEMAS, recursive_schemas()))
+    def prop(schema):
+        grammar = grammar_or_counted(schema, counts, small_vocab(5, n=120))
+        if grammar is not None:
+            shared_splits_equal_unshared(grammar)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 @pytest.mark.slow
