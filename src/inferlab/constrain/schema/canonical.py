@@ -23,19 +23,20 @@ class CanonicalMixin:
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
-            fallback = None
+            branches = []  # (text, regex) of the branches that compile
             for k, branch in enumerate(node[key]):
                 bptr = _child(ptr, key, k)
                 try:
                     flat, _, bstack = self.flatten(branch, bptr, stack)
                     merged = self.merge(rest, flat, bptr, bstack) if rest else flat
-                    text = self.canonical(instance, merged, bptr, bstack)
-                    if re.fullmatch(self.compile(merged, bptr, bstack), text):
-                        return text
+                    branches.append((self.canonical(instance, merged, bptr, bstack), self.compile(merged, bptr, bstack)))
                 except (_Unsat, SchemaError):
                     continue
-                fallback = fallback or text
-            return fallback or dumps(instance)
+            if len({text for text, _ in branches}) > 1:  # else the answer is that text, matched or not
+                for text, regex in branches:  # (Python's re compiles a big regex slowly: only here)
+                    if re.fullmatch(regex, text):
+                        return text
+            return branches[0][0] if branches else dumps(instance)
         for v in _values(node) or []:
             if _json_key(v) == _json_key(instance):
                 return dumps(v)
