@@ -23,20 +23,26 @@ class CanonicalMixin:
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
-            branches = []  # (text, regex) of the branches that compile
+            cands = []  # (text, merged, bptr, bstack) of the branches with a canonical text
             for k, branch in enumerate(node[key]):
                 bptr = _child(ptr, key, k)
                 try:
                     flat, _, bstack = self.flatten(branch, bptr, stack)
                     merged = self.merge(rest, flat, bptr, bstack) if rest else flat
-                    branches.append((self.canonical(instance, merged, bptr, bstack), self.compile(merged, bptr, bstack)))
+                    cands.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
                 except (_Unsat, SchemaError):
                     continue
-            if len({text for text, _ in branches}) > 1:  # else the answer is that text, matched or not
-                for text, regex in branches:  # (Python's re compiles a big regex slowly: only here)
-                    if re.fullmatch(regex, text):
-                        return text
-            return branches[0][0] if branches else dumps(instance)
+            one_text = len({c[0] for c in cands}) == 1  # then that text is the answer, matched or not
+            fallback = None
+            for text, merged, bptr, bstack in cands:
+                try:
+                    regex = self.compile(merged, bptr, bstack)
+                except (_Unsat, SchemaError):
+                    continue
+                if one_text or re.fullmatch(regex, text):  # (Python's re compiles a big regex slowly)
+                    return text
+                fallback = fallback or text
+            return fallback or dumps(instance)
         for v in _values(node) or []:
             if _json_key(v) == _json_key(instance):
                 return dumps(v)
