@@ -43,7 +43,9 @@ AST (frozen dataclasses; `parse` returns one of them):
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH, REGEX_FRAMES, recursion_room
@@ -405,3 +407,71 @@ def parse(pattern: str) -> Node:
     Groups nest at most nesting.MAX_REGEX_DEPTH deep, under any Python recursion limit."""
     with recursion_room(REGEX_FRAMES):
         return _Parser(pattern).parse()
+
+
+@lru_cache(maxsize=16)
+def _parsed(pattern: str) -> Node:
+    return parse(pattern)
+
+
+def fullmatch(pattern: str, text: str) -> bool:
+    """Does `pattern` (this dialect, no calls) match the whole of `text`? The AST is walked over
+    the text's code points, memoised by (node, position), so only the branches the text enters
+    are visited: Python's re would compile the whole pattern first, which takes seconds at the
+    10^5 characters of a flat schema regex. Meanings as `parse` gives them (ASCII \\d \\w \\s)."""
+    node = _parsed(pattern)
+    with recursion_room(REGEX_FRAMES):  # one level per AST node, as the parser's
+        return len(text) in _Matcher(text).ends(node, 0)
+
+
+class _Matcher:
+    def __init__(self, text: str):
+        self.cps = [ord(c) for c in text]
+        self.memo: dict[tuple[int, int], frozenset[int]] = {}
+
+    def ends(self, node: Node, i: int) -> frozenset[int]:
+        """The positions where a match of `node` that starts at `i` can end."""
+        key = (id(node), i)
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = frozenset(self._ends(node, i))
+        return out
+
+    def _ends(self, node: Node, i: int) -> set[int]:
+        if isinstance(node, CharSet):
+            if i < len(self.cps):
+                cp = self.cps[i]
+                k = bisect_right(node.ranges, (cp, MAX_CODE_POINT + 1)) - 1
+                if k >= 0 and node.ranges[k][0] <= cp <= node.ranges[k][1]:
+                    return {i + 1}
+            return set()
+        if isinstance(node, Concat):
+            pos = {i}
+            for item in node.items:
+                pos = {e for p in pos for e in self.ends(item, p)}
+                if not pos:
+                    break
+            return pos
+        if isinstance(node, Alt):
+            return {e for item in node.items for e in self.ends(item, i)}
+        if isinstance(node, Repeat):
+            return self._repeat(node, i)
+        raise InferlabError(f"fullmatch: {type(node).__name__} is not supported (a flat pattern has no calls)")
+
+    def _repeat(self, node: Repeat, i: int) -> set[int]:
+        """item{min,max}: positions after each count of items. From min on, a position reached
+        again (at a higher count, so with fewer items left) adds nothing new."""
+        out = {i} if node.min == 0 else set()
+        frontier, k = {i}, 0
+        while frontier and (node.max is None or k < node.max):
+            nxt = {e for p in frontier for e in self.ends(node.item, p)}
+            k += 1
+            if k >= node.min:
+                frontier = nxt - out
+                out |= nxt
+            elif nxt == frontier:  # a fixed point (a nullable item): every later count gives it too
+                out |= nxt
+                break
+            else:
+                frontier = nxt
+        return out

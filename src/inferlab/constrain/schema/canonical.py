@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
 
+from inferlab.constrain.regex import fullmatch
 from inferlab.constrain.schema.common import (SchemaError, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
                                               _plain_decimal, _type_set, _values, dumps)
 from inferlab.constrain.schema.strings import _searches
@@ -39,7 +39,7 @@ class CanonicalMixin:
                     regex = self.compile(merged, bptr, bstack)
                 except (_Unsat, SchemaError):
                     continue
-                if one_text or re.fullmatch(regex, text):  # (Python's re compiles a big regex slowly)
+                if one_text or fullmatch(regex, text):
                     return text
                 fallback = fallback or text
             return fallback or dumps(instance)
