@@ -673,14 +673,16 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
 
     Each automaton's DFA stays within max_states; where one does not, subschemas are outlined
     into automata of their own from a smaller size on (schema.OUTLINE_CHARS in turn) before the
-    schema is refused. An automaton whose regex a larger size gave too is not built again: its
-    DFA, or its refusal, is kept by regex text; small DFAs are kept across compiles too. check(k, ast) may refuse automaton k's regex
-    before its DFA is built (InferlabError). options: those of schema.compile_grammar but
-    outline_chars.
+    schema is refused. A SchemaError is final: keywords, or an expansion (subschemas, automata,
+    a regex past MAX_REGEX_CHARS, which only calls-off parts can reach), that the outline size
+    does not change. An automaton whose regex a larger size gave too is not built again: its
+    DFA, or its refusal, is kept by regex text; small DFAs are kept across compiles too.
+    check(k, ast) may refuse automaton k's regex before its DFA is built (InferlabError).
+    options: those of schema.compile_grammar but outline_chars.
     """
     from inferlab.constrain import regex as rx
     from inferlab.constrain.dfa import compile_ast
-    from inferlab.constrain.schema import OUTLINE_CHARS, compile_grammar
+    from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, compile_grammar
 
     built: dict[str, DFA | InferlabError] = {}  # regex -> its DFA or its refusal
 
@@ -711,6 +713,8 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
             compiled = compile_grammar(schema, outline_chars=outline, **options)
             dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
             return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
+        except SchemaError:
+            raise  # the schema's keywords or its expansion: outlining changes neither
         except InferlabError:
             if n + 1 == len(OUTLINE_CHARS):
                 raise
