@@ -86,7 +86,9 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         return result
 
     def closure(seeds) -> frozenset[int]:
-        return eps_closure(seeds[0]) if len(seeds) == 1 else frozenset().union(*map(eps_closure, seeds))
+        if len(seeds) == 1:
+            return eps_closure(seeds[0])
+        return frozenset().union(*[memo[s] if s in memo else eps_closure(s) for s in seeds])
 
     ids: dict[frozenset[int], int] = {}
     sets: list[frozenset[int]] = []

@@ -409,6 +409,12 @@ def parse(pattern: str) -> Node:
         return _Parser(pattern).parse()
 
 
+def clear_memo() -> None:
+    """Forget the class texts and patterns parsed so far (a cold parse)."""
+    _CLASS_MEMO.clear()
+    _parsed.cache_clear()
+
+
 @lru_cache(maxsize=16)
 def _parsed(pattern: str) -> Node:
     return parse(pattern)

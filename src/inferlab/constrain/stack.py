@@ -657,6 +657,14 @@ SMALL_DFA_STATES = 512   # (S, 256) int32: at most 0.5 MB each
 SMALL_DFA_CACHE = 512    # entries
 
 
+def clear_compile_caches() -> None:
+    """Forget what compiles keep across schemas (small DFAs, the parser's class texts), so the
+    next compile is a cold one (benchmarks/compile_speed.py)."""
+    from inferlab.constrain import regex as rx
+    _SMALL_DFAS.clear()
+    rx.clear_memo()
+
+
 def _keep_small(key: tuple, dfa: DFA) -> None:
     if dfa.n_states > SMALL_DFA_STATES:
         return
