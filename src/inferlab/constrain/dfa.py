@@ -110,14 +110,7 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
     move_cache: dict[tuple[int, ...], int] = {}
     i = 0
     while i < len(sets):
-        buckets: dict[int, list[int]] = {}
-        for s in sets[i]:
-            for c, t in cedges[s]:
-                bucket = buckets.get(c)
-                if bucket is None:
-                    buckets[c] = [t]
-                else:
-                    bucket.append(t)
+        buckets = _group(cedges[s] for s in sets[i])  # class -> NFA targets
         row = [-1] * n_classes
         for c, targets in buckets.items():
             # Unsorted: within a DFA state equal target sets come out in equal order, and
@@ -130,6 +123,19 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         rows.append(row)
         i += 1
     return rows, accepting
+
+
+def _group(pair_lists) -> dict[int, list[int]]:
+    """{key: [value, ...]} over the (key, value) pairs of each list, in order."""
+    out: dict[int, list[int]] = {}
+    for pairs in pair_lists:
+        for k, v in pairs:
+            xs = out.get(k)
+            if xs is None:
+                out[k] = [v]
+            else:
+                xs.append(v)
+    return out
 
 
 def _incoming(rows: np.ndarray) -> list[list[tuple[int, int]]]:
@@ -174,23 +180,15 @@ def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
         blocks.pop()
     work = set(range(len(blocks)))
     while work:
-        by_class: dict[int, list[int]] = {}  # class -> states moving into the splitter (once each)
-        for t in blocks[work.pop()]:
-            for c, s in inc[t]:
-                xs = by_class.get(c)
-                if xs is None:
-                    by_class[c] = [s]
-                else:
-                    xs.append(s)
+        by_class = _group(inc[t] for t in blocks[work.pop()])  # class -> states moving into the splitter
         for xs in by_class.values():
-            touched: dict[int, list[int]] = {}
+            touched: dict[int, list[int]] = {}  # block -> its states among xs
             for s in xs:
                 y = block_of[s]
-                inside = touched.get(y)
-                if inside is None:
-                    touched[y] = [s]
+                if y in touched:
+                    touched[y].append(s)
                 else:
-                    inside.append(s)
+                    touched[y] = [s]
             for y, inside in touched.items():
                 if len(inside) == len(blocks[y]):
                     continue
