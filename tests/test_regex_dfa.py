@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.nfa import utf8_sequences
-from inferlab.constrain.regex import CharSet, Concat, Repeat, parse
+from inferlab.constrain import regex as rx
+from inferlab.constrain.regex import CharSet, Concat, Repeat, fullmatch, parse
 from inferlab.errors import InferlabError
 
 # A small alphabet with 1-, 2-, 3- and 4-byte UTF-8 characters, so strings hit the patterns often.
@@ -183,6 +184,42 @@ def test_rejected_constructs_name_construct_and_position(pattern, construct, pos
         parse(pattern)
     msg = str(err.value)
     assert construct in msg and f"position {pos}" in msg and "\n" not in msg
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=patterns, texts=st.lists(st.text(alphabet=ALPHABET, max_size=6), max_size=25))
+def test_ast_fullmatch_agrees_with_re_on_random_strings(pattern, texts):
+    oracle = re.compile(pattern, re.ASCII)
+    for text in texts:
+        assert fullmatch(pattern, text) == (oracle.fullmatch(text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern, text", [
+    ("(?:a?){1000}", "aaaaa"), ("(?:a?){1000}", "b"), ("(?:a|){3,}", ""), ("(?:ab|a){2,3}", "aaba"),
+    ("(?:ab|a){2,3}", "abababa"), ("(?:a*)*b", "aaab"), ("(?:a{2}){0,7}", "a" * 14), ("(?:a{2}){0,7}", "a" * 16),
+    ("x(?:[^\\n]|\\n)*y", "x\\ny"),
+])
+def test_ast_fullmatch_on_repeats(pattern, text):
+    assert fullmatch(pattern, text) == (re.fullmatch(pattern, text, re.ASCII) is not None)
+
+
+def test_repeated_groups_parse_once_and_keep_the_nesting_limit(monkeypatch):
+    node = parse("(?:a[bc])x(?:a[bc])")
+    assert node.items[0] is node.items[2]  # one node for both occurrences of the group
+    monkeypatch.setattr(rx, "MAX_REGEX_DEPTH", 3)
+    parse("(?:(?:a))b(?:(?:a))")  # the group again at depth 0: within the limit
+    with pytest.raises(InferlabError, match="nested deeper than 3"):
+        parse("(?:(?:a))(?:(?:(?:(?:a))))")  # the same group text, entered at depth 2: 4 levels
+
+
+def test_a_repeated_suffix_is_determinised_once():
+    # Every branch ends in the same (char)* tail: built once for its continuation (nfa._Builder),
+    # so the subset construction meets no copies for the minimiser to merge (ASCII classes: a
+    # multi-byte class has trie states the minimiser merges anyway).
+    pattern = "|".join(f"{c}(?:[b-z]|\\\\u00[0-9a-f]{{2}})*q" for c in "bcdefghijk")
+    # start, the tail, after a backslash, u, 0, 0 and one hex digit of an escape, after q: 8 (the forward
+    # construction gave 71 before minimising)
+    assert compile_regex(pattern, minimize=False).n_states == compile_regex(pattern).n_states == 8
 
 
 def test_max_states_is_a_clear_error():

@@ -29,7 +29,7 @@ from inferlab.constrain.keys import key_index
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
-from inferlab.measure.timing import measure
+from inferlab.measure.timing import token_walk_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
@@ -51,7 +51,7 @@ class BenchConfig:
     allow_extra_keys: bool = False
     max_states: int = BENCH_MAX_STATES
     peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
-    mask_samples: int = 5          # timing samples per schema (each >= mask_min_sample_s of work)
+    mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
     mask_min_sample_s: float = 0.05
 
 
@@ -74,7 +74,7 @@ class SchemaResult:
     uses_stack: bool | None = None
     narrowed: int = 0
     mask_us_per_token: float | None = None        # fill bitmask (median of single readings), rows built
-    step_us_per_token: float | None = None        # fill bitmask + advance, per token of a walk
+    step_us_per_token: float | None = None        # fill bitmask + advance (+ 2 clock reads), per token of a walk
     first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
@@ -200,20 +200,36 @@ def _check_nfa_size(k: int, ast) -> None:
         raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
 
 
-def nfa_size_estimate(node) -> int:
-    """Roughly the NFA states of a regex AST: counted repeats multiply their item."""
+def nfa_size_estimate(node, memo: dict | None = None) -> int:
+    """Roughly the NFA states of a regex AST, as a tree (a subtree the parser shares is counted at
+    each use, memoised by identity): counted repeats multiply their item."""
+    memo = {} if memo is None else memo
+    out = memo.get(id(node))
+    if out is not None:
+        return out
     if isinstance(node, rx.CharSet):
-        return len(node.ranges) + 1
-    if isinstance(node, (rx.Concat, rx.Alt)):
-        return sum(nfa_size_estimate(item) for item in node.items) + 1
-    if isinstance(node, rx.Call):
-        return 6
-    copies = node.max if node.max is not None else node.min + 1
-    return nfa_size_estimate(node.item) * max(copies, 1) + 1
+        out = len(node.ranges) + 1
+    elif isinstance(node, (rx.Concat, rx.Alt)):
+        out = sum(nfa_size_estimate(item, memo) for item in node.items) + 1
+    elif isinstance(node, rx.Call):
+        out = 6
+    else:
+        copies = node.max if node.max is not None else node.min + 1
+        out = nfa_size_estimate(node.item, memo) * max(copies, 1) + 1
+    memo[id(node)] = out
+    return out
 
 
 def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, config: BenchConfig) -> None:
-    """A fresh grammar's first mask, then the per-token cost of a walk over `text`'s tokens."""
+    """A fresh grammar's first mask, a first walk over `text`'s tokens (rows built lazily on the
+    way: reported apart as first_walk_us_per_token, and the warm-up of what follows), then one
+    timing pass (`mask_samples` samples, default 1) that yields both figures:
+    mask_us_per_token / mask_us_p99, the median and p99 of single fill_bitmask readings (the
+    peers' unit, timing.token_walk_us as bench_peers times them), walked again until each
+    sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
+    per token (fill + advance + its two clock reads, ~0.1 us), the median over samples.
+    (Before, the step time was a separate measure() of untimed walks, 5 samples, which cost six
+    times the bench's timing for a figure within the clock reads of this one.)"""
     vocabulary, tok = vocab
     vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
     key_index(vocabulary)
@@ -223,46 +239,33 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     grammar.fill_bitmask(grammar.initial_state(), row)
     res.first_mask_ms = (time.perf_counter() - t0) * 1e3
     tokens = tok.encode(text)
+    if not tokens:
+        return
 
-    def walk(fill_ns=None):
-        state = grammar.initial_state()
-        for t in tokens:
-            a = time.perf_counter_ns()
-            grammar.fill_bitmask(state, row)
-            if fill_ns is not None:
-                fill_ns.append(time.perf_counter_ns() - a)
-            state = grammar.advance(state, t)
-            if state is None:
-                raise InferlabError(f"token {t} is not allowed")
+    def new_walk():
+        state = [grammar.initial_state()]
 
-    first_walk: list[int] = []
-    try:
-        walk(first_walk)  # a tokenization the grammar rejects is a bug to report, not to time
-    except InferlabError as exc:
+        def consume(t: int) -> bool:
+            state[0] = grammar.advance(state[0], t)
+            return state[0] is not None
+        return (lambda: grammar.fill_bitmask(state[0], row)), consume
+
+    try:  # the first walk: a tokenization the grammar rejects is a bug to report, not to time
+        first = token_walk_us(new_walk, tokens, 0.0)[:len(tokens)]
+    except ValueError as exc:
         res.reason = f"mask walk failed: {exc}"
         return
-    res.first_walk_us_per_token = sum(first_walk) / max(len(tokens), 1) / 1e3  # rows built on the way
-    stats = measure(walk, samples=config.mask_samples, min_sample_s=config.mask_min_sample_s)
-    res.step_us_per_token = stats.median / max(len(tokens), 1) * 1e6
+    res.first_walk_us_per_token = float(first.mean()) if len(first) else None  # rows built on the way
+    readings, steps = [], []
+    for _ in range(config.mask_samples):
+        t0 = time.perf_counter_ns()
+        us = token_walk_us(new_walk, tokens, config.mask_min_sample_s)  # (walks * T,) gc off
+        steps.append((time.perf_counter_ns() - t0) / 1e3 / len(us))
+        readings.append(us)
+    us = np.concatenate(readings)
+    res.step_us_per_token = float(np.median(steps))
     res.mask_tokens = len(tokens)
-    res.mask_us_per_token, res.mask_us_p99 = _fill_readings(grammar, tokens, row)
-
-
-def _fill_readings(grammar, tokens, row) -> tuple[float, float]:
-    """(median, p99) in us of single fill_bitmask readings over repeated walks (rows built),
-    >= 50 ms of readings in all: the peers' unit (bench_peers times the same)."""
-    from inferlab.measure.timing import gc_disabled
-    readings: list[int] = []
-    with gc_disabled():
-        while sum(readings) < 50e6:
-            state = grammar.initial_state()
-            for t in tokens:
-                a = time.perf_counter_ns()
-                grammar.fill_bitmask(state, row)
-                readings.append(time.perf_counter_ns() - a)
-                state = grammar.advance(state, t)
-    us = np.asarray(readings) / 1e3
-    return float(np.median(us)), float(np.percentile(us, 99))
+    res.mask_us_per_token, res.mask_us_p99 = float(np.median(us)), float(np.percentile(us, 99))
 
 
 def _stats(rs: list, get) -> dict:

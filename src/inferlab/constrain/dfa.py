@@ -7,7 +7,6 @@ state of the result is live (some accepting state is reachable from it), so "not
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,9 +59,15 @@ def byte_classes(nfa: NFA) -> np.ndarray:
 def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[list[int]], list[bool]]:
     """Subset construction over byte classes; DFA states are sets of NFA states with byte edges."""
     n_classes = int(class_of[-1]) + 1
-    # Per NFA state: its byte edges as (class_lo, class_hi, target).
     cl = class_of.tolist()
-    cedges = [[(cl[lo], cl[hi], t) for lo, hi, t in e] if e else e for e in nfa.edges]
+    # Per NFA state: its byte edges as (class, target) pairs, one per class it reads.
+    cedges: list[list[tuple[int, int]]] = []
+    for e in nfa.edges:
+        pairs = []
+        for lo, hi, t in e:
+            c0, c1 = cl[lo], cl[hi]
+            pairs.extend([(c0, t)] if c0 == c1 else [(c, t) for c in range(c0, c1 + 1)])
+        cedges.append(pairs)
     eps, final = nfa.eps, nfa.final
     memo: dict[int, frozenset[int]] = {}
 
@@ -81,7 +86,9 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         return result
 
     def closure(seeds) -> frozenset[int]:
-        return eps_closure(seeds[0]) if len(seeds) == 1 else frozenset().union(*map(eps_closure, seeds))
+        if len(seeds) == 1:
+            return eps_closure(seeds[0])
+        return frozenset().union(*[memo[s] if s in memo else eps_closure(s) for s in seeds])
 
     ids: dict[frozenset[int], int] = {}
     sets: list[frozenset[int]] = []
@@ -103,47 +110,61 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
     move_cache: dict[tuple[int, ...], int] = {}
     i = 0
     while i < len(sets):
-        buckets: list[list[int]] = [[] for _ in range(n_classes)]
-        for s in sets[i]:
-            for clo, chi, t in cedges[s]:
-                for c in range(clo, chi + 1):
-                    buckets[c].append(t)
+        buckets = _group(cedges[s] for s in sets[i])  # class -> NFA targets
         row = [-1] * n_classes
-        for c, targets in enumerate(buckets):
-            if targets:
-                # Unsorted: within a DFA state equal target sets come out in equal order, and
-                # a different order elsewhere only costs a closure (whose key is a frozenset).
-                key = tuple(targets)
-                sid = move_cache.get(key)
-                if sid is None:
-                    sid = move_cache[key] = state_id(closure(key))
-                row[c] = sid
+        for c, targets in buckets.items():
+            # Unsorted: within a DFA state equal target sets come out in equal order, and
+            # a different order elsewhere only costs a closure (whose key is a frozenset).
+            key = tuple(targets)
+            sid = move_cache.get(key)
+            if sid is None:
+                sid = move_cache[key] = state_id(closure(key))
+            row[c] = sid
         rows.append(row)
         i += 1
     return rows, accepting
 
 
-def _incoming(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The reversed edges as CSR: sources and classes of the edges into t at offsets[t]:offsets[t+1]."""
+def _group(pair_lists) -> dict[int, list[int]]:
+    """{key: [value, ...]} over the (key, value) pairs of each list, in order."""
+    out: dict[int, list[int]] = {}
+    for pairs in pair_lists:
+        for k, v in pairs:
+            xs = out.get(k)
+            if xs is None:
+                out[k] = [v]
+            else:
+                xs.append(v)
+    return out
+
+
+def _incoming(rows: np.ndarray) -> list[list[tuple[int, int]]]:
+    """The reversed edges: for each state t, the (class, source) pairs of the edges into t."""
     src, cls = np.nonzero(rows >= 0)                                        # (E,) each
     dst = rows[src, cls]
     order = np.argsort(dst, kind="stable")
-    offsets = np.searchsorted(dst[order], np.arange(rows.shape[0] + 1))
-    return offsets, src[order], cls[order]
+    bounds = np.searchsorted(dst[order], np.arange(rows.shape[0] + 1)).tolist()
+    pairs = list(zip(cls[order].tolist(), src[order].tolist()))
+    return [pairs[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
 
 
 def _trim(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """(S,) bool: states from which an accepting state is reachable (backward BFS, by frontiers)."""
-    offsets, src, _ = _incoming(rows)
-    live = accepting.copy()
-    frontier = np.flatnonzero(accepting)
-    while len(frontier):
-        counts = offsets[frontier + 1] - offsets[frontier]
-        idx = np.repeat(offsets[frontier] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        preds = src[idx]
-        frontier = np.unique(preds[~live[preds]])
-        live[frontier] = True
-    return live
+    """(S,) bool: states from which an accepting state is reachable (backward search over the
+    distinct (source, target) pairs: a state reads many classes into one target)."""
+    n = rows.shape[0]
+    src, cls = np.nonzero(rows >= 0)                                        # (E,) each
+    pairs = np.unique(rows[src, cls] * n + src)                             # (P,) sorted by target
+    bounds = np.searchsorted(pairs, np.arange(n + 1) * n).tolist()
+    preds = (pairs % n).tolist()
+    live = accepting.tolist()
+    stack = np.flatnonzero(accepting).tolist()
+    while stack:
+        t = stack.pop()
+        for s in preds[bounds[t]:bounds[t + 1]]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    return np.asarray(live, dtype=bool)
 
 
 def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -152,24 +173,22 @@ def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     The missing transitions go to an implicit dead state. Starting with every initial block in
     the worklist makes the algorithm correct without that state (Valmari & Lehtinen, 2008).
     """
-    offsets, src, cls = _incoming(rows)
-    offsets, src, cls = offsets.tolist(), src.tolist(), cls.tolist()
+    inc = _incoming(rows)
     block_of = [0 if a else 1 for a in accepting.tolist()]
     blocks = [set(np.flatnonzero(accepting).tolist()), set(np.flatnonzero(~accepting).tolist())]
     if not blocks[1]:
         blocks.pop()
     work = set(range(len(blocks)))
     while work:
-        splitter = list(blocks[work.pop()])
-        by_class: dict[int, set[int]] = defaultdict(set)  # class -> states moving into splitter
-        for t in splitter:
-            lo, hi = offsets[t], offsets[t + 1]
-            for c, s in zip(cls[lo:hi], src[lo:hi]):
-                by_class[c].add(s)
+        by_class = _group(inc[t] for t in blocks[work.pop()])  # class -> states moving into the splitter
         for xs in by_class.values():
-            touched: dict[int, list[int]] = defaultdict(list)
+            touched: dict[int, list[int]] = {}  # block -> its states among xs
             for s in xs:
-                touched[block_of[s]].append(s)
+                y = block_of[s]
+                if y in touched:
+                    touched[y].append(s)
+                else:
+                    touched[y] = [s]
             for y, inside in touched.items():
                 if len(inside) == len(blocks[y]):
                     continue
@@ -187,20 +206,24 @@ def _hopcroft(rows: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 def _minimize(rows: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
     block = _hopcroft(rows, accepting)
     # Number blocks in order of first appearance from the start state for a canonical layout.
-    order = np.full(int(block.max()) + 1, -1, dtype=np.int64)
-    queue, order[block[start]], n = [start], 0, 1
+    block_l = block.tolist()
+    rows_l = rows.tolist()
+    order = [-1] * (max(block_l) + 1)
+    queue, n = [start], 1
+    order[block_l[start]] = 0
     rep = [start]
     while queue:
         s = queue.pop()
-        for t in rows[s][rows[s] >= 0].tolist():
-            if order[block[t]] < 0:
-                order[block[t]] = n
+        for t in rows_l[s]:
+            if t >= 0 and order[block_l[t]] < 0:
+                order[block_l[t]] = n
                 n += 1
                 rep.append(t)
                 queue.append(t)
     reps = np.asarray(rep)
+    order_a = np.asarray(order, dtype=np.int64)
     new_rows = rows[reps]                                           # (S', C)
-    new_rows = np.where(new_rows >= 0, order[block[new_rows.clip(min=0)]], -1).astype(np.int32)
+    new_rows = np.where(new_rows >= 0, order_a[block[new_rows.clip(min=0)]], -1).astype(np.int32)
     return new_rows, accepting[reps], 0
 
 

@@ -111,10 +111,22 @@ class NFA:
 
 
 class _Builder:
+    """Thompson's construction run backwards: a fragment is built for its continuation (the
+    state reached after it), so a subexpression that occurs many times with one continuation is
+    built once. Schema regexes repeat whole suffixes: the rest of a key after it leaves the
+    declared names is one `(char)*"` per trie node of the names, all followed by the same state.
+    Shared, those are one set of NFA states, and the subset construction meets each DFA state
+    once instead of once per copy (the minimiser would merge the copies, but only after the
+    state limit counted them)."""
+
     def __init__(self, max_states: int):
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.max_states = max_states
+        self.ids: dict[int, int] = {}        # id(node) -> structural id (equal subtrees, equal ids)
+        self.table: dict[tuple, int] = {}    # structural key -> structural id
+        self.keep: list[Node] = []           # the nodes whose id() is a key of self.ids
+        self.built: dict[tuple[int, int], int] = {}  # (structural id, continuation) -> entry
 
     def state(self) -> int:
         if len(self.eps) >= self.max_states:
@@ -124,36 +136,59 @@ class _Builder:
         self.edges.append([])
         return len(self.eps) - 1
 
-    def build(self, node: Node, start: int) -> int:
-        """Add a fragment matching `node` that is entered at `start`; return its end state.
+    def sid(self, node: Node) -> int:
+        """The structural id of `node`: equal subtrees (the parser builds each anew) share one."""
+        out = self.ids.get(id(node))
+        if out is None:
+            if isinstance(node, CharSet):
+                key = (0, node.ranges)
+            elif isinstance(node, (Concat, Alt)):
+                key = (1 if isinstance(node, Concat) else 2, tuple(self.sid(item) for item in node.items))
+            elif isinstance(node, Repeat):
+                key = (3, self.sid(node.item), node.min, node.max)
+            elif isinstance(node, Call):
+                key = (4, node.target)
+            else:
+                raise TypeError(f"not a regex AST node: {node!r}")
+            out = self.ids[id(node)] = self.table.setdefault(key, len(self.table))
+            self.keep.append(node)
+        return out
 
-        Fragments share their entry state instead of linking to it by an epsilon (fewer states,
-        smaller closures). That is sound because no fragment ever leads back to its entry: a
-        star loops through a state of its own.
-        """
-        if isinstance(node, CharSet):
-            return self.charset(node, start)
+    def build(self, node: Node, end: int) -> int:
+        """A fragment matching `node` that leads to state `end`; return its entry state.
+
+        States get edges only when they are created, so a state's language never changes once
+        returned, and an entry built for (node, end) serves every occurrence of that pair."""
         if isinstance(node, Concat):
-            for item in node.items:
-                start = self.build(item, start)
-            return start
-        if isinstance(node, Alt):
-            end = self.state()
-            for item in node.items:
-                self.eps[self.build(item, start)].append(end)
+            for item in reversed(node.items):
+                end = self.build(item, end)
             return end
+        key = (self.sid(node), end)
+        entry = self.built.get(key)
+        if entry is None:
+            entry = self.built[key] = self._build(node, end)
+        return entry
+
+    def _build(self, node: Node, end: int) -> int:
+        if isinstance(node, CharSet):
+            return self.charset(node, end)
+        if isinstance(node, Alt):
+            entry = self.state()
+            self.eps[entry] = list(dict.fromkeys(self.build(item, end) for item in node.items))
+            return entry
         if isinstance(node, Repeat):
-            return self.repeat(node, start)
+            return self.repeat(node, end)
         if isinstance(node, Call):
-            for b in call_bytes(node.target):
-                nxt = self.state()
-                self.edges[start].append((b, b, nxt))
-                start = nxt
-            return start
+            marks = call_bytes(node.target)
+            for b in reversed(marks):
+                prev = self.state()
+                self.edges[prev].append((b, b, end))
+                end = prev
+            return end
         raise TypeError(f"not a regex AST node: {node!r}")
 
-    def charset(self, node: CharSet, start: int) -> int:
-        end = self.state()
+    def charset(self, node: CharSet, end: int) -> int:
+        start = self.state()
         prefix_state: dict[ByteSeq, int] = {}  # a trie over the byte-range sequences
         for seq in charset_sequences(node.ranges):
             cur = start
@@ -167,31 +202,29 @@ class _Builder:
                     nxt = prefix_state[key] = self.state()
                     self.edges[cur].append((lo, hi, nxt))
                 cur = nxt
-        return end
+        return start
 
-    def repeat(self, node: Repeat, start: int) -> int:
-        cur = start
+    def repeat(self, node: Repeat, end: int) -> int:
+        if node.max is None:  # a Kleene star, looping through a state of its own
+            cur = self.state()
+            self.eps[cur] = [self.build(node.item, cur), end]
+        else:
+            # x{0,k} as nested optionals (x(x(x)?)?)?: every exit goes to `end`, which keeps
+            # epsilon closures small (a chain x?x?x? would give closures of size k).
+            cur = end
+            for _ in range(node.max - node.min):
+                opt = self.state()
+                self.eps[opt] = [self.build(node.item, cur), end]
+                cur = opt
         for _ in range(node.min):  # the mandatory copies
             cur = self.build(node.item, cur)
-        if node.max is None:  # then a Kleene star, looping through a state of its own
-            loop = self.state()
-            self.eps[cur].append(loop)
-            self.eps[self.build(node.item, loop)].append(loop)
-            return loop
-        # x{0,k} as nested optionals (x(x(x)?)?)?: every exit goes to one end state, which keeps
-        # epsilon closures small (a chain x?x?x? would give closures of size k).
-        out = self.state()
-        for _ in range(node.max - node.min):
-            self.eps[cur].append(out)
-            cur = self.build(node.item, cur)
-        self.eps[cur].append(out)
-        return out
+        return cur
 
 
 def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
     """Thompson construction over bytes for a regex AST."""
     b = _Builder(max_states)
-    start = b.state()
+    final = b.state()
     with recursion_room(REGEX_FRAMES):  # one level per AST node: the parser bounds their nesting
-        final = b.build(node, start)
+        start = b.build(node, final)
     return NFA(b.eps, b.edges, start, final)

@@ -42,7 +42,10 @@ AST (frozen dataclasses; `parse` returns one of them):
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH, REGEX_FRAMES, recursion_room
@@ -129,13 +132,36 @@ _ANCHOR_ESCAPES = {"A": "anchor \\A", "Z": "anchor \\Z", "b": "word boundary \\b
 _DOT = charset(((0, 0x09), (0x0B, MAX_CODE_POINT)))
 
 
+# Candidate spans of groups and classes, for the parser's memo: an escape, a class (`]` first
+# is literal), or a parenthesis. A span only proposes a key; a memo entry is made where the
+# parser ended there too, so a wrong proposal costs a miss, never a wrong parse.
+_SPANS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
+_CLASS = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", re.S)
+_CLASS_MEMO: dict[str, "CharSet"] = {}  # class text -> its CharSet, across patterns
+_CLASS_MEMO_MAX = 50_000
+
+
 class _Parser:
-    """Recursive descent: alt := concat ('|' concat)* ; concat := (atom quantifier*)*."""
+    """Recursive descent: alt := concat ('|' concat)* ; concat := (atom quantifier*)*.
+
+    Schema regexes repeat the same groups and classes thousands of times (a string's
+    characters, the rest of a key after the declared names): each distinct group text is parsed
+    once per pattern, and each class text once, so equal subtrees are one node object."""
 
     def __init__(self, pattern: str):
         self.p = pattern
         self.i = 0
         self.depth = 0  # groups open around self.i
+        self.close: dict[int, int] = {}  # '(' position -> the position after its ')', by _SPANS
+        self.groups: dict[str, tuple[Node, int]] = {}  # group text -> (node, groups nested in it)
+        self.deepest = 0  # the deepest self.depth reached so far
+        opens = []
+        for m in _SPANS.finditer(pattern):
+            c = m.group()
+            if c == "(":
+                opens.append(m.start())
+            elif c == ")" and opens:
+                self.close[opens.pop()] = m.end()
 
     def error(self, what: str, pos: int | None = None) -> InferlabError:
         pos = self.i if pos is None else pos
@@ -235,6 +261,25 @@ class _Parser:
             self.i = save
 
     def group(self) -> Node:
+        """A group, from the memo where its text was parsed before (the parse of a group depends
+        on its text alone, and on the groups open around it for the nesting limit)."""
+        open_pos = self.i
+        end = self.close.get(open_pos)
+        text = self.p[open_pos:end] if end is not None else None
+        hit = self.groups.get(text) if text is not None else None
+        if hit is not None and self.depth + hit[1] <= MAX_REGEX_DEPTH:
+            self.i = end
+            self.deepest = max(self.deepest, self.depth + hit[1])
+            return hit[0]
+        outer, self.deepest = self.deepest, self.depth
+        node = self._group()
+        inner = self.deepest - self.depth
+        self.deepest = max(outer, self.deepest)
+        if text is not None and self.i == end:
+            self.groups[text] = (node, inner)
+        return node
+
+    def _group(self) -> Node:
         open_pos = self.i
         self.i += 1
         if self.p.startswith("?", self.i):
@@ -262,6 +307,7 @@ class _Parser:
                         raise self.error(f"{name} '({prefix}' is not supported", open_pos)
                 raise self.error("inline flags / extension group '(?' are not supported", open_pos)
         self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
         if self.depth > MAX_REGEX_DEPTH:
             raise self.error(f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)", open_pos)
         node = self.alt()
@@ -304,6 +350,20 @@ class _Parser:
         return ((ord(c), ord(c)),)
 
     def char_class(self) -> Node:
+        m = _CLASS.match(self.p, self.i)
+        text = m.group() if m else None
+        hit = _CLASS_MEMO.get(text) if text is not None else None
+        if hit is not None:
+            self.i = m.end()
+            return hit
+        node = self._char_class()
+        if text is not None and self.i == m.end():
+            if len(_CLASS_MEMO) >= _CLASS_MEMO_MAX:
+                _CLASS_MEMO.clear()
+            _CLASS_MEMO[text] = node
+        return node
+
+    def _char_class(self) -> Node:
         open_pos = self.i
         self.i += 1
         negated = self.peek() == "^"
@@ -347,3 +407,77 @@ def parse(pattern: str) -> Node:
     Groups nest at most nesting.MAX_REGEX_DEPTH deep, under any Python recursion limit."""
     with recursion_room(REGEX_FRAMES):
         return _Parser(pattern).parse()
+
+
+def clear_memo() -> None:
+    """Forget the class texts and patterns parsed so far (a cold parse)."""
+    _CLASS_MEMO.clear()
+    _parsed.cache_clear()
+
+
+@lru_cache(maxsize=16)
+def _parsed(pattern: str) -> Node:
+    return parse(pattern)
+
+
+def fullmatch(pattern: str, text: str) -> bool:
+    """Does `pattern` (this dialect, no calls) match the whole of `text`? The AST is walked over
+    the text's code points, memoised by (node, position), so only the branches the text enters
+    are visited: Python's re would compile the whole pattern first, which takes seconds at the
+    10^5 characters of a flat schema regex. Meanings as `parse` gives them (ASCII \\d \\w \\s)."""
+    node = _parsed(pattern)
+    with recursion_room(REGEX_FRAMES):  # one level per AST node, as the parser's
+        return len(text) in _Matcher(text).ends(node, 0)
+
+
+class _Matcher:
+    def __init__(self, text: str):
+        self.cps = [ord(c) for c in text]
+        self.memo: dict[tuple[int, int], frozenset[int]] = {}
+
+    def ends(self, node: Node, i: int) -> frozenset[int]:
+        """The positions where a match of `node` that starts at `i` can end."""
+        key = (id(node), i)
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = frozenset(self._ends(node, i))
+        return out
+
+    def _ends(self, node: Node, i: int) -> set[int]:
+        if isinstance(node, CharSet):
+            if i < len(self.cps):
+                cp = self.cps[i]
+                k = bisect_right(node.ranges, (cp, MAX_CODE_POINT + 1)) - 1
+                if k >= 0 and node.ranges[k][0] <= cp <= node.ranges[k][1]:
+                    return {i + 1}
+            return set()
+        if isinstance(node, Concat):
+            pos = {i}
+            for item in node.items:
+                pos = {e for p in pos for e in self.ends(item, p)}
+                if not pos:
+                    break
+            return pos
+        if isinstance(node, Alt):
+            return {e for item in node.items for e in self.ends(item, i)}
+        if isinstance(node, Repeat):
+            return self._repeat(node, i)
+        raise InferlabError(f"fullmatch: {type(node).__name__} is not supported (a flat pattern has no calls)")
+
+    def _repeat(self, node: Repeat, i: int) -> set[int]:
+        """item{min,max}: positions after each count of items. From min on, a position reached
+        again (at a higher count, so with fewer items left) adds nothing new."""
+        out = {i} if node.min == 0 else set()
+        frontier, k = {i}, 0
+        while frontier and (node.max is None or k < node.max):
+            nxt = {e for p in frontier for e in self.ends(node.item, p)}
+            k += 1
+            if k >= node.min:
+                frontier = nxt - out
+                out |= nxt
+            elif nxt == frontier:  # a fixed point (a nullable item): every later count gives it too
+                out |= nxt
+                break
+            else:
+                frontier = nxt
+        return out

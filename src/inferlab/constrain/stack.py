@@ -65,15 +65,19 @@ MAX_FORCED_BYTES = 4096
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
-    """{state: ((callee, return state), ...)} read off the DFA's marker paths."""
-    out: dict[int, tuple[tuple[int, int], ...]] = {}
-    for s in np.flatnonzero(dfa.trans[:, CALL_MARK] >= 0).tolist():
-        paths = [(int(dfa.trans[s, CALL_MARK]), 0)]
-        for pos in range(CALL_DIGITS):
-            paths = [(int(dfa.trans[x, CALL_MARK + 1 + d]), value + d * CALL_BASE ** pos)
-                     for x, value in paths for d in range(CALL_BASE) if dfa.trans[x, CALL_MARK + 1 + d] >= 0]
-        out[s] = tuple(sorted((callee, ret) for ret, callee in paths))
-    return out
+    """{state: ((callee, return state), ...)} read off the DFA's marker paths (all states' paths
+    followed at once, a digit position at a time)."""
+    trans = dfa.trans
+    origin = np.flatnonzero(trans[:, CALL_MARK] >= 0)                       # (P,) states with calls
+    at, value = trans[origin, CALL_MARK], np.zeros(len(origin), dtype=np.int64)
+    for pos in range(CALL_DIGITS):
+        digits = trans[at, CALL_MARK + 1:CALL_MARK + 1 + CALL_BASE]         # (P, CALL_BASE)
+        i, d = np.nonzero(digits >= 0)
+        origin, at, value = origin[i], digits[i, d], value[i] + d * CALL_BASE ** pos
+    out: dict[int, list[tuple[int, int]]] = {}
+    for s, callee, ret in sorted(zip(origin.tolist(), value.tolist(), at.tolist())):
+        out.setdefault(s, []).append((callee, ret))
+    return {s: tuple(edges) for s, edges in out.items()}
 
 
 class StackMachine:
@@ -673,29 +677,79 @@ def check_grammar_size(machine: StackMachine, max_states: int) -> None:
         raise InferlabError(f"the grammar's automata hold {machine.n_states:,} states (limit {max_states:,})")
 
 
+# Small DFAs by (regex, max_states, check), across compiles: most schemas share a few automata
+# (any value, strings, numbers), rebuilt otherwise for each. Kept read-only: machines share them.
+_SMALL_DFAS: OrderedDict[tuple, DFA] = OrderedDict()
+SMALL_DFA_STATES = 512   # (S, 256) int32: at most 0.5 MB each
+SMALL_DFA_CACHE = 512    # entries
+
+
+def clear_compile_caches() -> None:
+    """Forget what compiles keep across schemas (small DFAs, the parser's class texts), so the
+    next compile is a cold one (benchmarks/compile_speed.py)."""
+    from inferlab.constrain import regex as rx
+    _SMALL_DFAS.clear()
+    rx.clear_memo()
+
+
+def _keep_small(key: tuple, dfa: DFA) -> None:
+    if dfa.n_states > SMALL_DFA_STATES:
+        return
+    dfa.trans.flags.writeable = False
+    dfa.accepting.flags.writeable = False
+    _SMALL_DFAS[key] = dfa
+    if len(_SMALL_DFAS) > SMALL_DFA_CACHE:
+        _SMALL_DFAS.popitem(last=False)
+
+
 def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None, **options):
     """JSON Schema -> (CompiledGrammar, StackMachine): the one compile path of the stack grammar
     (the matcher API, generate, the HF processor, `inferlab schema`, schema-bench).
 
     Each automaton's DFA stays within max_states; where one does not, subschemas are outlined
     into automata of their own from a smaller size on (schema.OUTLINE_CHARS in turn) before the
-    schema is refused. check(k, ast) may refuse automaton k's regex before its DFA is built
-    (InferlabError). options: those of schema.compile_grammar but outline_chars.
+    schema is refused. A SchemaError is final: keywords, or an expansion (subschemas, automata,
+    a regex past MAX_REGEX_CHARS, which only calls-off parts can reach), that the outline size
+    does not change. An automaton whose regex a larger size gave too is not built again: its
+    DFA, or its refusal, is kept by regex text; small DFAs are kept across compiles too.
+    check(k, ast) may refuse automaton k's regex before its DFA is built (InferlabError).
+    options: those of schema.compile_grammar but outline_chars.
     """
     from inferlab.constrain import regex as rx
     from inferlab.constrain.dfa import compile_ast
-    from inferlab.constrain.schema import OUTLINE_CHARS, compile_grammar
+    from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, compile_grammar
+
+    built: dict[str, DFA | InferlabError] = {}  # regex -> its DFA or its refusal
+
+    def dfa_of(k: int, regex: str) -> DFA:
+        out = built.get(regex)
+        if out is None:
+            key = (regex, max_states, check)
+            out = _SMALL_DFAS.get(key)
+            if out is not None:
+                _SMALL_DFAS.move_to_end(key)
+            else:
+                try:
+                    ast = rx.parse(regex)
+                    if check is not None:
+                        check(k, ast)
+                    out = compile_ast(ast, max_states=max_states)
+                except InferlabError as exc:
+                    out = exc
+                else:
+                    _keep_small(key, out)
+            built[regex] = out
+        if isinstance(out, InferlabError):
+            raise out
+        return out
 
     for n, outline in enumerate(OUTLINE_CHARS):
         try:
             compiled = compile_grammar(schema, outline_chars=outline, **options)
-            dfas = []
-            for k, regex in enumerate(compiled.automata):
-                ast = rx.parse(regex)
-                if check is not None:
-                    check(k, ast)
-                dfas.append(compile_ast(ast, max_states=max_states))
+            dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
             return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
+        except SchemaError:
+            raise  # the schema's keywords or its expansion: outlining changes neither
         except InferlabError:
             if n + 1 == len(OUTLINE_CHARS):
                 raise

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
 
+from inferlab.constrain.regex import fullmatch
 from inferlab.constrain.schema.common import (SchemaError, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
                                               _plain_decimal, _type_set, _values, dumps)
 from inferlab.constrain.schema.strings import _searches
@@ -23,17 +23,24 @@ class CanonicalMixin:
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
-            fallback = None
+            cands = []  # (text, merged, bptr, bstack) of the branches with a canonical text
             for k, branch in enumerate(node[key]):
                 bptr = _child(ptr, key, k)
                 try:
                     flat, _, bstack = self.flatten(branch, bptr, stack)
                     merged = self.merge(rest, flat, bptr, bstack) if rest else flat
-                    text = self.canonical(instance, merged, bptr, bstack)
-                    if re.fullmatch(self.compile(merged, bptr, bstack), text):
-                        return text
+                    cands.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
                 except (_Unsat, SchemaError):
                     continue
+            one_text = len({c[0] for c in cands}) == 1  # then that text is the answer, matched or not
+            fallback = None
+            for text, merged, bptr, bstack in cands:
+                try:
+                    regex = self.compile(merged, bptr, bstack)
+                except (_Unsat, SchemaError):
+                    continue
+                if one_text or fullmatch(regex, text):
+                    return text
                 fallback = fallback or text
             return fallback or dumps(instance)
         for v in _values(node) or []:

@@ -265,9 +265,11 @@ _U_ESCAPED = [cp for cp in range(0x20) if chr(cp) not in _SHORT_ESCAPES]  # writ
 _ALL_U_ESCAPES = r"\\u00(?:0[0-7bef]|1[0-9a-f])"
 
 
-def _json_char_ranges(ranges) -> str:
+@lru_cache(maxsize=4096)
+def _json_char_ranges(ranges: tuple) -> str:
     """Regex for the JSON-string encodings (canonical, as json.dumps writes) of one code point
-    from `ranges`: unescaped where JSON allows it, else its escape."""
+    from `ranges` (a tuple: cached, as object keys ask for the same classes at every trie node):
+    unescaped where JSON allows it, else its escape."""
     inside = [cp for cp in list(range(0x20)) + [0x22, 0x5C] if any(lo <= cp <= hi for lo, hi in ranges)]
     short = "".join(_SHORT_ESCAPES[chr(cp)][1] for cp in inside if chr(cp) in _SHORT_ESCAPES)
     u_escaped = [cp for cp in inside if cp in _U_ESCAPED]
