@@ -11,7 +11,8 @@ import re
 import jsonschema
 import pytest
 
-from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
+from inferlab.constrain.stack import build_machine
 from inferlab.errors import InferlabError
 
 
@@ -147,7 +148,12 @@ CASES = {
         {"type": "string", "pattern": "ab", "minLength": 5}, ["xyzab"], ["ab", "xyzwv"]),
     "pattern with \\d and negated classes": (
         {"type": "string", "pattern": "^\\d+[^\\d]$"}, ["12x", "1-"], ["12", "123", "x1"]),
-    "no type: keywords of one family": ({"minLength": 2}, ["ab"], ["a"]),
+    "no type: keywords of one family": ({"minLength": 2}, ["ab", 1, None, True, [], {}], ["a"]),
+    "no type: a format constrains strings only": (
+        {"format": "date"}, ["2024-02-29", 7, 1.5, None, False, ["x"], {"a": "b"}], ["2023-02-29", "x"]),
+    "no type: object keywords, other types unconstrained": (
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        [{"a": 1}, "s", 2, None, [1]], [{}, {"a": "x"}]),
     "type list": ({"type": ["string", "integer"], "minLength": 2, "minimum": 3}, ["ab", 3], ["a", 2, None]),
     "nested objects": (
         {"type": "object", "properties": {"o": {"type": "object", "properties": {
@@ -232,7 +238,8 @@ def test_lenient_lists_every_unenforced_constraint():
     compiled = compile_schema(schema, lenient=True)
     assert compiled.unenforced == ("multipleOf at #/properties/a/multipleOf: multipleOf 2 is not supported",
                                    "uniqueItems at #/properties/b/uniqueItems: uniqueItems is not supported "
-                                   "(only with maxItems <= 1)")
+                                   "(only with maxItems <= 1, or over strings in the stack grammar, outside negations "
+                                   "and enum checks)")
     assert re.fullmatch(compiled.regex, '{"a":3}')   # looser, and said so
 
 
@@ -441,3 +448,12 @@ def test_allof_pattern_keys_still_meet_the_other_sides_additional_properties():
     schema = {"type": "object", "properties": {"b": {"type": "object", "properties": {}, "additionalProperties": False}},
               "patternProperties": {".*": inner}, "additionalProperties": False}
     check(schema, [{}, {"b": {}}, {"x": {"k": 1}}], [{"b": {"k": 1}}, {"x": {"k": "s"}}])
+
+
+@pytest.mark.parametrize("schema", [{"format": "date"}, {"format": "positiveInteger"}, {"minLength": 2, "minimum": 3},
+                                    {"properties": {"a": {"type": "integer"}}, "required": ["a"], "maxLength": 1}])
+def test_no_type_in_the_stack_grammar_leaves_other_types_unconstrained(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    for value in ("2024-02-29", "x", "ab", 2, 3, 1.5, None, True, [], [1, "x"], {}, {"a": 1}, {"a": "x"}):
+        assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value

@@ -1,21 +1,27 @@
-"""Arrays: prefixItems/items, minItems/maxItems."""
+"""Arrays: prefixItems/items, minItems/maxItems, uniqueItems."""
 
 from __future__ import annotations
 
+import math
+import re
 
-from inferlab.constrain.schema.common import _Unsat, _child, _repeat
+from inferlab.constrain import keys
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.schema.common import _NOTHING, _Unsat, _child, _generated_types, _repeat
+from inferlab.errors import InferlabError
+
+_CALL = re.compile(r"\(\?&(\d+)\)")
 
 
 class ArraysMixin:
-    """Arrays: prefixItems/items, minItems/maxItems (mixed into _Compiler)."""
+    """Arrays: prefixItems/items, minItems/maxItems, uniqueItems (mixed into _Compiler)."""
 
     def compile_array(self, node, ptr, stack) -> str:
         lo = node.get("minItems", 0)
         hi = node.get("maxItems")
         if hi is not None and hi < lo:
             raise self.error("maxItems", _child(ptr, "maxItems"), f"maxItems {hi} < minItems {lo}")
-        if node.get("uniqueItems") is True and not (hi is not None and hi <= 1):
-            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), "uniqueItems is not supported (only with maxItems <= 1)")
+        unique = node.get("uniqueItems") is True and not (hi is not None and hi <= 1)
         if isinstance(node.get("items"), list):  # drafts 4-2019: tuple form
             prefix, prefix_key = node["items"], "items"
             rest, rest_key = node.get("additionalItems", True), "additionalItems"
@@ -41,7 +47,61 @@ class ArraysMixin:
         if max_len is not None and lo > max_len:
             raise _Unsat(f"minItems at #{ptr}: at most {max_len} items are possible")
         body = self.array_body(prefix_rx, rest_rx, lo, hi)
-        return f"{self.tok('[')}{body}{self.tok(']')}"
+        out = f"{self.tok('[')}{body}{self.tok(']')}"
+        if unique:
+            items = prefix[:len(prefix_rx)] + ([rest] if rest_rx is not None else [])
+            why = self.unique_strings_refusal(items, prefix_rx + ([rest_rx] if rest_rx is not None else []), stack)
+            if why is not None:
+                self.refuse("uniqueItems", _child(ptr, "uniqueItems"), why)
+                return out
+            k = self.uniques.get(out)
+            if k is None:
+                k = self.uniques[out] = self.new_automaton()
+                self.automata[k] = out
+            return f"(?&{k})"
+        return out
+
+    def unique_strings_refusal(self, items: list, regexes: list[str], stack) -> str | None:
+        """Why uniqueItems cannot be exact here, or None. Exact: stack mode, items that are only
+        strings (compared decoded, as JSON equality says), each item's language with no dead
+        end, i.e. every partial item has infinitely many completions, so a written set of items
+        never leaves a begun item without an unused completion; the matcher tracks the items
+        written (constrain.keys, as an object's keys)."""
+        base = "uniqueItems is not supported (only with maxItems <= 1, or over strings in the stack grammar"
+        if not self.calls_on():
+            return base + ", outside negations and enum checks)"
+        for item in items:
+            try:
+                flat = self.flatten(item, "", stack)[0]
+            except _Unsat:
+                continue
+            if flat is True or not isinstance(flat, dict) or not _generated_types(flat) <= {"string"}:
+                return base + "; these items are not only strings)"
+        for regex in regexes:
+            regex = self.inlined(regex)
+            if regex is None:
+                return base + "; an item of its own counted or nested automaton is not tracked)"
+            try:
+                dfa = compile_regex(regex, max_states=20_000)
+            except InferlabError:
+                return base + "; the item automaton is over the size limit)"
+            done = keys.completions(dfa)
+            if any(done[q] != math.inf for q in range(dfa.n_states) if not dfa.accepting[q]):
+                return base + "; an item with finitely many completions could run out of unused values)"
+        return None
+
+    def inlined(self, regex: str) -> str | None:
+        """A call-free item regex: the callee's regex where the item is one plain call, else None
+        where it holds calls (a counted string, a map, a recursion)."""
+        whole = _CALL.fullmatch(regex)
+        if whole is not None:
+            k = int(whole.group(1))
+            if k in self.counts or k in self.maps or k in self.uniques.values():
+                return None
+            regex = self.automata[k]
+            if regex == _NOTHING:  # a $ref target still being compiled
+                return None
+        return None if _CALL.search(regex) else regex
 
     def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
         comma = self.tok(",")

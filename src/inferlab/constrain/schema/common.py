@@ -232,7 +232,7 @@ def _generated_types(node) -> set:
         return {_json_type(v) for v in values}
     if "type" in node:
         return _type_set(node["type"])
-    return set(_keyword_families(node)) or set(_TYPES)
+    return set(_TYPES)  # without "type", every type (those without keywords unconstrained)
 
 
 def _type_set(t) -> set[str]:
