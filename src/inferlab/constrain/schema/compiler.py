@@ -268,7 +268,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     assertion): the formats of constrain.formats are enforced exactly; a format the specification
     does not define (a custom name such as "path" or "utc-millisec") is an annotation, not
     enforced, and listed in `unenforced_formats`; a format the specification defines that is not
-    implemented (ipv6, idn-email, regex, duration, ...) is refused, since validators assert it.
+    implemented (idn-email, regex, duration, ...) is refused, since validators assert it.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
                   allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
