@@ -11,6 +11,8 @@ pointer ("minimum at #/properties/age: ..."), or, with `lenient=True`, is listed
 
 Supported keywords
 - type (a name or a list; "integer" is a subset of "number"); boolean schemas true / false;
+  without type, every type, each constrained by its own keywords only (a format or pattern
+  constrains strings, properties objects: {"format": "date"} also accepts 7 and null);
 - enum, const: any JSON values, written canonically (compact, ensure_ascii=False); beside any
   other keywords (not, if, oneOf, allOf, $ref, ...), exactly the listed values that validate
   against the whole subschema are kept, checked by `jsonschema` (the root's dialect, format
@@ -26,11 +28,14 @@ Supported keywords
   generated; a single pattern with no declared properties is a map (its keys match the pattern);
   a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
   0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
-  maps, below). dependencies,
+  maps, below). propertyNames: a declared name it rejects is left out (required: unsatisfiable);
+  extra and map keys are intersected with its strings' language by automaton product (exact;
+  over the size limits, an error); false allows only {}. dependencies,
   dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
   and what it needs", as exact alternatives;
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
-  items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
+  items (2020-12), minItems, maxItems; uniqueItems where maxItems <= 1, and in stack mode over
+  items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
   date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname). Length bounds with a pattern or
@@ -71,7 +76,7 @@ Supported keywords
   $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
 
 Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
-contains, uniqueItems, propertyNames, unevaluated*, $dynamicRef, formats not listed, ...) is an
+contains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an
 error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
 maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
 value of the type, an empty merge) is left out exactly where the schema allows absence (an
@@ -117,7 +122,13 @@ that call each other, which lifts these narrowings and limits:
   can run out (a pattern with finitely many completions, such as "^[ab]$") is a map too, so
   a key with no unused completion is never begun; fewer keys than minProperties is unsatisfiable.
   With an optional declared property beside extra keys, they are refused as in the regex.
-The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key.
+- uniqueItems over items that are only strings (compared decoded: "a" and "\u0061" are one),
+  whose language has no partial item with finitely many completions (so the written items can
+  never leave a begun item without an unused value): the array is an automaton of its own
+  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; other items
+  (objects, numbers, enums, bounded strings) are refused.
+The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key, and
+uniqueItems is refused.
 """
 
 

@@ -56,7 +56,6 @@ _UNSUPPORTED = {
     "contains": "contains is not supported",
     "minContains": "minContains is not supported",
     "maxContains": "maxContains is not supported",
-    "propertyNames": "propertyNames is not supported",
     "unevaluatedProperties": "unevaluatedProperties is not supported",
     "unevaluatedItems": "unevaluatedItems is not supported",
     "$dynamicRef": "$dynamicRef is not supported",

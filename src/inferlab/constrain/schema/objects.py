@@ -49,6 +49,9 @@ class ObjectsMixin:
         extra = node.get("additionalProperties")
         extra_ptr = _child(ptr, "additionalProperties")
         pattern_props = node.get("patternProperties") or {}
+        names_rx = self.property_names(node, ptr, stack)
+        if names_rx == _NOTHING:  # no key is a valid name: only {}
+            node = {**node, "maxProperties": 0}
         if node.get("maxProperties") == 0:
             props, extra, pattern_props = {}, False, {}  # only {} (an error below if a key is required)
         if extra is None and (self.allow_extra_keys or not (props or pattern_props)):
@@ -98,6 +101,16 @@ class ObjectsMixin:
                 # (several patterns would need their overlaps intersected): said, never silent
                 self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; "
                             f"other keys that match its {len(pattern_props)} patterns, if any, are not")
+        if names_rx is not None:  # declared names propertyNames rejects: absent (unsatisfiable if required)
+            for name in [n for n in schemas if not re.fullmatch(names_rx, dumps(n))]:
+                if name in required:
+                    raise _Unsat(f"propertyNames at #{ptr}: the required name {name!r} is not a valid name")
+                del schemas[name]
+            if map_kv is not None:
+                try:
+                    map_kv = (self.names_within(map_kv[0], names_rx, ptr), map_kv[1])
+                except _Unsat:  # no key of the pattern is a valid name
+                    map_kv = None
         members = []  # (regex or None when the key must be absent, required)
         for name, sub in schemas.items():
             sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
@@ -115,7 +128,8 @@ class ObjectsMixin:
         if gen_extra:
             try:
                 value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
-                extra_kv = (_key_not_in(list(schemas)), value)
+                key_rx = _key_not_in(list(schemas))
+                extra_kv = (key_rx if names_rx is None else self.names_within(key_rx, names_rx, ptr), value)
             except _Unsat as exc:  # no value fits: no extra key can be written
                 self.note_cut(exc)
         elif extra is None and map_kv is None:
@@ -133,6 +147,31 @@ class ObjectsMixin:
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def property_names(self, node, ptr, stack) -> str | None:
+        """propertyNames: the regex of the valid names (quoted JSON strings, compiled inline; a
+        narrowed regex only writes fewer keys), _NOTHING when no string is one, None when it
+        constrains nothing."""
+        names = node.get("propertyNames", True)
+        if names is True or names == {}:
+            return None
+        names_ptr = _child(ptr, "propertyNames")
+        self.inline += 1
+        try:
+            return self.compile(self.merge(names, {"type": "string"}, names_ptr, stack), names_ptr, stack)
+        except _Unsat:
+            return _NOTHING
+        finally:
+            self.inline -= 1
+
+    def names_within(self, key_rx: str, names_rx: str, ptr: str) -> str:
+        """The keys of key_rx that propertyNames allows (automaton product: exact), or a refusal."""
+        out = self.intersection([key_rx, names_rx], ptr)  # _Unsat when none is left
+        if out is None:
+            self.refuse("propertyNames", _child(ptr, "propertyNames"), "the key language and propertyNames "
+                        "together are over the automaton size limits")
+            return key_rx
+        return out
 
     def map_body(self, node, ptr, members, extra_kv) -> str:
         """Stack mode: the required members, then the extra members as a map automaton (see
