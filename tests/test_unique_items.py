@@ -7,6 +7,8 @@ Oracles, none of them constrain.keys or the compiler:
   test_stack's reference interpreter of the automata, and a whole-text rescan in which no array
   holds one decoded string twice (every array of these schemas is unique; their item languages
   never run out, so every survivor can be completed);
+- listed values (enum, booleans): every sequence of up to 4 values (3 from a pool of 5) (repeats included) against
+  jsonschema, canonical texts;
 - refusals: what stays inexact names uniqueItems and its JSON pointer.
 """
 
@@ -17,7 +19,7 @@ import re
 
 import pytest
 
-from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
 from inferlab.constrain.stack import StackGrammar, build_machine
 from test_schema_properties import validator
 from test_stack import Reference, bitmask_ids, small_vocab
@@ -83,7 +85,8 @@ def test_a_non_unique_array_beside_is_not_constrained():
 
 
 @pytest.mark.parametrize("schema,why", [
-    ({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}, "finitely many completions"),
+    ({"type": "array", "items": {"enum": list("abcdefghi")}, "uniqueItems": True}, "over 9 listed values"),
+    ({"type": "array", "items": {"type": "string", "format": "uuid"}, "uniqueItems": True}, "finitely many"),
     ({"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}, "finitely many"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "not only strings"),
     ({"type": "array", "items": {"type": ["string", "null"]}, "uniqueItems": True}, "not only strings"),
@@ -166,3 +169,33 @@ def test_masks_equal_brute_force(name):
             stacks = ref.walk(stacks, vocab.token_bytes[t])
             text += vocab.token_bytes[t]
     assert finished > 0
+
+
+LISTED = {
+    "enum": ({"type": "array", "items": {"type": "string", "enum": ["GET", "POST", "PUT"]}, "uniqueItems": True},
+             ["GET", "POST", "PUT", "get"]),
+    "bounded-mixed": ({"type": "array", "items": {"enum": ["a", 1, None, {"x": [1]}]}, "uniqueItems": True,
+                       "minItems": 2, "maxItems": 3}, ["a", 1, None, {"x": [1]}, 2]),
+    "boolean": ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, [True, False, None]),
+    "enum-beside-not": ({"type": "array", "items": {"enum": ["a", "b", "c"], "not": {"const": "b"}},
+                         "uniqueItems": True, "minItems": 1}, ["a", "b", "c"]),
+}
+
+
+@pytest.mark.parametrize("name", list(LISTED))
+def test_listed_values_agree_with_jsonschema(name):
+    schema, pool = LISTED[name]
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    valid = 0
+    for n in range(5 if len(pool) <= 4 else 4):
+        for seq in itertools.product(pool, repeat=n):
+            ok = v.is_valid(list(seq))
+            assert machine.accepts(canonical_json(list(seq), schema)) == ok, (name, seq)
+            valid += ok
+    assert valid > 0
+
+
+def test_more_distinct_values_than_max_items_allows_is_unsatisfiable():
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        compile_grammar({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3})

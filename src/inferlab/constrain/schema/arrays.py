@@ -7,8 +7,12 @@ import re
 
 from inferlab.constrain import keys
 from inferlab.constrain.dfa import compile_regex
-from inferlab.constrain.schema.common import _NOTHING, _Unsat, _child, _generated_types, _repeat
+from inferlab.constrain.schema.combinators import enum_siblings
+from inferlab.constrain.schema.common import (_NOTHING, _Unsat, _child, _generated_types, _group, _known_keywords,
+                                              _repeat)
 from inferlab.errors import InferlabError
+
+MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
 
 _CALL = re.compile(r"\(\?&(\d+)\)")
 
@@ -22,6 +26,10 @@ class ArraysMixin:
         if hi is not None and hi < lo:
             raise self.error("maxItems", _child(ptr, "maxItems"), f"maxItems {hi} < minItems {lo}")
         unique = node.get("uniqueItems") is True and not (hi is not None and hi <= 1)
+        if unique and self.calls_on() and "prefixItems" not in node and not isinstance(node.get("items"), list):
+            texts = self.finite_items(node.get("items", True), _child(ptr, "items"), stack)
+            if texts is not None:
+                return self.distinct_sequences(texts, lo, hi, ptr)
         if isinstance(node.get("items"), list):  # drafts 4-2019: tuple form
             prefix, prefix_key = node["items"], "items"
             rest, rest_key = node.get("additionalItems", True), "additionalItems"
@@ -60,6 +68,51 @@ class ArraysMixin:
                 self.automata[k] = out
             return f"(?&{k})"
         return out
+
+    def finite_items(self, items, ptr, stack) -> list[str] | None:
+        """The regexes of the values of an items schema that lists them (enum/const, booleans,
+        null), one per distinct value, or None."""
+        try:
+            flat = self.flatten(items, ptr, stack)[0]
+        except _Unsat:
+            return None
+        if not isinstance(flat, dict):
+            return None
+        if "enum" in flat or "const" in flat:
+            if not (self.values.available or set(enum_siblings(flat)) <= {"type"}):
+                return None
+            try:
+                return self.enum_texts(flat, ptr, stack)
+            except _Unsat:
+                return None
+        if set(flat) & _known_keywords() == {"type"} and flat["type"] in ("boolean", "null"):
+            return ["true", "false"] if flat["type"] == "boolean" else ["null"]
+        return None
+
+    def distinct_sequences(self, texts: list[str], lo: int, hi: int | None, ptr: str) -> str:
+        """Stack mode: an array of distinct values from a finite list (uniqueItems), exact: one
+        automaton per set of values written, calling the next set's after each value."""
+        n = len(texts)
+        if n > MAX_UNIQUE_VALUES:
+            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values (at most "
+                        f"{MAX_UNIQUE_VALUES}: each set of values written is an automaton)")
+        top = n if hi is None else min(n, hi)
+        if lo > top:
+            raise _Unsat(f"minItems at #{ptr}: at most {top} distinct values are possible")
+        comma, memo = self.tok(","), {}
+
+        def after(used: frozenset) -> str:  # the rest of the array once `used` were written
+            if len(used) == top:
+                return ""
+            if used not in memo:
+                k = memo[used] = self.new_automaton()
+                alts = _group([f"{texts[i]}{after(used | {i})}" for i in range(n) if i not in used])
+                self.automata[k] = f"{comma}{alts}" if len(used) < lo else f"(?:{comma}{alts})?"
+            return f"(?&{memo[used]})"
+
+        body = _group([f"{texts[i]}{after(frozenset([i]))}" for i in range(n)]) if top else ""
+        body = body if lo > 0 or not body else f"(?:{body})?"
+        return f"{self.tok('[')}{body}{self.tok(']')}"
 
     def unique_strings_refusal(self, items: list, regexes: list[str], stack) -> str | None:
         """Why uniqueItems cannot be exact here, or None. Exact: stack mode, items that are only

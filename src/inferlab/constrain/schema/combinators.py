@@ -210,6 +210,10 @@ class CombinatorsMixin:
         return False
 
     def compile_enum(self, node, ptr, stack) -> str:
+        return _group(self.enum_texts(node, ptr, stack))
+
+    def enum_texts(self, node, ptr, stack) -> list[str]:
+        """The regexes of the listed values that the whole subschema keeps, one per distinct value."""
         values = [node["const"]] if "const" in node else node["enum"]
         where = _child(ptr, "const" if "const" in node else "enum")
         if not isinstance(values, list):
@@ -248,7 +252,7 @@ class CombinatorsMixin:
         if not kept:  # dropped exactly where the schema lets it be absent, an error elsewhere
             raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
                          "the rest of the schema")
-        return _group(kept)
+        return kept
 
     def validated(self, node, values, where) -> list:
         """The listed values that validate against the whole subschema (jsonschema)."""
