@@ -90,7 +90,9 @@ limit. These limits, not Python's recursion limit, decide: the compiler makes ro
 Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
-`(?<name>...)`. `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
+`(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
+intersected with, or stripped of, the lookahead's language followed by anything, by automaton
+product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
 Python's Unicode meanings) and `\\D \\W \\S` the complements of the Unicode classes, so a match
 is a match under both ECMA-262 and Python. `.` excludes all four ECMA line terminators.
 
