@@ -457,3 +457,19 @@ def test_no_type_in_the_stack_grammar_leaves_other_types_unconstrained(schema):
     v = validator(schema)
     for value in ("2024-02-29", "x", "ab", 2, 3, 1.5, None, True, [], [1, "x"], {}, {"a": 1}, {"a": "x"}):
         assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "oneOf": [{"maxLength": 0}, {"format": "html-selector", "minLength": 1}]},
+    {"type": "object", "oneOf": [{"maxProperties": 1}, {"minProperties": 2, "additionalProperties": {"type": "integer"}}]},
+])
+def test_one_of_with_disjoint_length_or_count_bounds_is_any_of(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    for value in ("", "a", "abc", 1, {}, {"a": 1}, {"a": 1, "b": 2}, {"a": "x", "b": 2}, {"a": 1, "b": 2, "c": 3}):
+        assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+
+
+def test_one_of_with_overlapping_length_bounds_is_refused():
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
+        compile_grammar({"type": "string", "oneOf": [{"maxLength": 2}, {"minLength": 2}]})
