@@ -5,6 +5,7 @@ the jsonschema library (the oracle), then checks that the compiled regex accepts
 text of exactly the valid ones.
 """
 
+import itertools
 import json
 import re
 
@@ -473,3 +474,26 @@ def test_one_of_with_disjoint_length_or_count_bounds_is_any_of(schema):
 def test_one_of_with_overlapping_length_bounds_is_refused():
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
         compile_grammar({"type": "string", "oneOf": [{"maxLength": 2}, {"minLength": 2}]})
+
+
+FOUR = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}, "d": {"type": "boolean"}}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": FOUR, "minProperties": 2, "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "maxProperties": 2, "required": ["b"], "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "minProperties": 2, "maxProperties": 3, "required": ["a"],
+     "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "minProperties": 4, "additionalProperties": False},
+])
+def test_property_counts_over_declared_members_are_exact_in_the_stack_grammar(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    values = {"a": 1, "b": "x", "c": None, "d": True}
+    valid = 0
+    for n in range(5):
+        for names in itertools.combinations("abcd", n):
+            value = {k: values[k] for k in names}
+            assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+            valid += v.is_valid(value)
+    assert valid > 0

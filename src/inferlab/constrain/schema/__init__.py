@@ -28,7 +28,8 @@ Supported keywords
   generated; a single pattern with no declared properties is a map (its keys match the pattern);
   a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
   0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
-  maps, below). propertyNames: a declared name it rejects is left out (required: unsatisfiable);
+  maps, below, and on declared members alone, at most MEMBER_BLOCK of them: an automaton per
+  member and count written). propertyNames: a declared name it rejects is left out (required: unsatisfiable);
   extra and map keys are intersected with its strings' language by automaton product (exact;
   over the size limits, an error); false allows only {}. dependencies,
   dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it

@@ -139,6 +139,8 @@ class ObjectsMixin:
                 or (map_kv is not None and _keys_can_run_out(map_kv[0]))):
             return f"{self.tok('{')}{self.map_body(node, ptr, members, extra_kv)}{self.tok('}')}"
         extra_rx = None if extra_kv is None else extra_kv[0] + self.tok(":") + extra_kv[1]
+        if extra_rx is None and self.counts_members(node, members):
+            return f"{self.tok('{')}{self.counted_members(members, node.get('minProperties', 0), node.get('maxProperties'), ptr)}{self.tok('}')}"
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
         if self.calls_on() and (len(members) > MEMBER_BLOCK or (members and extra_rx is not None)):
             body = self.called_object_body(members, extra_rx, nonempty=nonempty)
@@ -199,6 +201,49 @@ class ObjectsMixin:
         self.maps[m] = (lo, hi, first, nxt)
         written = self.object_body(members, None) or ""
         return f"{written}(?&{m})"
+
+    def counts_members(self, node, members) -> bool:
+        """Stack mode, declared members only: are min/maxProperties beyond what the required
+        members decide, within what counted_members builds?"""
+        lo, hi = node.get("minProperties"), node.get("maxProperties")
+        n_req = sum(req for _, req in members)
+        if not (self.calls_on() and members and len(members) <= MEMBER_BLOCK):
+            return False
+        if any(x is not None and (isinstance(x, bool) or not isinstance(x, int)) for x in (lo, hi)):
+            return False
+        if hi is not None and (hi < n_req or (lo or 0) > hi):
+            return False  # an error, from check_property_counts
+        return (lo is not None and lo > max(n_req, 1)) or (hi is not None and hi < len(members))
+
+    def counted_members(self, members, lo: int, hi: int | None, ptr: str) -> str:
+        """Stack mode: declared members in schema order with at least lo and at most hi written,
+        exact: after member j with c written, the rest is automaton (j, c) (c counted up to hi,
+        or to lo when unbounded above), so the regex grows as members times counts."""
+        comma, cap, memo = self.tok(","), (lo if hi is None else hi), {}
+
+        def rest(j: int, c: int) -> str | None:  # members j.. once c were written; None: impossible
+            if len(members) - j < lo - c:
+                return None
+            if j == len(members):
+                return ""
+            if (j, c) not in memo:
+                rx_j, req = members[j]
+                alts = []
+                if hi is None or c < hi:
+                    after = rest(j + 1, min(c + 1, cap))
+                    if after is not None:
+                        alts.append(f"{comma if c else ''}{rx_j}{after}")
+                if not req:
+                    after = rest(j + 1, c)
+                    if after is not None:
+                        alts.append(after)
+                memo[(j, c)] = None if not alts else self.outline(_group(alts) if len(alts) > 1 else alts[0], force=True)
+            return memo[(j, c)]
+
+        body = rest(0, 0)
+        if body is None:
+            raise _Unsat(f"minProperties at #{ptr}: at most {len(members)} properties can be written")
+        return body
 
     def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> bool:
         """min/maxProperties where they are exact; True when at least one member must be written."""
