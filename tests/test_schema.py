@@ -497,3 +497,28 @@ def test_property_counts_over_declared_members_are_exact_in_the_stack_grammar(sc
             assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
             valid += v.is_valid(value)
     assert valid > 0
+
+
+@pytest.mark.slow  # ~1 s: 9 alternatives of merged objects
+def test_many_exclusive_conditionals_under_all_of_are_exact():
+    names = [f"n{i}" for i in range(8)]
+    schema = {"allOf": [{"type": "object", "properties": {"name": {"enum": names}, "v": {}}, "required": ["name"],
+                         "additionalProperties": False}]
+              + [{"if": {"properties": {"name": {"const": n}}}, "then": {"properties": {"v": {"minimum": i}}},
+                  **({"else": {"properties": {"v": {"type": "integer"}}}} if i == 7 else {})}
+                 for i, n in enumerate(names)]}
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    valid = 0
+    for name in names + ["x"]:
+        for value in (None, 0, 3, 7, 2.5, "s"):
+            for instance in ({"name": name}, {"name": name, "v": value}):
+                assert machine.accepts(canonical_json(instance, schema)) == v.is_valid(instance), instance
+                valid += v.is_valid(instance)
+    assert valid > 10
+
+
+def test_many_overlapping_conditionals_are_refused():
+    schema = {"allOf": [{"if": {"properties": {"a": {"const": i}}}, "then": {"required": ["b"]}} for i in range(8)]}
+    with pytest.raises(SchemaError, match="^if at #/allOf: 8 conditionals"):
+        compile_grammar(schema)

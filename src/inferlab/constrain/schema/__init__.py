@@ -68,7 +68,8 @@ Supported keywords
 - if/then/else: (if and then) or (not if and else), each side compiled as above;
 - allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
   each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
-  if/then/else as its two alternatives);
+  if/then/else as its two alternatives; more than MAX_CONDITIONALS whose conditions, each beside
+  the rest, are pairwise disjoint as one alternative per condition and one for none);
 - $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
   `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
