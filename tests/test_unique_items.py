@@ -106,28 +106,21 @@ _LEX = re.compile(rb'(?P<s>"(?:[^"\\]|\\.)*")|(?P<u>"(?:[^"\\]|\\.)*\\?\Z)|(?P<p
 
 
 def no_repeated_item(text: bytes) -> bool:
-    """Rescan: no array directly holds one decoded string twice (objects: keys are not items)."""
-    open_, expect = [], False
+    """Rescan: no array holds one decoded string twice (the texts of these schemas hold arrays
+    and strings only, every string an item)."""
+    arrays = []
     for m in _LEX.finditer(text):
-        tok = m.group()
         if m.lastgroup == "u":  # a string still open at the end
             break
-        if m.lastgroup == "s":
-            if open_ and open_[-1] is not None and expect:
-                value = json.loads(tok)
-                if value in open_[-1]:
-                    return False
-                open_[-1].add(value)
-            expect = False
-        elif tok == b"[":
-            open_.append(set())
-            expect = True
-        elif tok == b"{":
-            open_.append(None)
-        elif tok in (b"]", b"}"):
-            open_.pop()
-        elif tok == b",":
-            expect = bool(open_) and open_[-1] is not None
+        if m.group() == b"[":
+            arrays.append(set())
+        elif m.group() == b"]":
+            arrays.pop()
+        elif m.lastgroup == "s":
+            value = json.loads(m.group())
+            if value in arrays[-1]:
+                return False
+            arrays[-1].add(value)
     return True
 
 

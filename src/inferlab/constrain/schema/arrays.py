@@ -62,11 +62,7 @@ class ArraysMixin:
             if why is not None:
                 self.refuse("uniqueItems", _child(ptr, "uniqueItems"), why)
                 return out
-            k = self.uniques.get(out)
-            if k is None:
-                k = self.uniques[out] = self.new_automaton()
-                self.automata[k] = out
-            return f"(?&{k})"
+            return self.outline(out, force=True, table=self.uniques)
         return out
 
     def finite_items(self, items, ptr, stack) -> list[str] | None:

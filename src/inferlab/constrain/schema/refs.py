@@ -221,14 +221,16 @@ class RefsMixin:
             self.counts[k] = (lo, hi)
         return f"(?&{k})"
 
-    def outline(self, regex: str, *, force: bool = False) -> str:
-        """Stack mode: a big regex as a call of its own automaton (one per distinct text); an
-        empty or short one stays inline unless `force`."""
+    def outline(self, regex: str, *, force: bool = False, table: dict | None = None) -> str:
+        """Stack mode: a big regex as a call of its own automaton (one per distinct text, shared
+        through `table`, self.outlined by default); an empty or short one stays inline unless
+        `force`."""
         if not regex or (not force and len(regex) <= self.outline_chars):
             return regex
-        k = self.outlined.get(regex)
+        table = self.outlined if table is None else table
+        k = table.get(regex)
         if k is None:
-            k = self.outlined[regex] = self.new_automaton()
+            k = table[regex] = self.new_automaton()
             self.automata[k] = regex
         return f"(?&{k})"
 
