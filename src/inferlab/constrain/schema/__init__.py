@@ -24,8 +24,11 @@ Supported keywords
   additionalProperties false / schema / true: extra keys come after the declared ones and never
   repeat a declared name. Absent additionalProperties: extra keys are not generated unless
   `allow_extra_keys=True` or no property is declared (a narrowing, recorded).
-  patternProperties: applied to the declared names it matches when no extra key can be
-  generated; a single pattern with no declared properties is a map (its keys match the pattern);
+  patternProperties: applied to the declared names it matches; beside extra keys, each extra key
+  has the schema of the one pattern it matches (keys of that pattern's subset regex that no other
+  pattern's superset regex matches) or additionalProperties (keys no pattern's superset matches),
+  by automaton products (keys that several patterns match are not generated: recorded); when no
+  extra key can be generated, a single pattern with no declared properties is a map (its keys match the pattern);
   a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
   0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
   maps, below, and on declared members alone, at most MEMBER_BLOCK of them: an automaton per

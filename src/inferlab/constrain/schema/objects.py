@@ -12,7 +12,9 @@ from inferlab.constrain.keys import completions
 
 from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
                                               _NOTHING, _Unsat, _child, _group, _lit, dumps)
-from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _universal_pattern
+from inferlab.constrain.schema.algebra import _combined
+from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
+from inferlab.errors import InferlabError
 
 
 class ObjectsMixin:
@@ -85,9 +87,6 @@ class ObjectsMixin:
                     self.narrow(f"additionalProperties absent at #{ptr}: only keys matching the pattern are generated")
                 extra, pattern_props = False, {}
         if pattern_props:
-            if gen_extra:
-                self.refuse("patternProperties", _child(ptr, "patternProperties"),
-                            "patternProperties with extra keys allowed is not supported")
             for pat, sub in pattern_props.items():
                 try:
                     compiled = re.compile(pat)
@@ -96,7 +95,7 @@ class ObjectsMixin:
                 for name in schemas:
                     if compiled.search(name):
                         schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
-            if any(sub is not False for sub in pattern_props.values()):
+            if any(sub is not False for sub in pattern_props.values()) and not gen_extra:
                 # keys matching a pattern beyond the declared names are valid but not generated
                 # (several patterns would need their overlaps intersected): said, never silent
                 self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; "
@@ -124,14 +123,22 @@ class ObjectsMixin:
                 if name in required:
                     raise
                 self.note_cut(exc)
-        extra_kv = map_kv
+        extra_kv, extra_members = map_kv, []
         if gen_extra:
-            try:
-                value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
-                key_rx = _key_not_in(list(schemas))
-                extra_kv = (key_rx if names_rx is None else self.names_within(key_rx, names_rx, ptr), value)
-            except _Unsat as exc:  # no value fits: no extra key can be written
-                self.note_cut(exc)
+            regions = self.pattern_key_regions(pattern_props, ptr) if pattern_props else [(None, None)]
+            for region, pat in regions:  # (key language beside the patterns, the pattern it matches)
+                sub, sub_ptr = (extra, extra_ptr) if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
+                try:
+                    value = self.any_value(sub_ptr) if sub is True else self.compile(sub, sub_ptr, stack)
+                    key_rx = _key_not_in(list(schemas))
+                    if region is not None:
+                        key_rx = self.names_within(key_rx, region, ptr, "patternProperties")
+                    if names_rx is not None:
+                        key_rx = self.names_within(key_rx, names_rx, ptr)
+                    extra_members.append((key_rx, value))
+                except _Unsat as exc:  # no value (or key) fits: no such extra key can be written
+                    self.note_cut(exc)
+            extra_kv = extra_members[0] if len(extra_members) == 1 else None
         elif extra is None and map_kv is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         if extra_kv is not None and self.calls_on() and all(req for _, req in members) and (
@@ -139,6 +146,8 @@ class ObjectsMixin:
                 or (map_kv is not None and _keys_can_run_out(map_kv[0]))):
             return f"{self.tok('{')}{self.map_body(node, ptr, members, extra_kv)}{self.tok('}')}"
         extra_rx = None if extra_kv is None else extra_kv[0] + self.tok(":") + extra_kv[1]
+        if len(extra_members) > 1:
+            extra_rx = _group([key + self.tok(":") + value for key, value in extra_members])
         if extra_rx is None and self.counts_members(node, members):
             return f"{self.tok('{')}{self.counted_members(members, node.get('minProperties', 0), node.get('maxProperties'), ptr)}{self.tok('}')}"
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
@@ -166,13 +175,48 @@ class ObjectsMixin:
         finally:
             self.inline -= 1
 
-    def names_within(self, key_rx: str, names_rx: str, ptr: str) -> str:
-        """The keys of key_rx that propertyNames allows (automaton product: exact), or a refusal."""
+    def names_within(self, key_rx: str, names_rx: str, ptr: str, keyword: str = "propertyNames") -> str:
+        """The keys of key_rx within names_rx (automaton product: exact), or a refusal."""
         out = self.intersection([key_rx, names_rx], ptr)  # _Unsat when none is left
         if out is None:
-            self.refuse("propertyNames", _child(ptr, "propertyNames"), "the key language and propertyNames "
-                        "together are over the automaton size limits")
+            self.refuse(keyword, _child(ptr, keyword), f"the key language and {keyword} together are over the "
+                        "automaton size limits")
             return key_rx
+        return out
+
+    def pattern_key_regions(self, pattern_props: dict, ptr: str) -> list[tuple[str | None, str | None]]:
+        """Extra keys beside patternProperties: [(key regex, pattern)], a key language per pattern
+        (the keys it matches and no other pattern can), and (regex, None) for the keys no pattern
+        can match (those take additionalProperties). A pattern's own keys come from its subset
+        regex, the others are removed as supersets (constrain.schema.strings), so no key is given
+        a schema it does not have; keys that several patterns match are not generated (recorded)."""
+        canonical = f'"{_json_char_ranges(rx.negate(()))}*"'  # every key, canonically written
+        subs, sups = {}, {}
+        for pat in pattern_props:
+            pat_ptr = _child(ptr, "patternProperties", pat)
+            ast = self.pattern_ast(pat, pat_ptr)
+            try:
+                sups[pat] = f'"{_emit_json(_pattern_ast(pat, True))}"'
+            except InferlabError as exc:
+                self.refuse("patternProperties", pat_ptr, f"{exc} (the keys it cannot match are not known)")
+                continue
+            if ast is not None and pattern_props[pat] is not False:
+                subs[pat] = f'"{_emit_json(ast)}"'
+        regions = [(tuple([canonical] + [sups[p] for p in sups]), ("minus",) * len(sups), None)]
+        for pat, sub in subs.items():
+            others = [sups[p] for p in sups if p != pat]
+            regions.append(((canonical, sub, *others), ("and",) + ("minus",) * len(others), pat))
+        out = []
+        for regexes, ops, pat in regions:
+            try:
+                region = _combined(regexes, ops)
+            except InferlabError as exc:
+                self.refuse("patternProperties", _child(ptr, "patternProperties"), f"{exc} (keys beside the patterns)")
+                continue
+            if region is not None:
+                out.append((region, pat))
+        if len(pattern_props) > 1:
+            self.narrow(f"patternProperties at #{ptr}: extra keys that several patterns match are not generated")
         return out
 
     def map_body(self, node, ptr, members, extra_kv) -> str:
