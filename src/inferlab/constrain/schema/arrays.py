@@ -13,6 +13,7 @@ from inferlab.constrain.schema.common import (_NOTHING, _Unsat, _child, _generat
 from inferlab.errors import InferlabError
 
 MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
+INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
 
 _CALL = re.compile(r"\(\?&(\d+)\)")
 
@@ -87,7 +88,8 @@ class ArraysMixin:
 
     def distinct_sequences(self, texts: list[str], lo: int, hi: int | None, ptr: str) -> str:
         """Stack mode: an array of distinct values from a finite list (uniqueItems), exact: one
-        automaton per set of values written, calling the next set's after each value."""
+        automaton per set of values written (inline where few values are left), calling the
+        next set's after each value."""
         n = len(texts)
         if n > MAX_UNIQUE_VALUES:
             self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values (at most "
@@ -101,10 +103,11 @@ class ArraysMixin:
             if len(used) == top:
                 return ""
             if used not in memo:
-                k = memo[used] = self.new_automaton()
                 alts = _group([f"{texts[i]}{after(used | {i})}" for i in range(n) if i not in used])
-                self.automata[k] = f"{comma}{alts}" if len(used) < lo else f"(?:{comma}{alts})?"
-            return f"(?&{memo[used]})"
+                rest = f"{comma}{alts}" if len(used) < lo else f"(?:{comma}{alts})?"
+                # a few values left: inline (at most 3! paths); more: an automaton shared by every order
+                memo[used] = rest if top - len(used) <= INLINE_VALUES else self.outline(rest, force=True)
+            return memo[used]
 
         body = _group([f"{texts[i]}{after(frozenset([i]))}" for i in range(n)]) if top else ""
         body = body if lo > 0 or not body else f"(?:{body})?"
