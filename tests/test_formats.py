@@ -21,6 +21,7 @@ EXAMPLES = {   # one instance and one non-instance of each format, written by ha
     "uuid": ("123e4567-e89b-12d3-a456-426614174000", "123e4567e89b12d3a456426614174000"),
     "uri": ("https://example.com/a?b=c#d", "no scheme"), "uri-reference": ("../a/b?c", "a b"),
     "ipv4": ("192.168.0.1", "256.1.1.1"), "hostname": ("a-b.example.com", "-a.example.com"),
+    "ipv6": ("fe80::1:2.3.4.5", "1:2:3:4:5:6:7:8:9"),
 }
 
 
@@ -139,3 +140,36 @@ def test_hostname_hand_cases(text, good):
 ])
 def test_uri_reference_hand_cases(text, good):
     assert ok("uri-reference", text) == good
+
+
+def ipv6_by_python(text: str) -> bool:
+    """jsonschema's ipv6 check: Python's IPv6Address, and no zone id."""
+    try:
+        return not ipaddress.IPv6Address(text).scope_id
+    except ValueError:
+        return False
+
+
+def test_ipv6_agrees_with_ipaddress_on_random_group_sequences():
+    rng = random.Random(0)
+    groups = ["1", "a", "ffff", "0", "12345", "1.2.3.4", "01.2.3.4", "%e", "G", "abcd", "", "A0"]
+    valid = 0
+    for _ in range(6_000):
+        k = rng.randint(1, 10)
+        text = "".join(rng.choice(groups) + (rng.choice([":", ":", "::", "", "."]) if j < k - 1 else "")
+                       for j in range(k))
+        assert ok("ipv6", text) == ipv6_by_python(text), text
+        valid += ipv6_by_python(text)
+    assert valid > 40  # the draw reaches valid addresses of many shapes
+
+
+@pytest.mark.parametrize("text", ["::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+                                  "1:2:3:4:5:6:1.2.3.4", "::ffff:10.0.0.1", "FE80::AbCd", "1::2:3:4:5:6:7"])
+def test_ipv6_hand_written_addresses(text):
+    assert ok("ipv6", text) and ipv6_by_python(text)
+
+
+@pytest.mark.parametrize("text", ["1:2:3:4:5:6:7:8:9", "1::2::3", ":1:2", "1:2:3:4:5:6:7", "fe80::1%eth0",
+                                  "::1.2.3", "::01.2.3.4", "12345::", "1:2:3:4:5:6:7:1.2.3.4", ""])
+def test_ipv6_hand_written_non_addresses(text):
+    assert not ok("ipv6", text) and not ipv6_by_python(text)

@@ -188,8 +188,12 @@ def test_max_properties_map_compiles_with_no_false_reason():
 
 
 def test_too_few_keys_for_min_properties_is_unsatisfiable():
+    schema = {"patternProperties": {"^[ab]$": INT}, "additionalProperties": False, "minProperties": 3}
     with pytest.raises(SchemaError, match="minProperties"):
-        compile_grammar({"patternProperties": {"^[ab]$": INT}, "additionalProperties": False, "minProperties": 3})
+        compile_grammar({"type": "object", **schema})
+    machine = build_machine(compile_grammar(schema))  # without "type", the other types are valid
+    for value in ("x", 1, None, [], {"a": 1}):
+        assert machine.accepts(compact(value)) == validator(schema).is_valid(value), value
 
 
 def test_repeated_keys_are_rejected_however_spelled():

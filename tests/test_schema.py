@@ -5,13 +5,15 @@ the jsonschema library (the oracle), then checks that the compiled regex accepts
 text of exactly the valid ones.
 """
 
+import itertools
 import json
 import re
 
 import jsonschema
 import pytest
 
-from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
+from inferlab.constrain.stack import build_machine
 from inferlab.errors import InferlabError
 
 
@@ -147,7 +149,12 @@ CASES = {
         {"type": "string", "pattern": "ab", "minLength": 5}, ["xyzab"], ["ab", "xyzwv"]),
     "pattern with \\d and negated classes": (
         {"type": "string", "pattern": "^\\d+[^\\d]$"}, ["12x", "1-"], ["12", "123", "x1"]),
-    "no type: keywords of one family": ({"minLength": 2}, ["ab"], ["a"]),
+    "no type: keywords of one family": ({"minLength": 2}, ["ab", 1, None, True, [], {}], ["a"]),
+    "no type: a format constrains strings only": (
+        {"format": "date"}, ["2024-02-29", 7, 1.5, None, False, ["x"], {"a": "b"}], ["2023-02-29", "x"]),
+    "no type: object keywords, other types unconstrained": (
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        [{"a": 1}, "s", 2, None, [1]], [{}, {"a": "x"}]),
     "type list": ({"type": ["string", "integer"], "minLength": 2, "minimum": 3}, ["ab", 3], ["a", 2, None]),
     "nested objects": (
         {"type": "object", "properties": {"o": {"type": "object", "properties": {
@@ -194,12 +201,12 @@ def test_flexible_whitespace_is_optional_and_bounded():
     ({"type": "integer", "enum": ["a"]}, "enum", "#/enum"),
     ({"properties": {"x": {"not": {"type": "object", "minProperties": 2}}}}, "not", "#/properties/x/not"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems", "#/uniqueItems"),
-    ({"type": "string", "format": "ipv6"}, "format", "#/format"),
+    ({"type": "string", "format": "idn-email"}, "format", "#/format"),
     ({"type": "number", "exclusiveMinimum": 1e13}, "exclusiveMinimum", "#/exclusiveMinimum"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf", "#/multipleOf"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", "#/oneOf"),
     ({"if": {"type": "array", "minItems": 1}, "then": {"maxItems": 3}}, "if", "#/if"),
-    ({"type": "string", "pattern": "^(?=a)b$"}, "pattern", "#/pattern"),
+    ({"type": "string", "pattern": "^(a(?=b))+$"}, "pattern", "#/pattern"),
     ({"$ref": "other.json#/x"}, "$ref", "#"),
     ({"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2}, "maxItems", "#/maxItems"),
 ])
@@ -232,7 +239,8 @@ def test_lenient_lists_every_unenforced_constraint():
     compiled = compile_schema(schema, lenient=True)
     assert compiled.unenforced == ("multipleOf at #/properties/a/multipleOf: multipleOf 2 is not supported",
                                    "uniqueItems at #/properties/b/uniqueItems: uniqueItems is not supported "
-                                   "(only with maxItems <= 1)")
+                                   "(only with maxItems <= 1, or over strings in the stack grammar, outside negations "
+                                   "and enum checks)")
     assert re.fullmatch(compiled.regex, '{"a":3}')   # looser, and said so
 
 
@@ -441,3 +449,76 @@ def test_allof_pattern_keys_still_meet_the_other_sides_additional_properties():
     schema = {"type": "object", "properties": {"b": {"type": "object", "properties": {}, "additionalProperties": False}},
               "patternProperties": {".*": inner}, "additionalProperties": False}
     check(schema, [{}, {"b": {}}, {"x": {"k": 1}}], [{"b": {"k": 1}}, {"x": {"k": "s"}}])
+
+
+@pytest.mark.parametrize("schema", [{"format": "date"}, {"format": "positiveInteger"}, {"minLength": 2, "minimum": 3},
+                                    {"properties": {"a": {"type": "integer"}}, "required": ["a"], "maxLength": 1}])
+def test_no_type_in_the_stack_grammar_leaves_other_types_unconstrained(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    for value in ("2024-02-29", "x", "ab", 2, 3, 1.5, None, True, [], [1, "x"], {}, {"a": 1}, {"a": "x"}):
+        assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "oneOf": [{"maxLength": 0}, {"format": "html-selector", "minLength": 1}]},
+    {"type": "object", "oneOf": [{"maxProperties": 1}, {"minProperties": 2, "additionalProperties": {"type": "integer"}}]},
+])
+def test_one_of_with_disjoint_length_or_count_bounds_is_any_of(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    for value in ("", "a", "abc", 1, {}, {"a": 1}, {"a": 1, "b": 2}, {"a": "x", "b": 2}, {"a": 1, "b": 2, "c": 3}):
+        assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+
+
+def test_one_of_with_overlapping_length_bounds_is_refused():
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
+        compile_grammar({"type": "string", "oneOf": [{"maxLength": 2}, {"minLength": 2}]})
+
+
+FOUR = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}, "d": {"type": "boolean"}}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": FOUR, "minProperties": 2, "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "maxProperties": 2, "required": ["b"], "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "minProperties": 2, "maxProperties": 3, "required": ["a"],
+     "additionalProperties": False},
+    {"type": "object", "properties": FOUR, "minProperties": 4, "additionalProperties": False},
+])
+def test_property_counts_over_declared_members_are_exact_in_the_stack_grammar(schema):
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    values = {"a": 1, "b": "x", "c": None, "d": True}
+    valid = 0
+    for n in range(5):
+        for names in itertools.combinations("abcd", n):
+            value = {k: values[k] for k in names}
+            assert machine.accepts(canonical_json(value, schema)) == v.is_valid(value), value
+            valid += v.is_valid(value)
+    assert valid > 0
+
+
+@pytest.mark.slow  # ~1 s: 9 alternatives of merged objects
+def test_many_exclusive_conditionals_under_all_of_are_exact():
+    names = [f"n{i}" for i in range(8)]
+    schema = {"allOf": [{"type": "object", "properties": {"name": {"enum": names}, "v": {}}, "required": ["name"],
+                         "additionalProperties": False}]
+              + [{"if": {"properties": {"name": {"const": n}}}, "then": {"properties": {"v": {"minimum": i}}},
+                  **({"else": {"properties": {"v": {"type": "integer"}}}} if i == 7 else {})}
+                 for i, n in enumerate(names)]}
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    valid = 0
+    for name in names + ["x"]:
+        for value in (None, 0, 3, 7, 2.5, "s"):
+            for instance in ({"name": name}, {"name": name, "v": value}):
+                assert machine.accepts(canonical_json(instance, schema)) == v.is_valid(instance), instance
+                valid += v.is_valid(instance)
+    assert valid > 10
+
+
+def test_many_overlapping_conditionals_are_refused():
+    schema = {"allOf": [{"if": {"properties": {"a": {"const": i}}}, "then": {"required": ["b"]}} for i in range(8)]}
+    with pytest.raises(SchemaError, match="^if at #/allOf: 8 conditionals"):
+        compile_grammar(schema)

@@ -34,7 +34,8 @@ def test_summary_by_category_hand_counted(bench_dir):
     assert s["Alpha"]["coverage"] == 0.5
     assert (s["Alpha"]["valid_accepted"], s["Alpha"]["valid"]) == (1, 1)
     assert (s["Alpha"]["invalid_rejected"], s["Alpha"]["invalid"]) == (2, 2)
-    assert s["Alpha"]["refusals"] == {"uniqueItems: uniqueItems is not supported (only with maxItems <= N)": 1}
+    assert list(s["Alpha"]["refusals"].values()) == [1]
+    assert next(iter(s["Alpha"]["refusals"])).startswith("uniqueItems: uniqueItems is not supported (only with maxItems <= ")
     assert (s["Beta"]["valid_accepted"], s["Beta"]["valid"]) == (1, 2)
     assert s["Beta"]["completeness"] == 0.5 and s["Beta"]["soundness"] == 1.0
     assert s["all"]["schemas"] == 3 and s["all"]["soundness"] == 1.0

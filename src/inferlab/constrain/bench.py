@@ -233,7 +233,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     vocabulary, tok = vocab
     vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
     key_index(vocabulary)
-    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps), vocabulary)  # nothing built yet
+    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)  # nothing built yet
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()
     grammar.fill_bitmask(grammar.initial_state(), row)

@@ -13,6 +13,7 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - uri        RFC 3986 §3 URI (scheme ":" hier-part [ "?" query ] [ "#" fragment ])
 - uri-reference  RFC 3986 §4.1 URI-reference (a URI or a relative reference)
 - ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
+- ipv6       RFC 3986 §3.2.2 IPv6address (groups of 1-4 hex digits, "::", an IPv4 tail), no zone id
 - hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens
 """
 
@@ -41,6 +42,29 @@ UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+
+# RFC 3986 §3.2.2 IPv6address (RFC 4291 §2.2 text forms): hex groups h16, "::" for one or more zero
+# groups, an IPv4 dotted quad as the last 32 bits (ls32); no zone id ("%eth0"), as jsonschema says
+_H16 = rf"{_HEX}{{1,4}}"
+_LS32 = rf"(?:{_H16}:{_H16}|{IPV4})"
+
+
+def _h16s(lo: int, hi: int) -> str:
+    """lo..hi groups `h16 ":"` (the prefix before "::" is the same with the colon before)."""
+    return f"(?:{_H16}:){{{lo},{hi}}}" if hi else ""
+
+
+IPV6 = "|".join([
+    rf"{_h16s(6, 6)}{_LS32}",
+    rf"::{_h16s(5, 5)}{_LS32}",
+    rf"(?:{_H16})?::{_h16s(4, 4)}{_LS32}",
+    *(rf"(?:{_h16s(0, k)}{_H16})?::{_h16s(4 - k, 4 - k)}{_LS32}" for k in (1, 2)),
+    rf"(?:{_h16s(0, 3)}{_H16})?::{_H16}:{_LS32}",
+    rf"(?:{_h16s(0, 4)}{_H16})?::{_LS32}",
+    rf"(?:{_h16s(0, 5)}{_H16})?::{_H16}",
+    rf"(?:{_h16s(0, 6)}{_H16})?::",
+])
+IPV6 = f"(?:{IPV6})"
 
 # at most 4 labels of at most 62 characters keeps the name within RFC 1123's 253 characters
 _HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"
@@ -82,6 +106,7 @@ FORMATS = {
     "uri": URI,
     "uri-reference": URI_REFERENCE,
     "ipv4": IPV4,
+    "ipv6": IPV6,
     "hostname": HOSTNAME,
 }
 

@@ -5,7 +5,10 @@ configuration with a *key context*: the text's open containers, innermost last, 
 the set of keys written so far (their decoded UTF-8 bytes: a key spelled with escapes is the same
 key), and the raw bytes of a key being written. It depends on the text alone (JSON structure is
 unambiguous), so every stack of a configuration shares it. A key whose closing quote would repeat
-a key of its object is refused at that quote.
+a key of its object is refused at that quote. An array of unique strings (uniqueItems) is
+tracked the same way, its items as the keys; only which arrays those are is the grammar's to say
+(at the array's `[`: step's `unique`), and a configuration says so if any of its stacks does
+(enforcing uniqueness on an array that need not be unique only rejects more: never unsound).
 
 `completions(dfa)` counts the strings a key automaton can still write from each state: a map
 whose keys come from a finite language can run out of keys (constrain.stack prunes those
@@ -28,7 +31,8 @@ _SHORT = {ord("b"): b"\b", ord("f"): b"\f", ord("n"): b"\n", ord("r"): b"\r", or
           QUOTE: b'"', BACKSLASH: b"\\", ord("/"): b"/"}
 
 # (containers, key, in_string, escaped, expect_key): containers is a tuple, innermost last, of
-# frozenset (an object's keys) or None (an array); key is the raw bytes of a key being written.
+# frozenset (an object's keys, or an array of unique strings' items) or None (an array); key is
+# the raw bytes of a key (or unique item) being written.
 KeyContext = tuple
 START: KeyContext = ((), None, False, False, False)
 
@@ -59,8 +63,9 @@ def unescape(raw: bytes) -> bytes | None:
     return bytes(out)
 
 
-def step(ctx: KeyContext, b: int) -> KeyContext | None:
-    """The context after byte b of a JSON text; None when b closes a repeated key."""
+def step(ctx: KeyContext, b: int, unique: bool = False) -> KeyContext | None:
+    """The context after byte b of a JSON text; None when b closes a repeated key. `unique`: a
+    `[` opens an array of unique strings (uniqueItems), whose items are tracked as keys are."""
     objs, key, in_str, esc, expect_key = ctx
     if key is not None:
         if esc or b == BACKSLASH:
@@ -82,7 +87,7 @@ def step(ctx: KeyContext, b: int) -> KeyContext | None:
     if b == 0x7B:                                   # {
         return objs + (frozenset(),), None, False, False, True
     if b == 0x5B:                                   # [
-        return objs + (None,), None, False, False, False
+        return objs + ((frozenset(),) if unique else (None,)), None, False, False, unique
     if b in (0x7D, 0x5D):                           # } ]
         return objs[:-1], None, False, False, False
     if b == 0x2C:                                   # ,

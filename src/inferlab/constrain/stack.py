@@ -37,8 +37,10 @@ repeated key is refused (feed). A token mask is the configuration's cached row, 
 tokens whose answer the written keys can change (keys.KeyIndex) resolved against the actual
 state, as xgrammar splits context-independent from context-dependent tokens: so cached rows
 never depend on the keys (the tokens they refuse are kept per state, so a state seen again
-costs a row copy). Where a map's keys can run out (a finite key language), stacks
-writing a key with no unused completion are pruned, and more tokens are resolved (every allowed
+costs a row copy). An array of unique strings (CompiledGrammar.uniques: uniqueItems) is an
+automaton of its own; a `[` read on top of it makes the key context track its items as keys, so
+a repeated item is refused at its closing quote, the same way. Where a map's keys can run out
+(a finite key language), stacks writing a key with no unused completion are pruned, and more tokens are resolved (every allowed
 one within a key, else those that can begin a member).
 """
 
@@ -83,10 +85,12 @@ def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
-    def __init__(self, dfas: list[DFA], counts=None, maps=None):
+    def __init__(self, dfas: list[DFA], counts=None, maps=None, uniques=()):
         self.dfas = dfas
         self.counts = list(counts) if counts else [None] * len(dfas)
         self.maps = list(maps) if maps else [None] * len(dfas)
+        self.uniques = frozenset(uniques)  # automata that are arrays of unique strings
+        self._opens_unique: dict[int, bool] = {}
         for k, c in enumerate(self.counts):
             if (c is not None or self.maps[k] is not None) and (dfas[k].trans == dfas[k].start).any():
                 raise InferlabError(f"counted automaton {k} re-enters its start state")
@@ -285,7 +289,7 @@ class StackMachine:
             cid = self.step(cid, b)
             if cid < 0:
                 return None
-            ctx = keys.step(ctx, b)
+            ctx = keys.step(ctx, b, b == 0x5B and bool(self.uniques) and self.opens_unique(cid))
             if ctx is None:
                 return None
             if self.finite_maps:
@@ -293,6 +297,14 @@ class StackMachine:
                 if cid < 0:
                     return None
         return cid, ctx
+
+    def opens_unique(self, cid: int) -> bool:
+        """Did the `[` that led to configuration `cid` open an array of unique strings on some
+        stack (its automaton on top: its items are strings, so its only `[` is the opening one)?"""
+        out = self._opens_unique.get(cid)
+        if out is None:
+            out = self._opens_unique[cid] = any(st[-1][0] in self.uniques for st in self.configs[cid])
+        return out
 
     def can_end(self, cid: int) -> bool:
         return any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
@@ -444,7 +456,7 @@ def _canonical(name: bytes) -> bytes:
 def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
     """CompiledGrammar -> StackMachine; each DFA within max_states."""
     return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts,
-                        compiled.maps)
+                        compiled.maps, compiled.uniques)
 
 
 @dataclass(frozen=True)
@@ -747,7 +759,7 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
         try:
             compiled = compile_grammar(schema, outline_chars=outline, **options)
             dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
-            return compiled, StackMachine(dfas, compiled.counts, compiled.maps)
+            return compiled, StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
         except SchemaError:
             raise  # the schema's keywords or its expansion: outlining changes neither
         except InferlabError:

@@ -11,6 +11,8 @@ pointer ("minimum at #/properties/age: ..."), or, with `lenient=True`, is listed
 
 Supported keywords
 - type (a name or a list; "integer" is a subset of "number"); boolean schemas true / false;
+  without type, every type, each constrained by its own keywords only (a format or pattern
+  constrains strings, properties objects: {"format": "date"} also accepts 7 and null);
 - enum, const: any JSON values, written canonically (compact, ensure_ascii=False); beside any
   other keywords (not, if, oneOf, allOf, $ref, ...), exactly the listed values that validate
   against the whole subschema are kept, checked by `jsonschema` (the root's dialect, format
@@ -22,18 +24,25 @@ Supported keywords
   additionalProperties false / schema / true: extra keys come after the declared ones and never
   repeat a declared name. Absent additionalProperties: extra keys are not generated unless
   `allow_extra_keys=True` or no property is declared (a narrowing, recorded).
-  patternProperties: applied to the declared names it matches when no extra key can be
-  generated; a single pattern with no declared properties is a map (its keys match the pattern);
+  patternProperties: applied to the declared names it matches; beside extra keys, each extra key
+  has the schema of the one pattern it matches (keys of that pattern's subset regex that no other
+  pattern's superset regex matches) or additionalProperties (keys no pattern's superset matches),
+  by automaton products (keys that several patterns match are not generated: recorded); when no
+  extra key can be generated, a single pattern with no declared properties is a map (its keys match the pattern);
   a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
   0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
-  maps, below). dependencies,
+  maps, below, and on declared members alone, at most MEMBER_BLOCK of them: an automaton per
+  member and count written). propertyNames: a declared name it rejects is left out (required: unsatisfiable);
+  extra and map keys are intersected with its strings' language by automaton product (exact;
+  over the size limits, an error); false allows only {}. dependencies,
   dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
   and what it needs", as exact alternatives;
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
-  items (2020-12), minItems, maxItems; uniqueItems only where maxItems <= 1;
+  items (2020-12), minItems, maxItems; uniqueItems where maxItems <= 1, and in stack mode over
+  items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
-  date-time, email, uuid, uri, uri-reference, ipv4, hostname). Length bounds with a pattern or
+  date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname). Length bounds with a pattern or
   format: intersected exactly where the shape allows (one repeated part) or by automaton product
   (constrain.dfa_algebra) where that is small, else a recorded subset (search padding dropped,
   the length budget split over repeated parts of fixed width), else an error; pattern with
@@ -62,7 +71,8 @@ Supported keywords
 - if/then/else: (if and then) or (not if and else), each side compiled as above;
 - allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
   each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
-  if/then/else as its two alternatives);
+  if/then/else as its two alternatives; more than MAX_CONDITIONALS whose conditions, each beside
+  the rest, are pairwise disjoint as one alternative per condition and one for none);
 - $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
   `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
@@ -71,7 +81,7 @@ Supported keywords
   $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
 
 Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
-contains, uniqueItems, propertyNames, unevaluated*, $dynamicRef, formats not listed, ...) is an
+contains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an
 error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
 maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
 value of the type, an empty merge) is left out exactly where the schema allows absence (an
@@ -85,7 +95,9 @@ limit. These limits, not Python's recursion limit, decide: the compiler makes ro
 Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
-`(?<name>...)`. `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
+`(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
+intersected with, or stripped of, the lookahead's language followed by anything, by automaton
+product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
 Python's Unicode meanings) and `\\D \\W \\S` the complements of the Unicode classes, so a match
 is a match under both ECMA-262 and Python. `.` excludes all four ECMA line terminators.
 
@@ -117,7 +129,13 @@ that call each other, which lifts these narrowings and limits:
   can run out (a pattern with finitely many completions, such as "^[ab]$") is a map too, so
   a key with no unused completion is never begun; fewer keys than minProperties is unsatisfiable.
   With an optional declared property beside extra keys, they are refused as in the regex.
-The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key.
+- uniqueItems over items that are only strings (compared decoded: "a" and "\u0061" are one),
+  whose language has no partial item with finitely many completions (so the written items can
+  never leave a begun item without an unused value): the array is an automaton of its own
+  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; other items
+  (objects, numbers, enums, bounded strings) are refused.
+The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key, and
+uniqueItems is refused.
 """
 
 

@@ -1,21 +1,36 @@
-"""Arrays: prefixItems/items, minItems/maxItems."""
+"""Arrays: prefixItems/items, minItems/maxItems, uniqueItems."""
 
 from __future__ import annotations
 
+import math
+import re
 
-from inferlab.constrain.schema.common import _Unsat, _child, _repeat
+from inferlab.constrain import keys
+from inferlab.constrain.dfa import compile_regex
+from inferlab.constrain.schema.combinators import enum_siblings
+from inferlab.constrain.schema.common import (_NOTHING, _Unsat, _child, _generated_types, _group, _known_keywords,
+                                              _repeat)
+from inferlab.errors import InferlabError
+
+MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
+INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
+
+_CALL = re.compile(r"\(\?&(\d+)\)")
 
 
 class ArraysMixin:
-    """Arrays: prefixItems/items, minItems/maxItems (mixed into _Compiler)."""
+    """Arrays: prefixItems/items, minItems/maxItems, uniqueItems (mixed into _Compiler)."""
 
     def compile_array(self, node, ptr, stack) -> str:
         lo = node.get("minItems", 0)
         hi = node.get("maxItems")
         if hi is not None and hi < lo:
             raise self.error("maxItems", _child(ptr, "maxItems"), f"maxItems {hi} < minItems {lo}")
-        if node.get("uniqueItems") is True and not (hi is not None and hi <= 1):
-            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), "uniqueItems is not supported (only with maxItems <= 1)")
+        unique = node.get("uniqueItems") is True and not (hi is not None and hi <= 1)
+        if unique and self.calls_on() and "prefixItems" not in node and not isinstance(node.get("items"), list):
+            texts = self.finite_items(node.get("items", True), _child(ptr, "items"), stack)
+            if texts is not None:
+                return self.distinct_sequences(texts, lo, hi, ptr)
         if isinstance(node.get("items"), list):  # drafts 4-2019: tuple form
             prefix, prefix_key = node["items"], "items"
             rest, rest_key = node.get("additionalItems", True), "additionalItems"
@@ -41,7 +56,104 @@ class ArraysMixin:
         if max_len is not None and lo > max_len:
             raise _Unsat(f"minItems at #{ptr}: at most {max_len} items are possible")
         body = self.array_body(prefix_rx, rest_rx, lo, hi)
+        out = f"{self.tok('[')}{body}{self.tok(']')}"
+        if unique:
+            items = prefix[:len(prefix_rx)] + ([rest] if rest_rx is not None else [])
+            why = self.unique_strings_refusal(items, prefix_rx + ([rest_rx] if rest_rx is not None else []), stack)
+            if why is not None:
+                self.refuse("uniqueItems", _child(ptr, "uniqueItems"), why)
+                return out
+            return self.outline(out, force=True, table=self.uniques)
+        return out
+
+    def finite_items(self, items, ptr, stack) -> list[str] | None:
+        """The regexes of the values of an items schema that lists them (enum/const, booleans,
+        null), one per distinct value, or None."""
+        try:
+            flat = self.flatten(items, ptr, stack)[0]
+        except _Unsat:
+            return None
+        if not isinstance(flat, dict):
+            return None
+        if "enum" in flat or "const" in flat:
+            if not (self.values.available or set(enum_siblings(flat)) <= {"type"}):
+                return None
+            try:
+                return self.enum_texts(flat, ptr, stack)
+            except _Unsat:
+                return None
+        if set(flat) & _known_keywords() == {"type"} and flat["type"] in ("boolean", "null"):
+            return ["true", "false"] if flat["type"] == "boolean" else ["null"]
+        return None
+
+    def distinct_sequences(self, texts: list[str], lo: int, hi: int | None, ptr: str) -> str:
+        """Stack mode: an array of distinct values from a finite list (uniqueItems), exact: one
+        automaton per set of values written (inline where few values are left), calling the
+        next set's after each value."""
+        n = len(texts)
+        if n > MAX_UNIQUE_VALUES:
+            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values (at most "
+                        f"{MAX_UNIQUE_VALUES}: each set of values written is an automaton)")
+        top = n if hi is None else min(n, hi)
+        if lo > top:
+            raise _Unsat(f"minItems at #{ptr}: at most {top} distinct values are possible")
+        comma, memo = self.tok(","), {}
+
+        def after(used: frozenset) -> str:  # the rest of the array once `used` were written
+            if len(used) == top:
+                return ""
+            if used not in memo:
+                alts = _group([f"{texts[i]}{after(used | {i})}" for i in range(n) if i not in used])
+                rest = f"{comma}{alts}" if len(used) < lo else f"(?:{comma}{alts})?"
+                # a few values left: inline (at most 3! paths); more: an automaton shared by every order
+                memo[used] = rest if top - len(used) <= INLINE_VALUES else self.outline(rest, force=True)
+            return memo[used]
+
+        body = _group([f"{texts[i]}{after(frozenset([i]))}" for i in range(n)]) if top else ""
+        body = body if lo > 0 or not body else f"(?:{body})?"
         return f"{self.tok('[')}{body}{self.tok(']')}"
+
+    def unique_strings_refusal(self, items: list, regexes: list[str], stack) -> str | None:
+        """Why uniqueItems cannot be exact here, or None. Exact: stack mode, items that are only
+        strings (compared decoded, as JSON equality says), each item's language with no dead
+        end, i.e. every partial item has infinitely many completions, so a written set of items
+        never leaves a begun item without an unused completion; the matcher tracks the items
+        written (constrain.keys, as an object's keys)."""
+        base = "uniqueItems is not supported (only with maxItems <= 1, or over strings in the stack grammar"
+        if not self.calls_on():
+            return base + ", outside negations and enum checks)"
+        for item in items:
+            try:
+                flat = self.flatten(item, "", stack)[0]
+            except _Unsat:
+                continue
+            if flat is True or not isinstance(flat, dict) or not _generated_types(flat) <= {"string"}:
+                return base + "; these items are not only strings)"
+        for regex in regexes:
+            regex = self.inlined(regex)
+            if regex is None:
+                return base + "; an item of its own counted or nested automaton is not tracked)"
+            try:
+                dfa = compile_regex(regex, max_states=20_000)
+            except InferlabError:
+                return base + "; the item automaton is over the size limit)"
+            done = keys.completions(dfa)
+            if any(done[q] != math.inf for q in range(dfa.n_states) if not dfa.accepting[q]):
+                return base + "; an item with finitely many completions could run out of unused values)"
+        return None
+
+    def inlined(self, regex: str) -> str | None:
+        """A call-free item regex: the callee's regex where the item is one plain call, else None
+        where it holds calls (a counted string, a map, a recursion)."""
+        whole = _CALL.fullmatch(regex)
+        if whole is not None:
+            k = int(whole.group(1))
+            if k in self.counts or k in self.maps or k in self.uniques.values():
+                return None
+            regex = self.automata[k]
+            if regex == _NOTHING:  # a $ref target still being compiled
+                return None
+        return None if _CALL.search(regex) else regex
 
     def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
         comma = self.tok(",")

@@ -190,6 +190,10 @@ class CombinatorsMixin:
         if ta <= {"array"} and tb <= {"array"} and _intervals_disjoint(
                 (a.get("minItems"), True, a.get("maxItems"), True), (b.get("minItems"), True, b.get("maxItems"), True)):
             return True
+        for family, lo_key, hi_key in (("string", "minLength", "maxLength"), ("object", "minProperties", "maxProperties")):
+            if ta <= {family} and tb <= {family} and _intervals_disjoint(
+                    *(tuple(x for k in (lo_key, hi_key) for x in (_count(y.get(k)), True)) for y in (a, b))):
+                return True
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
             return True
@@ -210,6 +214,10 @@ class CombinatorsMixin:
         return False
 
     def compile_enum(self, node, ptr, stack) -> str:
+        return _group(self.enum_texts(node, ptr, stack))
+
+    def enum_texts(self, node, ptr, stack) -> list[str]:
+        """The regexes of the listed values that the whole subschema keeps, one per distinct value."""
         values = [node["const"]] if "const" in node else node["enum"]
         where = _child(ptr, "const" if "const" in node else "enum")
         if not isinstance(values, list):
@@ -248,7 +256,7 @@ class CombinatorsMixin:
         if not kept:  # dropped exactly where the schema lets it be absent, an error elsewhere
             raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
                          "the rest of the schema")
-        return _group(kept)
+        return kept
 
     def validated(self, node, values, where) -> list:
         """The listed values that validate against the whole subschema (jsonschema)."""
@@ -278,6 +286,11 @@ def enum_siblings(node: dict) -> dict:
     """The keywords beside enum/const that constrain instances."""
     return {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
             and k not in _ANNOTATIONS}
+
+
+def _count(x):
+    """A length or count bound, or None where it is absent or not a number (no claim then)."""
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def _intervals_disjoint(a, b) -> bool:

@@ -56,7 +56,6 @@ _UNSUPPORTED = {
     "contains": "contains is not supported",
     "minContains": "minContains is not supported",
     "maxContains": "maxContains is not supported",
-    "propertyNames": "propertyNames is not supported",
     "unevaluatedProperties": "unevaluatedProperties is not supported",
     "unevaluatedItems": "unevaluatedItems is not supported",
     "$dynamicRef": "$dynamicRef is not supported",
@@ -232,7 +231,7 @@ def _generated_types(node) -> set:
         return {_json_type(v) for v in values}
     if "type" in node:
         return _type_set(node["type"])
-    return set(_keyword_families(node)) or set(_TYPES)
+    return set(_TYPES)  # without "type", every type (those without keywords unconstrained)
 
 
 def _type_set(t) -> set[str]:

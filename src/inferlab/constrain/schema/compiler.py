@@ -48,6 +48,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.count_min = count_min
         self.counts: dict[int, tuple[int, int]] = {}  # counted automaton -> (min, max) items
         self.maps: dict[int, tuple] = {}  # map automaton -> (min, max or None, first key or -1, next key)
+        self.uniques: dict[str, int] = {}  # regex of an array of unique strings -> its automaton
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
         self.ref_automaton: dict[str, int] = {}
         self.unsat_refs: dict[str, _Unsat] = {}
@@ -126,9 +127,11 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         if "const" in node or "enum" in node:
             return self.compile_enum(node, ptr, stack)
         parts, failures = [], []
+        families = None if "type" in node else _keyword_families(node)
         for t in self.types_of(node, ptr):
-            try:
-                parts.append(getattr(self, "compile_" + t)(node, ptr, stack))
+            try:  # without "type", a type whose keywords are absent is unconstrained
+                own = node if families is None or t in families else {}
+                parts.append(getattr(self, "compile_" + t)(own, ptr, stack))
             except _Unsat as exc:
                 failures.append(exc)
         if not parts:
@@ -148,11 +151,9 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
             if "number" in types:
                 types.discard("integer")
             return [t for t in ("null", "boolean", "object", "array", "integer", "number", "string") if t in types]
-        families = _keyword_families(node)
-        if not families:
+        if not _keyword_families(node):
             return ["any"]
-        self.narrow(f"no type at #{ptr}: generating {'/'.join(families)} only (the types its keywords constrain)")
-        return families
+        return ["null", "boolean", "object", "array", "number", "string"]  # each constrained by its own keywords
 
     def compile_any(self, node, ptr, stack) -> str:
         return self.any_value(ptr)
@@ -247,6 +248,8 @@ class CompiledGrammar:
     # per automaton: (min, max or None, first key automaton or -1, next key automaton) if a map:
     # the members of an object beyond its declared ones, counted by the frame
     maps: tuple[tuple | None, ...] = ()
+    # automata that are arrays of unique strings (uniqueItems): the matcher tracks their items
+    uniques: tuple[int, ...] = ()
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
@@ -265,7 +268,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     assertion): the formats of constrain.formats are enforced exactly; a format the specification
     does not define (a custom name such as "path" or "utc-millisec") is an annotation, not
     enforced, and listed in `unenforced_formats`; a format the specification defines that is not
-    implemented (ipv6, idn-email, regex, duration, ...) is refused, since validators assert it.
+    implemented (idn-email, regex, duration, ...) is refused, since validators assert it.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
                   allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
@@ -275,7 +278,8 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
                            narrowed=tuple(c.narrowed), whitespace=whitespace,
                            unenforced_formats=tuple(c.unenforced_formats),
                            counts=tuple(c.counts.get(k) for k in range(len(c.automata))),
-                           maps=tuple(c.maps.get(k) for k in range(len(c.automata))))
+                           maps=tuple(c.maps.get(k) for k in range(len(c.automata))),
+                           uniques=tuple(sorted(c.uniques.values())))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,

@@ -12,7 +12,9 @@ from inferlab.constrain.keys import completions
 
 from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
                                               _NOTHING, _Unsat, _child, _group, _lit, dumps)
-from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _universal_pattern
+from inferlab.constrain.schema.algebra import _combined
+from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
+from inferlab.errors import InferlabError
 
 
 class ObjectsMixin:
@@ -49,6 +51,9 @@ class ObjectsMixin:
         extra = node.get("additionalProperties")
         extra_ptr = _child(ptr, "additionalProperties")
         pattern_props = node.get("patternProperties") or {}
+        names_rx = self.property_names(node, ptr, stack)
+        if names_rx == _NOTHING:  # no key is a valid name: only {}
+            node = {**node, "maxProperties": 0}
         if node.get("maxProperties") == 0:
             props, extra, pattern_props = {}, False, {}  # only {} (an error below if a key is required)
         if extra is None and (self.allow_extra_keys or not (props or pattern_props)):
@@ -82,9 +87,6 @@ class ObjectsMixin:
                     self.narrow(f"additionalProperties absent at #{ptr}: only keys matching the pattern are generated")
                 extra, pattern_props = False, {}
         if pattern_props:
-            if gen_extra:
-                self.refuse("patternProperties", _child(ptr, "patternProperties"),
-                            "patternProperties with extra keys allowed is not supported")
             for pat, sub in pattern_props.items():
                 try:
                     compiled = re.compile(pat)
@@ -93,11 +95,21 @@ class ObjectsMixin:
                 for name in schemas:
                     if compiled.search(name):
                         schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
-            if any(sub is not False for sub in pattern_props.values()):
+            if any(sub is not False for sub in pattern_props.values()) and not gen_extra:
                 # keys matching a pattern beyond the declared names are valid but not generated
                 # (several patterns would need their overlaps intersected): said, never silent
                 self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; "
                             f"other keys that match its {len(pattern_props)} patterns, if any, are not")
+        if names_rx is not None:  # declared names propertyNames rejects: absent (unsatisfiable if required)
+            for name in [n for n in schemas if not re.fullmatch(names_rx, dumps(n))]:
+                if name in required:
+                    raise _Unsat(f"propertyNames at #{ptr}: the required name {name!r} is not a valid name")
+                del schemas[name]
+            if map_kv is not None:
+                try:
+                    map_kv = (self.names_within(map_kv[0], names_rx, ptr), map_kv[1])
+                except _Unsat:  # no key of the pattern is a valid name
+                    map_kv = None
         members = []  # (regex or None when the key must be absent, required)
         for name, sub in schemas.items():
             sub_ptr = _child(ptr, "properties", name) if name in props else extra_ptr
@@ -111,13 +123,22 @@ class ObjectsMixin:
                 if name in required:
                     raise
                 self.note_cut(exc)
-        extra_kv = map_kv
+        extra_kv, extra_members = map_kv, []
         if gen_extra:
-            try:
-                value = self.any_value(extra_ptr) if extra is True else self.compile(extra, extra_ptr, stack)
-                extra_kv = (_key_not_in(list(schemas)), value)
-            except _Unsat as exc:  # no value fits: no extra key can be written
-                self.note_cut(exc)
+            regions = self.pattern_key_regions(pattern_props, ptr) if pattern_props else [(None, None)]
+            for region, pat in regions:  # (key language beside the patterns, the pattern it matches)
+                sub, sub_ptr = (extra, extra_ptr) if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
+                try:
+                    value = self.any_value(sub_ptr) if sub is True else self.compile(sub, sub_ptr, stack)
+                    key_rx = _key_not_in(list(schemas))
+                    if region is not None:
+                        key_rx = self.names_within(key_rx, region, ptr, "patternProperties")
+                    if names_rx is not None:
+                        key_rx = self.names_within(key_rx, names_rx, ptr)
+                    extra_members.append((key_rx, value))
+                except _Unsat as exc:  # no value (or key) fits: no such extra key can be written
+                    self.note_cut(exc)
+            extra_kv = extra_members[0] if len(extra_members) == 1 else None
         elif extra is None and map_kv is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
         if extra_kv is not None and self.calls_on() and all(req for _, req in members) and (
@@ -125,6 +146,10 @@ class ObjectsMixin:
                 or (map_kv is not None and _keys_can_run_out(map_kv[0]))):
             return f"{self.tok('{')}{self.map_body(node, ptr, members, extra_kv)}{self.tok('}')}"
         extra_rx = None if extra_kv is None else extra_kv[0] + self.tok(":") + extra_kv[1]
+        if len(extra_members) > 1:
+            extra_rx = _group([key + self.tok(":") + value for key, value in extra_members])
+        if extra_rx is None and self.counts_members(node, members):
+            return f"{self.tok('{')}{self.counted_members(members, node.get('minProperties', 0), node.get('maxProperties'), ptr)}{self.tok('}')}"
         nonempty = self.check_property_counts(node, ptr, len(members), sum(r for _, r in members), extra_rx is not None)
         if self.calls_on() and (len(members) > MEMBER_BLOCK or (members and extra_rx is not None)):
             body = self.called_object_body(members, extra_rx, nonempty=nonempty)
@@ -133,6 +158,66 @@ class ObjectsMixin:
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def property_names(self, node, ptr, stack) -> str | None:
+        """propertyNames: the regex of the valid names (quoted JSON strings, compiled inline; a
+        narrowed regex only writes fewer keys), _NOTHING when no string is one, None when it
+        constrains nothing."""
+        names = node.get("propertyNames", True)
+        if names is True or names == {}:
+            return None
+        names_ptr = _child(ptr, "propertyNames")
+        self.inline += 1
+        try:
+            return self.compile(self.merge(names, {"type": "string"}, names_ptr, stack), names_ptr, stack)
+        except _Unsat:
+            return _NOTHING
+        finally:
+            self.inline -= 1
+
+    def names_within(self, key_rx: str, names_rx: str, ptr: str, keyword: str = "propertyNames") -> str:
+        """The keys of key_rx within names_rx (automaton product: exact), or a refusal."""
+        out = self.intersection([key_rx, names_rx], ptr)  # _Unsat when none is left
+        if out is None:
+            self.refuse(keyword, _child(ptr, keyword), f"the key language and {keyword} together are over the "
+                        "automaton size limits")
+            return key_rx
+        return out
+
+    def pattern_key_regions(self, pattern_props: dict, ptr: str) -> list[tuple[str | None, str | None]]:
+        """Extra keys beside patternProperties: [(key regex, pattern)], a key language per pattern
+        (the keys it matches and no other pattern can), and (regex, None) for the keys no pattern
+        can match (those take additionalProperties). A pattern's own keys come from its subset
+        regex, the others are removed as supersets (constrain.schema.strings), so no key is given
+        a schema it does not have; keys that several patterns match are not generated (recorded)."""
+        canonical = f'"{_json_char_ranges(rx.negate(()))}*"'  # every key, canonically written
+        subs, sups = {}, {}
+        for pat in pattern_props:
+            pat_ptr = _child(ptr, "patternProperties", pat)
+            ast = self.pattern_ast(pat, pat_ptr)
+            try:
+                sups[pat] = f'"{_emit_json(_pattern_ast(pat, True))}"'
+            except InferlabError as exc:
+                self.refuse("patternProperties", pat_ptr, f"{exc} (the keys it cannot match are not known)")
+                continue
+            if ast is not None and pattern_props[pat] is not False:
+                subs[pat] = f'"{_emit_json(ast)}"'
+        regions = [(tuple([canonical] + [sups[p] for p in sups]), ("minus",) * len(sups), None)]
+        for pat, sub in subs.items():
+            others = [sups[p] for p in sups if p != pat]
+            regions.append(((canonical, sub, *others), ("and",) + ("minus",) * len(others), pat))
+        out = []
+        for regexes, ops, pat in regions:
+            try:
+                region = _combined(regexes, ops)
+            except InferlabError as exc:
+                self.refuse("patternProperties", _child(ptr, "patternProperties"), f"{exc} (keys beside the patterns)")
+                continue
+            if region is not None:
+                out.append((region, pat))
+        if len(pattern_props) > 1:
+            self.narrow(f"patternProperties at #{ptr}: extra keys that several patterns match are not generated")
+        return out
 
     def map_body(self, node, ptr, members, extra_kv) -> str:
         """Stack mode: the required members, then the extra members as a map automaton (see
@@ -160,6 +245,49 @@ class ObjectsMixin:
         self.maps[m] = (lo, hi, first, nxt)
         written = self.object_body(members, None) or ""
         return f"{written}(?&{m})"
+
+    def counts_members(self, node, members) -> bool:
+        """Stack mode, declared members only: are min/maxProperties beyond what the required
+        members decide, within what counted_members builds?"""
+        lo, hi = node.get("minProperties"), node.get("maxProperties")
+        n_req = sum(req for _, req in members)
+        if not (self.calls_on() and members and len(members) <= MEMBER_BLOCK):
+            return False
+        if any(x is not None and (isinstance(x, bool) or not isinstance(x, int)) for x in (lo, hi)):
+            return False
+        if hi is not None and (hi < n_req or (lo or 0) > hi):
+            return False  # an error, from check_property_counts
+        return (lo is not None and lo > max(n_req, 1)) or (hi is not None and hi < len(members))
+
+    def counted_members(self, members, lo: int, hi: int | None, ptr: str) -> str:
+        """Stack mode: declared members in schema order with at least lo and at most hi written,
+        exact: after member j with c written, the rest is automaton (j, c) (c counted up to hi,
+        or to lo when unbounded above), so the regex grows as members times counts."""
+        comma, cap, memo = self.tok(","), (lo if hi is None else hi), {}
+
+        def rest(j: int, c: int) -> str | None:  # members j.. once c were written; None: impossible
+            if len(members) - j < lo - c:
+                return None
+            if j == len(members):
+                return ""
+            if (j, c) not in memo:
+                rx_j, req = members[j]
+                alts = []
+                if hi is None or c < hi:
+                    after = rest(j + 1, min(c + 1, cap))
+                    if after is not None:
+                        alts.append(f"{comma if c else ''}{rx_j}{after}")
+                if not req:
+                    after = rest(j + 1, c)
+                    if after is not None:
+                        alts.append(after)
+                memo[(j, c)] = None if not alts else self.outline(_group(alts) if len(alts) > 1 else alts[0], force=True)
+            return memo[(j, c)]
+
+        body = rest(0, 0)
+        if body is None:
+            raise _Unsat(f"minProperties at #{ptr}: at most {len(members)} properties can be written")
+        return body
 
     def check_property_counts(self, node, ptr, n_members: int, n_required: int, open_: bool) -> bool:
         """min/maxProperties where they are exact; True when at least one member must be written."""

@@ -55,8 +55,8 @@ class RefsMixin:
                     raise self.error("allOf", ptr, "must be a non-empty array")
                 conditionals = sum(isinstance(b, dict) and "if" in b for b in branches) + ("if" in node)
                 if conditionals > MAX_CONDITIONALS:
-                    raise SchemaTooLarge(f"if at #{_child(ptr, 'allOf')}: {conditionals} conditionals under one "
-                                         f"allOf (each doubles the alternatives; at most {MAX_CONDITIONALS})")
+                    node = self.exclusive_conditionals(node, ptr, stack, conditionals)
+                    continue
                 merged = {k: v for k, v in node.items() if k != "allOf"}
                 for k, branch in enumerate(branches):
                     flat, _, _ = self.flatten(branch, _child(ptr, "allOf", k), stack)
@@ -65,6 +65,35 @@ class RefsMixin:
                 continue
             return node, ptr, stack
         raise self.error("$ref", ptr, "reference cycle without any schema in between")
+
+    def exclusive_conditionals(self, node, ptr: str, stack: tuple, n: int) -> dict:
+        """allOf with more than MAX_CONDITIONALS if/then/else whose `if`s, each beside the rest,
+        no instance satisfies two of: one alternative per `if` (it, its then, the others' elses)
+        and one where none holds (every `not if`, every else), n + 1 instead of 2^n. Exact;
+        otherwise SchemaTooLarge."""
+        conds = [(node["if"], node.get("then", True), node.get("else", True))] if "if" in node else []
+        rest = {k: v for k, v in node.items() if k not in ("allOf", "if", "then", "else")}
+        for k, branch in enumerate(node["allOf"]):
+            bptr = _child(ptr, "allOf", k)
+            flat, _, _ = self.flatten(branch, bptr, stack)
+            if isinstance(flat, dict) and "if" in flat:
+                conds.append((flat["if"], flat.get("then", True), flat.get("else", True)))
+                flat = {key: v for key, v in flat.items() if key not in ("if", "then", "else")}
+            rest = self.merge(rest, flat, bptr, stack)
+        live = []
+        for cond in conds:
+            try:
+                live.append(self.merge(rest, self.flatten(cond[0], ptr, stack)[0], ptr, stack))
+            except _Unsat:
+                continue  # never true beside the rest: the else applies (in every alternative)
+        if any(not self.disjoint(a, b, stack, stack) for i, a in enumerate(live) for b in live[i + 1:]):
+            raise SchemaTooLarge(f"if at #{_child(ptr, 'allOf')}: {n} conditionals under one allOf whose conditions "
+                                 f"are not provably exclusive (each doubles the alternatives; at most {MAX_CONDITIONALS})")
+        alts = [{"allOf": [c[0], c[1], *(d[2] for d in conds if d is not c)]} for c in conds]
+        alts.append({"allOf": [*({"not": c[0]} for c in conds), *(c[2] for c in conds)]})
+        if "anyOf" in rest:
+            return {**{k: v for k, v in rest.items() if k != "anyOf"}, "allOf": [{"anyOf": rest["anyOf"]}, {"anyOf": alts}]}
+        return {**rest, "anyOf": alts}
 
     def merge(self, a, b, ptr: str, stack: tuple):
         """The schema whose instances are those of both a and b (exact), or SchemaError."""
@@ -192,14 +221,16 @@ class RefsMixin:
             self.counts[k] = (lo, hi)
         return f"(?&{k})"
 
-    def outline(self, regex: str, *, force: bool = False) -> str:
-        """Stack mode: a big regex as a call of its own automaton (one per distinct text); an
-        empty or short one stays inline unless `force`."""
+    def outline(self, regex: str, *, force: bool = False, table: dict | None = None) -> str:
+        """Stack mode: a big regex as a call of its own automaton (one per distinct text, shared
+        through `table`, self.outlined by default); an empty or short one stays inline unless
+        `force`."""
         if not regex or (not force and len(regex) <= self.outline_chars):
             return regex
-        k = self.outlined.get(regex)
+        table = self.outlined if table is None else table
+        k = table.get(regex)
         if k is None:
-            k = self.outlined[regex] = self.new_automaton()
+            k = table[regex] = self.new_automaton()
             self.automata[k] = regex
         return f"(?&{k})"
 

@@ -11,7 +11,7 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
-from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _child, _group, _lit, _repeat
+from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 
 
 # Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
@@ -436,12 +436,112 @@ def _split_budget(items: list, lo: int, hi: int | None):
 def _pattern_ast(pattern: str, superset: bool = False):
     """ECMA pattern (search semantics) -> AST of the whole decoded strings it matches (a subset
     of what ECMA-262 and Python match, or with `superset` a superset of both)."""
+    if "(?=" in pattern or "(?!" in pattern:
+        return _lookahead_pattern_ast(pattern, superset)
     alts = []
     for text, start, end in _ecma_to_dialect(pattern, superset):
         core = rx.parse(text)
         items = ([] if start else [_ANYWHERE]) + [core] + ([] if end else [_ANYWHERE])
         alts.append(rx.Concat(tuple(items)) if len(items) > 1 else core)
     return alts[0] if len(alts) == 1 else rx.Alt(tuple(alts))
+
+
+def _top_level(pattern: str) -> list[list[tuple]]:
+    """The pattern's top-level alternatives, each a list of ("text", str) and ("look", negative,
+    body) pieces: the lookaheads outside any group, with the text between them."""
+    alts, pieces, text = [], [], []
+    depth, i, in_class, look_at = 0, 0, False, None
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if look_at is None:
+                text.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith(("[]", "[^]"), i):  # refused by _ecma_to_dialect, not split here
+                raise SchemaError("a class starting with ']' means different things in ECMA-262 and Python")
+        elif c == "(":
+            if depth == 0 and pattern.startswith(("(?=", "(?!"), i):
+                pieces.append(("text", "".join(text)))
+                text, look_at = [], i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0 and look_at is not None:
+                pieces.append(("look", pattern[look_at + 2] == "!", pattern[look_at + 3:i]))
+                look_at = None
+                i += 1
+                continue
+        elif c == "|" and depth == 0:
+            alts.append(pieces + [("text", "".join(text))])
+            pieces, text = [], []
+            i += 1
+            continue
+        if look_at is None:
+            text.append(c)
+        i += 1
+    alts.append(pieces + [("text", "".join(text))])
+    return alts
+
+
+def _lookahead_pattern_ast(pattern: str, superset: bool):
+    """A pattern with lookaheads outside groups, exactly: at a lookahead's place the rest of the
+    text must (?=B) or must not (?!B) begin with a match of B, so from the end backwards the
+    language of the rest is intersected with, or stripped of, B followed by anything (automaton
+    product). A negative lookahead's B is taken as a superset when the result is a subset (and
+    the reverse), so the result stays on its side. Lookaheads inside groups are refused."""
+    from inferlab.constrain import dfa_algebra
+    from inferlab.constrain.dfa import compile_ast
+
+    def dialect(text: str, sup: bool, where: str):
+        (body, start, end), = _ecma_to_dialect(text, sup) or [("", False, False)]
+        if start or end:
+            raise SchemaError(f"an anchor {where} a lookahead is not supported")
+        return rx.parse(body) if body else rx.Concat(())
+
+    def combine(a, b, op: str):
+        out = dfa_algebra.to_regex(dfa_algebra.product(compile_ast(a), compile_ast(b), op))
+        return None if out is None else rx.parse(out)  # None: the empty language
+
+    alts = []
+    for pieces in _top_level(pattern):
+        first, last = pieces[0][1], pieces[-1][1]
+        start = first.startswith("^")
+        end = len(last) > 0 and last.endswith("$") and not _escaped_at(last, len(last) - 1)
+        if start:
+            pieces[0] = ("text", first[1:])
+        if end:
+            pieces[-1] = ("text", pieces[-1][1][:-1])
+        rest = (rx.parse("\n?") if superset else rx.Concat(())) if end else _ANYWHERE
+        for piece in reversed(pieces):
+            if piece[0] == "text":
+                rest = rx.Concat((dialect(piece[1], superset, "beside"), rest))
+                continue
+            negative, body = piece[1], piece[2]
+            if "(?=" in body or "(?!" in body:
+                raise SchemaError("a lookahead inside a lookahead is not supported")
+            sup = superset != negative
+            look = [rx.Concat((rx.parse(t) if t else rx.Concat(()), (rx.parse("\n?") if sup else rx.Concat(()))
+                               if e else _ANYWHERE))
+                    for t, s_, e in _check_no_start(_ecma_to_dialect(body, sup))]
+            rest = combine(rest, look[0] if len(look) == 1 else rx.Alt(tuple(look)), "minus" if negative else "and")
+            if rest is None:
+                break
+        if rest is not None:
+            alts.append(rest if start else rx.Concat((_ANYWHERE, rest)))
+    if not alts:
+        raise _Unsat(f"pattern {pattern!r}: no string matches it")
+    return alts[0] if len(alts) == 1 else rx.Alt(tuple(alts))
+
+
+def _check_no_start(alts):
+    if any(start for _, start, _ in alts):
+        raise SchemaError("'^' inside a lookahead is not supported")
+    return alts
 
 
 @lru_cache(maxsize=None)
