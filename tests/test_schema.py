@@ -522,3 +522,16 @@ def test_many_overlapping_conditionals_are_refused():
     schema = {"allOf": [{"if": {"properties": {"a": {"const": i}}}, "then": {"required": ["b"]}} for i in range(8)]}
     with pytest.raises(SchemaError, match="^if at #/allOf: 8 conditionals"):
         compile_grammar(schema)
+
+
+@pytest.mark.parametrize("dialect, integer", [("http://json-schema.org/draft-04/schema#", False),
+                                              ("https://json-schema.org/draft/2020-12/schema", True)])
+def test_a_float_with_a_zero_fraction_is_an_integer_from_draft_06_on(dialect, integer):
+    """Draft 4 defines an integer as a number written without a fraction; draft 6 on, as any
+    number with a zero fractional part. The grammar must answer for 12345.0 as the dialect does."""
+    schema = {"$schema": dialect, "type": "object", "properties": {"n": {"type": "integer"}}}
+    instance = {"n": 12345.0}
+    assert jsonschema.validators.validator_for(schema)(schema).is_valid(instance) is integer  # the oracle agrees
+    text = canonical_json(instance, schema)
+    assert text == ('{"n":12345}' if integer else '{"n":12345.0}')
+    assert build_machine(compile_grammar(schema)).accepts(text) is integer

@@ -67,7 +67,7 @@ class CanonicalMixin:
                 prefix, rest = node.get("prefixItems", []), node.get("items", True)
             parts = [self.canonical(v, prefix[k] if k < len(prefix) else rest, ptr, stack) for k, v in enumerate(instance)]
             return "[" + ",".join(parts) + "]"
-        if isinstance(instance, float) and instance.is_integer() and "type" in node and \
+        if isinstance(instance, float) and instance.is_integer() and self.integral_floats and "type" in node and \
                 "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
             return dumps(int(instance))
         if isinstance(instance, float) and math.isfinite(instance) and \

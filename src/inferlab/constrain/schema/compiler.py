@@ -59,6 +59,9 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
+        # draft-03/04: an integer is a number written without a fraction, so 12345.0 is not one;
+        # from draft-06 on it is (a zero fractional part), and its canonical text is 12345
+        self.integral_floats = not (isinstance(dialect, str) and any(d in dialect for d in ("draft-03", "draft-04")))
 
     def refuse(self, keyword: str, ptr: str, reason: str) -> None:
         """Not enforceable exactly: an error, or (lenient) a listed unenforced constraint."""
