@@ -211,6 +211,11 @@ def fake_roofline(folder, peak=40.0, bw=8.0):
     return folder
 
 
+# The lab run end to end (its three figures are most of its ~2 s): `pytest -m slow` and CI run these;
+# the cost model, verdicts and CLI errors above and below are checked by default.
+LAB_RUN = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def lab_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("att")
@@ -223,6 +228,7 @@ def lab_run(tmp_path_factory):
     return out, roof, config, results
 
 
+@LAB_RUN
 def test_lab_writes_the_seeds_six_files(lab_run):
     out, _, config, _ = lab_run
     for name in ("perf.py", "results.json", "perf.png", "roofline.png", "manifest.json", "README.md", "flash.png"):
@@ -233,6 +239,7 @@ def test_lab_writes_the_seeds_six_files(lab_run):
         run_attention(config, out, force=False)
 
 
+@LAB_RUN
 def test_manifest_has_the_seeds_keys(lab_run):
     out, roof, _, _ = lab_run
     manifest = json.loads((out / "manifest.json").read_text())
@@ -251,6 +258,7 @@ def test_manifest_has_the_seeds_keys(lab_run):
     jsonschema.validate(manifest, schema)
 
 
+@LAB_RUN
 def test_results_use_the_roofline_it_depends_on(lab_run):
     _, _, _, r = lab_run
     assert r["roofline"]["ridge_flop_per_byte"]["value"] == 5.0
@@ -285,6 +293,7 @@ def test_results_use_the_roofline_it_depends_on(lab_run):
     assert flash[512]["max_abs_diff"] <= 1e-4 * max(1.0, flash[512]["max_abs_output"])
 
 
+@LAB_RUN
 def test_readme_answers_block_e_with_the_runs_numbers(lab_run):
     out, _, _, r = lab_run
     text = (out / "README.md").read_text()
@@ -334,6 +343,7 @@ def test_existing_out_is_refused_before_measuring(tmp_path, capsys):
     assert "already exists; pass --force" in capsys.readouterr().err
 
 
+@LAB_RUN
 @pytest.mark.parametrize("speedup,side", [((1.2, 1.1, 1.3), "faster"), ((0.8, 0.7, 0.9), "slower"),
                                           ((1.0, 0.7, 1.4), None)])
 def test_thread_sentences_follow_the_interval(lab_run, speedup, side):

@@ -73,6 +73,7 @@ def tiny_vocab(tmp_path):
     return path
 
 
+@pytest.mark.slow  # ~1.7 s, mostly its figures; the mask rows' parts are checked by default elsewhere
 def test_lab_writes_the_seed_files_on_a_tiny_vocabulary(tiny_vocab, tmp_path, monkeypatch):
     # The roofline is measured elsewhere (tests/test_roofline.py); give the lab a fixed one.
     roof = Roofline(threads=1, peak=Interval.exact(100.0), bandwidth=Interval(10.0, 9.0, 11.0),

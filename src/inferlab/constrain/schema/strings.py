@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 from functools import lru_cache
 from inferlab.constrain import formats
 from inferlab.constrain import regex as rx
@@ -116,21 +115,11 @@ class StringsMixin:
 
 @lru_cache(maxsize=None)
 def _unicode_class(name: str) -> tuple[tuple[int, int], ...]:
-    """Code points of Python's Unicode \\d, \\w or \\s (the sets jsonschema's re.search uses)."""
-    test = {"d": lambda c: unicodedata.category(c) == "Nd",
-            "w": lambda c: c.isalnum() or c == "_",
-            "s": lambda c: re.fullmatch(r"\s", c) is not None}[name]
-    ranges, start = [], None
-    for cp in range(sys.maxunicode + 1):
-        if test(chr(cp)):
-            if start is None:
-                start = cp
-        elif start is not None:
-            ranges.append((start, cp - 1))
-            start = None
-    if start is not None:
-        ranges.append((start, sys.maxunicode))
-    return rx.normalize_ranges(ranges)
+    """Code points of Python's Unicode \\d, \\w or \\s (the sets jsonschema's re.search uses): the
+    runs that `re` itself matches in a string of every code point (a run's offsets are its code
+    points), one C-level scan instead of a Python test per code point."""
+    text = "".join(map(chr, range(sys.maxunicode + 1)))
+    return rx.normalize_ranges([(m.start(), m.end() - 1) for m in re.finditer(rf"\{name}+", text)])
 
 
 def _class_text(ranges) -> str:
