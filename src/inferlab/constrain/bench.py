@@ -227,9 +227,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     mask_us_per_token / mask_us_p99, the median and p99 of single fill_bitmask readings (the
     peers' unit, timing.token_walk_us as bench_peers times them), walked again until each
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
-    per token (fill + advance + its two clock reads, ~0.1 us), the median over samples.
-    (Before, the step time was a separate measure() of untimed walks, 5 samples, which cost six
-    times the bench's timing for a figure within the clock reads of this one.)"""
+    per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
     vocabulary, tok = vocab
     vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
     key_index(vocabulary)
@@ -255,7 +253,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     except ValueError as exc:
         res.reason = f"mask walk failed: {exc}"
         return
-    res.first_walk_us_per_token = float(first.mean()) if len(first) else None  # rows built on the way
+    res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     readings, steps = [], []
     for _ in range(config.mask_samples):
         t0 = time.perf_counter_ns()

@@ -553,16 +553,15 @@ class StackGrammar:
             if key is None:
                 key = self._keys[state[0]] = self.machine.mask_key(state[0], self.reach)
             np.copyto(out, self._row(key))
-            hit = self._cleared[state] = key, self._resolve(state, out)
+            hit = self._cleared[state] = key, self._refused(state, out)
             if len(self._cleared) > self._cache_states:
                 self._cleared.popitem(last=False)
-            return
-        self._cleared.move_to_end(state)
-        np.copyto(out, self._row(hit[0]))
-        if hit[1]:
-            words = out.view(np.uint32)
-            for t in hit[1]:
-                words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        else:
+            self._cleared.move_to_end(state)
+            np.copyto(out, self._row(hit[0]))
+        words = out.view(np.uint32)
+        for t in hit[1]:
+            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
 
     def _row(self, key: int) -> np.ndarray:
         """The (words,) int32 row of mask key `key`, built on first need, cached (LRU)."""
@@ -575,8 +574,8 @@ class StackGrammar:
             self._masks.move_to_end(key)
         return row
 
-    def _resolve(self, state: State, out: np.ndarray) -> tuple[int, ...]:
-        """Clear in `out` the allowed tokens the written keys refuse; returns them."""
+    def _refused(self, state: State, out: np.ndarray) -> tuple[int, ...]:
+        """The tokens allowed in the configuration's row `out` that the written keys refuse."""
         m = self.machine
         if m.finite_maps and m.holds_finite_map(state[0]):
             # keys can run out: within a key every allowed token is checked, else those that can
@@ -595,11 +594,8 @@ class StackGrammar:
             return ()
         else:
             cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
-        cleared = tuple(t for t in cands.tolist()
-                        if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
-        for t in cleared:
-            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
-        return cleared
+        return tuple(t for t in cands.tolist()
+                     if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
 
     @property
     def key_index(self) -> keys.KeyIndex:
