@@ -90,7 +90,8 @@ def one_schema(path: Path, xgr, compiler, vocab, V: int, eos: int) -> dict:
     if not instances:
         return {"status": "no_valid_instances"}
     try:
-        grammar = compile_json_schema(doc["schema"], vocab, max_states=20_000)
+        # strict on both sides (xgrammar's strict_mode): no extra keys where additionalProperties is absent
+        grammar = compile_json_schema(doc["schema"], vocab, max_states=20_000, extra_keys=False)
     except InferlabError as exc:
         return {"status": "inferlab_refuses", "why": str(exc)[:200]}
     try:
@@ -100,12 +101,12 @@ def one_schema(path: Path, xgr, compiler, vocab, V: int, eos: int) -> dict:
         return {"status": "xgrammar_refuses", "why": str(exc)[:200]}
     outside = None
     for inst in instances:
-        ids = longest_match(vocab, canonical_json(inst, doc["schema"]).encode()) + [eos]
+        ids = longest_match(vocab, canonical_json(inst, doc["schema"], extra_keys=False).encode()) + [eos]
         diff = compare(xgr, compiled, grammar, ids, vocab, V)
         if diff and not diff.get("both_refuse"):
             return {"status": "differ", **diff}
         outside = outside or diff
-    if outside:  # e.g. extra keys, which inferlab refuses by default (allow_extra_keys)
+    if outside:
         return {"status": "equal_until_both_refuse", **outside}
     return {"status": "equal"}
 

@@ -250,13 +250,15 @@ def test_annotations_are_ignored():
     assert compile_schema(schema).regex == compile_schema({"type": "integer"}).regex
 
 
-def test_absent_additional_properties_is_a_recorded_narrowing():
+def test_absent_additional_properties_allows_extra_keys_unless_strict():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    strict = compile_schema(schema)
+    open_ = compile_schema(schema)  # JSON Schema: absent additionalProperties allows any other key
+    assert all("additionalProperties absent" not in n for n in open_.narrowed)
+    assert re.fullmatch(open_.regex, '{"a":1,"b":2}') and re.fullmatch(open_.regex, '{"b":"x"}')
+    assert not re.fullmatch(open_.regex, '{"a":1,"a":"x"}')  # an extra key never repeats a declared name
+    strict = compile_schema(schema, extra_keys=False)  # strict mode: a recorded narrowing
     assert any("additionalProperties absent at #" in n for n in strict.narrowed)
     assert not re.fullmatch(strict.regex, '{"a":1,"b":2}')
-    open_ = compile_schema(schema, allow_extra_keys=True)
-    assert re.fullmatch(open_.regex, '{"a":1,"b":2}')
 
 
 def test_recursion_is_unrolled_to_max_ref_depth_and_reported():

@@ -21,7 +21,7 @@ def bench_dir(tmp_path):
     write_case(tmp_path, "Alpha---int", {"type": "integer", "minimum": 0},
                [(True, 1), (False, -1), (False, "x")])
     write_case(tmp_path, "Alpha---unique", {"type": "array", "uniqueItems": True}, [(True, [1])])
-    # valid with an extra key: rejected, since absent additionalProperties forbids extra keys here
+    # valid with an extra key (absent additionalProperties allows any): rejected only in strict mode
     write_case(tmp_path, "Beta---obj", {"type": "object", "properties": {"a": {"type": "integer"}}},
                [(True, {"a": 1}), (True, {"a": 1, "b": 2}), (False, {"a": "x"})])
     return tmp_path
@@ -36,8 +36,8 @@ def test_summary_by_category_hand_counted(bench_dir):
     assert (s["Alpha"]["invalid_rejected"], s["Alpha"]["invalid"]) == (2, 2)
     assert list(s["Alpha"]["refusals"].values()) == [1]
     assert next(iter(s["Alpha"]["refusals"])).startswith("uniqueItems: uniqueItems is not supported (only with maxItems <= ")
-    assert (s["Beta"]["valid_accepted"], s["Beta"]["valid"]) == (1, 2)
-    assert s["Beta"]["completeness"] == 0.5 and s["Beta"]["soundness"] == 1.0
+    assert (s["Beta"]["valid_accepted"], s["Beta"]["valid"]) == (2, 2)
+    assert s["Beta"]["completeness"] == 1.0 and s["Beta"]["soundness"] == 1.0
     assert s["all"]["schemas"] == 3 and s["all"]["soundness"] == 1.0
     by_name = {r["name"]: r for r in results["schemas"]}
     assert by_name["Alpha---unique"]["reason"].startswith("uniqueItems at #/uniqueItems")
@@ -63,6 +63,9 @@ def test_cli_json_and_bad_folder(bench_dir, tmp_path, capsys):
     assert main(["schema-bench", str(bench_dir), "--vocab", "none", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["experiment"] == "schema-bench" and out["summary"]["all"]["compiled"] == 2
+    assert main(["schema-bench", str(bench_dir), "--vocab", "none", "--no-extra-keys", "--json"]) == 0
+    beta = json.loads(capsys.readouterr().out)["summary"]["Beta"]  # strict: {"a": 1, "b": 2} is rejected
+    assert (beta["valid_accepted"], beta["valid"], beta["invalid_rejected"]) == (1, 2, 1)
     assert main(["schema-bench", str(tmp_path / "missing"), "--vocab", "none"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("inferlab schema-bench: error:") and "\n" not in err

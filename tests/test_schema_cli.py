@@ -61,3 +61,13 @@ def test_compile_lists_custom_formats_as_unenforced(files, capsys):
     # the known format stays enforced: a non-date is rejected
     assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "yesterday"})]) == 1
     assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "2024-02-29", "p": "~"})]) == 0
+
+
+def test_check_extra_keys_by_default_and_strict_with_no_extra_keys(files, capsys):
+    schema = files("s.json", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    instance = files("i.json", {"a": 1, "b": [{"c": None}]})  # valid: additionalProperties is absent
+    assert main(["schema", "check", schema, instance]) == 0
+    assert main(["schema", "check", schema, instance, "--no-extra-keys"]) == 1
+    capsys.readouterr()
+    assert main(["schema", "compile", schema, "--no-extra-keys", "--json"]) == 0
+    assert any("additionalProperties absent" in n for n in json.loads(capsys.readouterr().out)["narrowed"])

@@ -40,6 +40,9 @@ def add_arguments(p):
     for q in (c, k):
         q.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
                        help="the whitespace the grammar allows between tokens (default compact)")
+        q.add_argument("--no-extra-keys", dest="extra_keys", action="store_false",
+                       help="forbid extra keys where additionalProperties is absent, as structured-output strict "
+                            "modes do (default: allowed, as JSON Schema says)")
         q.add_argument("--json", action="store_true", help="print the answer as JSON on stdout")
 
 
@@ -62,7 +65,8 @@ def _read_json(path: Path, what: str):
 
 def _compile(args):
     schema = _read_json(args.schema, "schema")
-    return (schema, *compile_machine(schema, max_states=DEFAULT_MAX_STATES, whitespace=args.whitespace))
+    return (schema, *compile_machine(schema, max_states=DEFAULT_MAX_STATES, whitespace=args.whitespace,
+                                     extra_keys=args.extra_keys))
 
 
 def describe(compiled, machine) -> dict:
@@ -99,7 +103,7 @@ def run(args) -> int:
             print(f"  not enforced: {n}")
         return 0
     instance = _read_json(args.instance, "instance")
-    text = canonical_json(instance, schema)
+    text = canonical_json(instance, schema, extra_keys=args.extra_keys)
     accepted = machine.accepts(text)
     if args.json:
         print_json({"accepted": accepted, "canonical_text": text})

@@ -43,8 +43,9 @@ def add_arguments(p):
                         "where JSON allows it (default compact)")
     p.add_argument("--any-depth", type=int, default=1, choices=range(0, 5), metavar="0..4",
                    help="nesting generated for unconstrained values (default 1)")
-    p.add_argument("--allow-extra-keys", action="store_true",
-                   help="generate extra keys where additionalProperties is absent (default: not generated)")
+    p.add_argument("--no-extra-keys", dest="extra_keys", action="store_false",
+                   help="forbid extra keys where additionalProperties is absent, as structured-output strict modes "
+                        "do (default: generated, as JSON Schema allows them)")
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
     p.add_argument("--peers", action="store_true",
@@ -147,7 +148,7 @@ def _cases(config: BenchConfig) -> list[Path]:
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
-                         allow_extra_keys=args.allow_extra_keys, peers=args.peers)
+                         extra_keys=args.extra_keys, peers=args.peers)
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))
     vocab = _load_vocab(args.vocab)

@@ -48,7 +48,7 @@ class BenchConfig:
     whitespace: str = "compact"
     max_ref_depth: int = 3
     any_depth: int = 1             # nesting generated for unconstrained values (compile_schema's)
-    allow_extra_keys: bool = False
+    extra_keys: bool = True
     max_states: int = BENCH_MAX_STATES
     peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
     mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
@@ -135,7 +135,7 @@ def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> Schem
 
 def _canonical(instance, schema, config: BenchConfig) -> str:
     return canonical_json(instance, schema, max_ref_depth=config.max_ref_depth,
-                          allow_extra_keys=config.allow_extra_keys, any_depth=config.any_depth)
+                          extra_keys=config.extra_keys, any_depth=config.any_depth)
 
 
 def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
@@ -190,7 +190,7 @@ def compile_within_limits(schema, config: BenchConfig):
     """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits
     (stack.compile_machine: over them, subschemas are outlined from a smaller size on)."""
     return compile_machine(schema, max_states=config.max_states, check=_check_nfa_size,
-                           whitespace=config.whitespace, allow_extra_keys=config.allow_extra_keys)
+                           whitespace=config.whitespace, extra_keys=config.extra_keys)
 
 
 def _check_nfa_size(k: int, ast) -> None:

@@ -213,7 +213,7 @@ def compile_json_schema(schema: dict | bool, vocab, *, max_states: int = DEFAULT
     It is the stack grammar of v2 (constrain.stack.compile_machine): $ref recursion is exact, and
     a schema that needs no call is one flat DFA (grammar.machine.uses_stack is False), whose
     masks are built on first visit of a state and cached. options: those of
-    schema.compile_grammar (whitespace, lenient, allow_extra_keys, count_min); max_states bounds
+    schema.compile_grammar (whitespace, lenient, extra_keys, count_min); max_states bounds
     each automaton's DFA. Raises SchemaError / InferlabError as one line.
     """
     from inferlab.constrain import vocabulary_of

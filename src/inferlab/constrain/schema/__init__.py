@@ -21,11 +21,13 @@ Supported keywords
   keywords' regexes, and keywords those cannot express are errors;
 - object: properties (emitted in schema order; an optional property may be omitted), required
   (a required name missing from properties gets the additionalProperties schema),
-  additionalProperties false / schema / true: extra keys come after the declared ones and never
-  repeat a declared name. Absent additionalProperties: extra keys are not generated unless
-  `allow_extra_keys=True` or no property is declared (a narrowing, recorded).
-  patternProperties: applied to the declared names it matches; beside extra keys, each extra key
-  has the schema of the one pattern it matches (keys of that pattern's subset regex that no other
+  additionalProperties false / schema / true, or absent (then true, as JSON Schema says): extra
+  keys come after the declared ones and never repeat a declared name. `extra_keys=False` (the
+  strict mode of structured-output APIs, xgrammar's strict_mode) forbids them where
+  additionalProperties is absent and a property is declared (a narrowing, recorded).
+  patternProperties: a pattern whose schema accepts everything, beside extra keys that do too,
+  changes nothing and is dropped; the others apply to the declared names they match; beside
+  extra keys, each extra key has the schema of the one pattern it matches (keys of that pattern's subset regex that no other
   pattern's superset regex matches) or additionalProperties (keys no pattern's superset matches),
   by automaton products (keys that several patterns match are not generated: recorded); when no
   extra key can be generated, a single pattern with no declared properties is a map (its keys match the pattern);
@@ -105,7 +107,7 @@ Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIB
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural
 token (`{ } [ ] : ,`).
 
-Unconstrained values (a true schema, an array without items, an extra key's value when allowed)
+Unconstrained values (a true schema, an array without items, an extra key's value under absent or true additionalProperties)
 are generated up to `any_depth` levels of nested arrays/objects (JSON nesting is not regular; a
 narrowing, recorded).
 

@@ -166,7 +166,7 @@ class CombinatorsMixin:
     def generates_extra_keys(self, node) -> bool:
         extra = node.get("additionalProperties")
         if extra is None:
-            return self.allow_extra_keys or not node.get("properties")
+            return self.extra_keys or not node.get("properties")
         return extra is not False
 
     def disjoint(self, a, b, sa=(), sb=(), depth=0) -> bool:

@@ -23,7 +23,7 @@ from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, chec
 
 
 class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
-    def __init__(self, root, *, whitespace, lenient, max_ref_depth, allow_extra_keys, any_depth,
+    def __init__(self, root, *, whitespace, lenient, max_ref_depth, extra_keys, any_depth,
                  stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
@@ -33,7 +33,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.ws = "" if whitespace == "compact" else f"[ \\t\\n\\r]{{0,{FLEXIBLE_WS_MAX}}}"
         self.lenient = lenient
         self.max_ref_depth = max_ref_depth
-        self.allow_extra_keys = allow_extra_keys
+        self.extra_keys = extra_keys
         self.any_depth = any_depth
         self.unenforced: list[str] = []
         self.narrowed: list[str] = []
@@ -212,19 +212,20 @@ def check_nesting(schema) -> None:
 
 
 def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
-                   allow_extra_keys: bool = False, any_depth: int = 1) -> CompiledSchema:
+                   extra_keys: bool = True, any_depth: int = 1) -> CompiledSchema:
     """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
 
     max_ref_depth: the deepest unrolling of a recursive $ref; when that regex is too large
     (SchemaTooLarge), shallower depths are tried, and ref_depth and `narrowed` say which was used.
-    allow_extra_keys: where additionalProperties is absent, generate extra keys (the JSON-Schema
-    default) instead of forbidding them (the default here, as xgrammar's strict mode does).
+    extra_keys: where additionalProperties is absent, generate extra keys, as JSON Schema allows
+    them (True, the default); False forbids them there, as structured-output APIs' strict modes
+    (xgrammar's strict_mode) do: a narrowing, recorded.
     any_depth: nesting depth generated for unconstrained values (1: scalars, or flat arrays and
     objects of scalars; each level multiplies the automaton, measured on the Kubernetes sample).
     """
     for depth in range(max_ref_depth, 0, -1):
         c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=depth,
-                      allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+                      extra_keys=extra_keys, any_depth=any_depth)
         try:
             regex = _compile_root(c, schema)
         except SchemaTooLarge:
@@ -256,7 +257,7 @@ class CompiledGrammar:
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
-                    allow_extra_keys: bool = False, outline_chars: int = OUTLINE_CHARS[0],
+                    extra_keys: bool = True, outline_chars: int = OUTLINE_CHARS[0],
                     count_min: int = COUNT_MIN) -> CompiledGrammar:
     """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
 
@@ -274,7 +275,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     implemented (idn-email, regex, duration, ...) is refused, since validators assert it.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
-                  allow_extra_keys=allow_extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
+                  extra_keys=extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
                   count_min=count_min)
     c.automata[0] = _compile_root(c, schema)
     return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
@@ -285,7 +286,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
                            uniques=tuple(sorted(c.uniques.values())))
 
 
-def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys: bool = False,
+def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool = True,
                    any_depth: int = 1) -> str:
     """Re-serialise an instance the way compile_schema generates it: schema property order
     (declared properties first, then extra keys in instance order), compact separators,
@@ -293,7 +294,7 @@ def canonical_json(instance, schema, *, max_ref_depth: int = 3, allow_extra_keys
     the schema allows only integers is written as an integer, and a float under number bounds in
     positional notation (1e-05 -> 0.00001), the only notation bounded numbers are generated in."""
     c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
-                  allow_extra_keys=allow_extra_keys, any_depth=any_depth)
+                  extra_keys=extra_keys, any_depth=any_depth)
     # The schema's nesting is bounded by the compile that accepted it (not checked again here: a
     # walk of the whole schema per instance); the instance's by the file reader's MAX_JSON_DEPTH.
     with recursion_room(SCHEMA_FRAMES + JSON_FRAMES):

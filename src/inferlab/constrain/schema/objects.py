@@ -11,7 +11,7 @@ from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.keys import completions
 
 from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
-                                              _NOTHING, _Unsat, _child, _group, _lit, dumps)
+                                              _NOTHING, _Unsat, _child, _constraining, _group, _lit, dumps)
 from inferlab.constrain.schema.algebra import _combined
 from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
 from inferlab.errors import InferlabError
@@ -56,8 +56,12 @@ class ObjectsMixin:
             node = {**node, "maxProperties": 0}
         if node.get("maxProperties") == 0:
             props, extra, pattern_props = {}, False, {}  # only {} (an error below if a key is required)
-        if extra is None and (self.allow_extra_keys or not (props or pattern_props)):
+        if extra is None and (self.extra_keys or not (props or pattern_props)):
             extra = True  # with no properties declared, forbidding extra keys would leave only {}
+        if pattern_props and _accepts_all(extra):
+            # a pattern whose schema accepts everything changes nothing beside extra keys that do too
+            self.check_patterns(pattern_props, ptr)  # a bad regex is an error all the same
+            pattern_props = {pat: sub for pat, sub in pattern_props.items() if not _accepts_all(sub)}
         gen_extra = extra is not None and extra is not False
         schemas = dict(props)
         for name in required:
@@ -87,11 +91,8 @@ class ObjectsMixin:
                     self.narrow(f"additionalProperties absent at #{ptr}: only keys matching the pattern are generated")
                 extra, pattern_props = False, {}
         if pattern_props:
-            for pat, sub in pattern_props.items():
-                try:
-                    compiled = re.compile(pat)
-                except re.error as exc:
-                    raise self.error("patternProperties", _child(ptr, "patternProperties", pat), f"bad regex ({exc})") from None
+            for pat, compiled in zip(pattern_props, self.check_patterns(pattern_props, ptr)):
+                sub = pattern_props[pat]
                 for name in schemas:
                     if compiled.search(name):
                         schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
@@ -158,6 +159,16 @@ class ObjectsMixin:
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def check_patterns(self, pattern_props: dict, ptr: str) -> list:
+        """The patterns compiled by Python's re (what jsonschema searches with); a bad one is an error."""
+        out = []
+        for pat in pattern_props:
+            try:
+                out.append(re.compile(pat))
+            except re.error as exc:
+                raise self.error("patternProperties", _child(ptr, "patternProperties", pat), f"bad regex ({exc})") from None
+        return out
 
     def property_names(self, node, ptr, stack) -> str | None:
         """propertyNames: the regex of the valid names (quoted JSON strings, compiled inline; a
@@ -310,10 +321,10 @@ class ObjectsMixin:
         over MEMBER_BLOCK members, the declared ones a block at a time too. Exact."""
         if extra_rx is None:
             after_tail, first_tail = "", (_NOTHING if nonempty else "")
-        else:
-            extras = f"(?:{self.tok(',')}{extra_rx})*"
-            after_tail = self.outline(extras, force=True)
-            first_tail = self.outline(f"{extra_rx}{extras}" if nonempty else f"(?:{extra_rx}{extras})?", force=True)
+        else:  # one automaton per extra member, so its key's DFA is built once
+            member = self.outline(extra_rx, force=True)
+            after_tail = self.outline(f"(?:{self.tok(',')}{member})*", force=True)
+            first_tail = self.outline(f"{member}{after_tail}" if nonempty else f"(?:{member}{after_tail})?", force=True)
         if len(members) > MEMBER_BLOCK:
             return self.blocked_object_body(members, after_tail, first_tail)
         written = self.object_body(members, None, nonempty=True)
@@ -373,11 +384,17 @@ class ObjectsMixin:
         return written if seen_required or nonempty else f"(?:{written})?"
 
 
+def _accepts_all(schema) -> bool:
+    """A schema every value satisfies: true, or an object of annotations only ({})."""
+    return schema is True or (isinstance(schema, dict) and not _constraining(schema))
+
+
 def _key_not_in(names: list[str]) -> str:
     """A JSON object key (canonical text) whose decoded value is none of `names`.
 
-    Walks the trie of the names: at each node the key may end (if the node is not a name), go on
-    with a character no name continues with, or follow a trie edge.
+    Such a key is a proper prefix p of a name that is not a name itself, or p, then a character
+    that no name continues p with, then anything: two walks of the trie of the names, with
+    "then anything" written once (it is most of the text of a class of all characters).
     """
     if not names:
         return f'"{_CHAR}*"'
@@ -387,21 +404,27 @@ def _key_not_in(names: list[str]) -> str:
         for ch in name:
             node = node.setdefault(ch, {})
         node[None] = True
-    def walk(node) -> str:
-        parts = []
-        if None not in node:
-            parts.append('"')
+
+    def char(ch: str) -> str:
+        return _json_char_ranges(((ord(ch), ord(ch)),))
+
+    def leave(node) -> str:  # p, then a character no name continues p with
         children = [ch for ch in node if ch is not None]
-        others = rx.negate(tuple((ord(c), ord(c)) for c in children))
-        parts.append(_json_char_ranges(others) + any_rest + '"')
-        for ch in children:
-            parts.append(_json_char_ranges(((ord(ch), ord(ch)),)) + walk(node[ch]))
-        return _group(parts)
+        others = _json_char_ranges(rx.negate(tuple((ord(c), ord(c)) for c in children)))
+        return _group([others] + [char(ch) + leave(node[ch]) for ch in children])
+
+    def stop(node) -> str | None:  # p that is not a name; None when there is none
+        alts = [char(ch) + rest for ch in node if ch is not None and (rest := stop(node[ch])) is not None]
+        if None in node:
+            return _group(alts) if alts else None
+        return f"(?:{'|'.join(alts)})?" if alts else ""
 
     # non-canonical escapes (e.g. \u0061 for "a") could spell a declared name, so keys are canonical
-    canonical_char = _json_char_ranges(rx.negate(()))
-    any_rest = f"{canonical_char}*"
-    return '"' + walk(trie)
+    keys = [leave(trie) + f"{_json_char_ranges(rx.negate(()))}*"]
+    short = stop(trie)
+    if short is not None:
+        keys.append(short)
+    return f'"{_group(keys)}"'
 
 
 @lru_cache(maxsize=256)
