@@ -1,0 +1,121 @@
+"""Extra keys where additionalProperties is absent (JSON Schema: any other key, any value), the
+default; extra_keys=False is the strict mode that forbids them.
+
+Oracles: jsonschema (format checker on) on every object of up to three keys from a pool that
+holds the declared names and their prefixes, each with a few values; a parser that raises on a
+repeated key for generated outputs; test_map_keys' brute-force mask oracle on token walks.
+"""
+
+import itertools
+import json
+import re
+
+import pytest
+
+from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
+from inferlab.constrain.stack import build_machine, compile_machine
+from test_map_keys import generate_checked, no_repeats, walk_against_oracle
+from test_schema_properties import validator
+
+DIGIT = {"type": "integer", "minimum": 0, "maximum": 9}
+SCHEMAS = {
+    "optional": {"type": "object", "properties": {"a": DIGIT, "ab": {"type": "null"}}},
+    "required": {"type": "object", "properties": {"a": DIGIT, "b": {"type": "string", "maxLength": 2}},
+                 "required": ["a"]},
+    # exclusive through the one required key: extra keys never write a declared name
+    "oneof-tag": {"oneOf": [{"type": "object", "properties": {"c": {"const": "a"}, "x": DIGIT}, "required": ["c"]},
+                            {"type": "object", "properties": {"c": {"const": "b"}}, "required": ["c"]}]},
+    # not exclusive once extra keys are written ({"a": 1, "b": 2} matches both): compiled exactly
+    # (each branch without the other) or refused, never as anyOf
+    "oneof-required": {"oneOf": [{"type": "object", "required": ["a"], "properties": {"a": {}}},
+                                 {"type": "object", "required": ["b"], "properties": {"b": {}}}]},
+    "nested": {"type": "object", "properties": {"o": {"type": "object", "properties": {"a": DIGIT}}},
+               "required": ["o"]},
+}
+KEYS = ["a", "ab", "b", "c", "x", "", "o"]
+VALUES = [0, None, "a", "b", {"a": 1}]
+
+
+def objects(n_max: int):
+    for n in range(n_max + 1):
+        for keys in itertools.permutations(KEYS, n):
+            for values in itertools.product(VALUES, repeat=n):
+                yield dict(zip(keys, values))
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_stack_grammar_agrees_with_jsonschema(name):
+    schema = SCHEMAS[name]
+    machine = build_machine(compile_grammar(schema))
+    v = validator(schema)
+    accepted = 0
+    for instance in objects(2):
+        ok = machine.accepts(canonical_json(instance, schema))
+        assert ok == v.is_valid(instance), instance  # sound and complete on canonical texts
+        accepted += ok
+    assert accepted > 10
+
+
+@pytest.mark.parametrize("name", ["optional", "required", "nested"])
+def test_flat_regex_is_sound_and_complete_on_canonical_texts(name):
+    schema = SCHEMAS[name]
+    compiled = compile_schema(schema)
+    regex = re.compile(compiled.regex)
+    v = validator(schema)
+    for instance in objects(2):
+        text = canonical_json(instance, schema)
+        if any(isinstance(x, dict) for x in instance.values()) and name != "nested":
+            assert not regex.fullmatch(text) or v.is_valid(instance)  # any_depth 1: nested values may be cut
+            continue
+        assert (regex.fullmatch(text) is not None) == v.is_valid(instance), instance
+
+
+def test_extra_keys_never_repeat_a_declared_name_or_each_other():
+    schema = SCHEMAS["optional"]
+    machine = build_machine(compile_grammar(schema))
+    regex = re.compile(compile_schema(schema).regex)
+    assert machine.accepts('{"a":1,"b":2}') and machine.accepts('{"b":2,"c":3}') and machine.accepts('{"":1}')
+    for text in ('{"a":1,"a":2}', '{"b":2,"a":1}', '{"b":1,"b":2}', '{"ab":null,"ab":null}', '{"b":"x","\\u0061":1}',
+                 '{"b":1,"a":"x"}'):
+        assert not machine.accepts(text), text
+    assert not regex.fullmatch('{"b":2,"a":1}') and not regex.fullmatch('{"ab":null,"a":"x"}')
+
+
+def test_strict_mode_forbids_them_and_says_so():
+    schema = SCHEMAS["required"]
+    strict = compile_grammar(schema, extra_keys=False)
+    assert any("additionalProperties absent at #" in n for n in strict.narrowed)
+    machine = build_machine(strict)
+    assert machine.accepts('{"a":1}') and not machine.accepts('{"a":1,"c":2}')
+    assert not any("additionalProperties absent" in n for n in compile_grammar(schema).narrowed)
+
+
+def test_a_pattern_accepting_everything_beside_open_extra_keys_changes_nothing():
+    # (a map of keys up to 255 characters before, and keys outside the pattern were not generated)
+    schema = {"type": "object", "patternProperties": {"^.{1,255}$": {}}}
+    compiled, machine = compile_machine(schema)
+    assert not compiled.narrowed
+    assert machine.accepts('{"":[1],"' + "x" * 300 + '":{"y":null}}') and not machine.accepts('{"a":1,"a":2}')
+    with pytest.raises(SchemaError, match="patternProperties"):  # a bad regex is still an error
+        compile_grammar({"type": "object", "patternProperties": {"(": {}}})
+
+
+@pytest.mark.parametrize("name", [pytest.param("optional", marks=pytest.mark.slow), "oneof-tag"])  # ~3.5 s, ~2 s
+def test_masks_equal_brute_force_with_extra_keys(name):
+    assert walk_against_oracle(SCHEMAS[name], seed=len(name)) > 0
+
+
+@pytest.mark.parametrize("name", ["optional", "oneof-tag", "nested"])
+def test_generation_never_repeats_a_key_and_validates(name, tok512):
+    assert generate_checked(SCHEMAS[name], tok512, seeds=12, max_new_tokens=80) >= 6  # measured 9..12
+
+
+@pytest.fixture(scope="module")
+def tok512():
+    from inferlab.model.tokenizer import load_vocab
+    return load_vocab("512")
+
+
+def test_no_repeats_parser_catches_repeats():  # the oracle above is only as good as this
+    with pytest.raises(ValueError):
+        json.loads('{"a":1,"a":2}', object_pairs_hook=no_repeats)
