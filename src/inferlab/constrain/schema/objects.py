@@ -392,9 +392,10 @@ def _accepts_all(schema) -> bool:
 def _key_not_in(names: list[str]) -> str:
     """A JSON object key (canonical text) whose decoded value is none of `names`.
 
-    Such a key is a proper prefix p of a name that is not a name itself, or p, then a character
-    that no name continues p with, then anything: two walks of the trie of the names, with
-    "then anything" written once (it is most of the text of a class of all characters).
+    Over the trie of the names, with p a path from its root, such a key is: p, then a character
+    no name holds, then anything; p, then a character some name holds but none continues p with,
+    then anything; or p alone where it is not a name. Characters no name holds (most of Unicode,
+    and the escapes) are then written once rather than at every trie node.
     """
     if not names:
         return f'"{_CHAR}*"'
@@ -404,14 +405,20 @@ def _key_not_in(names: list[str]) -> str:
         for ch in name:
             node = node.setdefault(ch, {})
         node[None] = True
+    used = {ord(ch) for name in names for ch in name}
 
     def char(ch: str) -> str:
         return _json_char_ranges(((ord(ch), ord(ch)),))
 
-    def leave(node) -> str:  # p, then a character no name continues p with
-        children = [ch for ch in node if ch is not None]
-        others = _json_char_ranges(rx.negate(tuple((ord(c), ord(c)) for c in children)))
-        return _group([others] + [char(ch) + leave(node[ch]) for ch in children])
+    def path(node) -> str:  # any p
+        alts = [char(ch) + path(node[ch]) for ch in node if ch is not None]
+        return f"(?:{'|'.join(alts)})?" if alts else ""
+
+    def leave(node) -> str | None:  # p, then a character of the names that no name continues p with
+        children = {ord(ch) for ch in node if ch is not None}
+        alts = [_json_char_ranges(tuple((c, c) for c in sorted(used - children)))] if used - children else []
+        alts += [char(ch) + rest for ch in node if ch is not None and (rest := leave(node[ch])) is not None]
+        return _group(alts) if alts else None
 
     def stop(node) -> str | None:  # p that is not a name; None when there is none
         alts = [char(ch) + rest for ch in node if ch is not None and (rest := stop(node[ch])) is not None]
@@ -420,10 +427,11 @@ def _key_not_in(names: list[str]) -> str:
         return f"(?:{'|'.join(alts)})?" if alts else ""
 
     # non-canonical escapes (e.g. \u0061 for "a") could spell a declared name, so keys are canonical
-    keys = [leave(trie) + f"{_json_char_ranges(rx.negate(()))}*"]
-    short = stop(trie)
-    if short is not None:
-        keys.append(short)
+    anything = f"{_json_char_ranges(rx.negate(()))}*"
+    unused = rx.negate(tuple((c, c) for c in sorted(used)))
+    keys = [path(trie) + _json_char_ranges(unused) + anything] if unused else []
+    keys += [part + anything for part in [leave(trie)] if part is not None]
+    keys += [part for part in [stop(trie)] if part is not None]
     return f'"{_group(keys)}"'
 
 
