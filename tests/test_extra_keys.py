@@ -119,3 +119,21 @@ def tok512():
 def test_no_repeats_parser_catches_repeats():  # the oracle above is only as good as this
     with pytest.raises(ValueError):
         json.loads('{"a":1,"a":2}', object_pairs_hook=no_repeats)
+
+
+def test_canonical_text_of_an_anyof_follows_the_branch_the_instance_is_valid_against():
+    # branch 0's flat regex (canonical_json's, recursion unrolled) is too large, and canonical_json
+    # once needed it to pick that branch: it wrote branch 1's key order, and the grammar rejected it
+    node = {"type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/node"} for i in range(30)}}
+    schema = {"$defs": {"node": {**node, "properties": {"n": {"$ref": "#/$defs/node"}, **node["properties"]}}},
+              "anyOf": [{"type": "object", "properties": {"t": {"const": "a"}, "n": {"$ref": "#/$defs/node"}},
+                         "required": ["t"]},
+                        {"type": "object", "properties": {"n": {"type": "integer"}, "t": {"const": "b"}}}]}
+    machine = build_machine(compile_grammar(schema))
+    deep = {}
+    for _ in range(6):
+        deep = {"n": deep}
+    for instance in ({"n": deep, "t": "a"}, {"t": "b", "n": 1}, {"n": deep, "t": "a", "z": None}):
+        assert validator(schema).is_valid(instance)
+        assert machine.accepts(canonical_json(instance, schema)), instance
+    assert canonical_json({"n": {}, "t": "a"}, schema) == '{"t":"a","n":{}}'

@@ -33,6 +33,13 @@ class CanonicalMixin:
                 except (_Unsat, SchemaError):
                     continue
             one_text = len({c[0] for c in cands}) == 1  # then that text is the answer, matched or not
+            if not one_text and self.values.available:  # the first branch the instance is valid against
+                for text, merged, _, _ in cands:
+                    try:
+                        if self.values.kept(merged, [instance]):
+                            return text
+                    except ValueError:
+                        break  # jsonschema cannot tell: by the branches' regexes
             fallback = None
             for text, merged, bptr, bstack in cands:
                 try:
