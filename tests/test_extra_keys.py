@@ -137,3 +137,38 @@ def test_canonical_text_of_an_anyof_follows_the_branch_the_instance_is_valid_aga
         assert validator(schema).is_valid(instance)
         assert machine.accepts(canonical_json(instance, schema)), instance
     assert canonical_json({"n": {}, "t": "a"}, schema) == '{"t":"a","n":{}}'
+
+
+def test_oneof_exclusive_only_without_extra_keys_falls_back_to_closed_branches_and_says_so():
+    # {"a": [1], "b": [2]} is valid for both branches, so oneOf != anyOf; "each branch without the
+    # other" needs `not` of an array schema (refused); without extra keys the branches never
+    # write each other's required key: sound, and recorded as a narrowing
+    ints = {"type": "array", "items": {"type": "integer"}}
+    schema = {"oneOf": [{"type": "object", "properties": {"a": ints}, "required": ["a"]},
+                        {"type": "object", "properties": {"b": ints}, "required": ["b"]}]}
+    compiled, machine = compile_machine(schema)
+    assert any(n.startswith("oneOf at #: its branches are exclusive only without extra keys") for n in compiled.narrowed)
+    v = validator(schema)
+    pool = {"a": [[1], ["x"], 1], "b": [[2], None], "c": [0]}
+    for n in range(3):
+        for keys in itertools.permutations(pool, n):
+            for values in itertools.product(*(pool[k] for k in keys)):
+                instance = dict(zip(keys, values))
+                ok = machine.accepts(canonical_json(instance, schema))
+                assert ok <= v.is_valid(instance), instance  # sound
+                if set(instance) in ({"a"}, {"b"}):  # complete on the declared keys
+                    assert ok == v.is_valid(instance), instance
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf: branches"):  # additionalProperties given: no fallback
+        compile_grammar({"oneOf": [{**b, "additionalProperties": True} for b in schema["oneOf"]]})
+
+
+def test_oneof_beside_a_type_branch_is_exact():
+    # not {"type": "null"} is written as the other types, so "each branch without the others" compiles
+    schema = {"oneOf": [{"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+                        {"type": "object", "properties": {"r": {"type": "integer", "minimum": 5}}, "required": ["r"]},
+                        {"type": "null"}]}
+    compiled, machine = compile_machine(schema)
+    assert not any("oneOf" in n for n in compiled.narrowed)
+    v = validator(schema)
+    for instance in ({"k": "x"}, {"r": 5}, {"k": "x", "r": 5}, {"k": "x", "r": 4}, {"r": 7, "z": 1}, None, {"k": 1}):
+        assert machine.accepts(canonical_json(instance, schema)) == v.is_valid(instance), instance

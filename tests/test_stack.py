@@ -422,9 +422,12 @@ def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
 
 
 def test_flat_schema_is_one_automaton():
-    compiled = compile_grammar({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
+    compiled = compile_grammar(closed)
     assert len(compiled.automata) == 1
     assert not build_machine(compiled).uses_stack
+    # absent additionalProperties: extra keys, whose values nest without a bound, call the any-value automaton
+    assert build_machine(compile_grammar({k: v for k, v in closed.items() if k != "additionalProperties"})).uses_stack
 
 
 @pytest.mark.slow  # compiles a 1,000-member object and a dozen 40..100-member ones: ~10 s

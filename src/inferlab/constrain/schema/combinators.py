@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
+from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
                                               _generated_types, _group, _intersect_types, _json_key,
                                               _json_type, _known_keywords, _lit, _type_set, _value_types,
                                               _values, dumps)
@@ -99,12 +99,33 @@ class CombinatorsMixin:
         if key == "oneOf":
             clash = self.first_clash(branches)
             if clash is not None:
+                failed = None
                 if all(_negatable(f) for f in flats):
                     # exactly one: each branch without any of the others, then plain alternatives
                     exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
-                    return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
-                self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
-                            "disjoint (oneOf then differs from anyOf)")
+                    saved, budget = self.checkpoint(), (self.max_calls, self.calls_before)
+                    if self.extra_keys and self.closed_branches(branches) is not None:  # a fallback exists
+                        self.calls_before = self.calls
+                        self.max_calls = min(self.max_calls, self.calls + EXCLUSIVE_SUBSCHEMAS)
+                    try:
+                        return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
+                    except SchemaError as exc:  # a negation that cannot be exact, or too large
+                        if not self.extra_keys:
+                            raise
+                        self.rollback(saved)
+                        failed = exc
+                    finally:
+                        self.max_calls, self.calls_before = budget
+                closed = self.closed_branches(branches)
+                if closed is not None and self.first_clash(closed) is None:
+                    self.narrow(f"oneOf at #{ptr}: its branches are exclusive only without extra keys beside their "
+                                "declared properties (additionalProperties absent), which are not generated there")
+                    branches = closed
+                elif failed is not None:
+                    raise failed
+                else:
+                    self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
+                                "disjoint (oneOf then differs from anyOf)")
         parts = []
         for merged, bptr, bstack in branches:
             try:
@@ -114,6 +135,30 @@ class CombinatorsMixin:
         if not parts:
             raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
         return _group(parts)
+
+    def closed_branches(self, branches):
+        """oneOf branches with no extra keys where additionalProperties is absent beside declared
+        properties (each required name not declared keeps any value, as absence gave it): a
+        subset of each branch, in plain JSON Schema; None where no branch changes (extra_keys
+        off, or none is such an object)."""
+        if not self.extra_keys:
+            return None
+        out, changed = [], False
+        for merged, bptr, bstack in branches:
+            try:
+                flat, _, fstack = self.flatten(merged, bptr, bstack)
+            except _Unsat:
+                flat = None
+            if isinstance(flat, dict) and "additionalProperties" not in flat and flat.get("properties") \
+                    and not flat.get("patternProperties") and isinstance(flat["properties"], dict) \
+                    and _generated_types(flat) & {"object"}:
+                required = [n for n in flat.get("required", []) if isinstance(n, str)]
+                props = {**flat["properties"], **{n: True for n in required if n not in flat["properties"]}}
+                out.append(({**flat, "properties": props, "additionalProperties": False}, bptr, fstack))
+                changed = True
+            else:
+                out.append((merged, bptr, bstack))
+        return out if changed else None
 
     def note_cut(self, exc: _Unsat) -> None:
         if exc.cut:
@@ -319,6 +364,12 @@ def _negation(neg):
         if not parts or any(p is None for p in parts):
             return None
         return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
+    if keys == {"type"}:  # the other types; not integer (but number) has no such form
+        types = _type_set(neg["type"])
+        if "integer" in types and "number" not in types:
+            return None
+        others = [t for t in _TYPES if t not in types]
+        return {"type": others} if others else False
     if not keys or not keys <= {"properties", "required", "type"} or neg.get("type", "object") != "object":
         return None
     props, required = neg.get("properties", {}), neg.get("required", [])
@@ -337,10 +388,4 @@ def _negation(neg):
 
 def _negatable(node) -> bool:
     """Can `not node` be rewritten exactly (see _Compiler.without_not)?"""
-    if not isinstance(node, dict):
-        return False
-    keys = set(node) - _ANNOTATIONS
-    if keys == {"type"}:  # not integer (but number) has no exact regex here
-        types = _type_set(node["type"])
-        return "integer" not in types or "number" in types
-    return _negation(node) is not None
+    return isinstance(node, dict) and _negation(node) is not None

@@ -20,6 +20,11 @@ MAX_REGEX_CHARS = 1_000_000
 MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
 
 
+# oneOf as "each branch without the others", where a narrowing is there to fall back on (extra
+# keys left out): a negation distributed over many branches can take minutes to reach the limit
+EXCLUSIVE_SUBSCHEMAS = 5_000
+
+
 # Stack mode: a subschema regex longer than this becomes an automaton of its own, called where it
 # is used, so nesting and repeated use add calls instead of multiplying the text.
 OUTLINE_CHARS = (4_000, 400, 60)  # tried in turn while an automaton is over the size limits

@@ -39,6 +39,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.narrowed: list[str] = []
         self.ref_depth = 0
         self.calls = 0
+        self.max_calls, self.calls_before = MAX_SUBSCHEMAS, 0  # a budget: calls_before + its size
         self.depth = 0  # compile() calls open on the Python stack
         self.recursive = False  # some $ref target was entered again inside itself
         # Stack mode (compile_grammar): a plain $ref, an unconstrained value and any subschema
@@ -71,6 +72,21 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         if message not in self.unenforced:
             self.unenforced.append(message)
 
+    def checkpoint(self) -> tuple:
+        """What rollback needs to undo a compile attempt that raised (its automata, messages)."""
+        return len(self.automata), len(self.narrowed), len(self.unenforced), len(self.unenforced_formats), self.calls
+
+    def rollback(self, saved: tuple) -> None:
+        n, narrowed, unenforced, formats, self.calls = saved
+        del self.automata[n:]
+        for table in (self.ref_automaton, self.outlined, self.uniques):  # key -> automaton
+            for key in [key for key, k in table.items() if k >= n]:
+                del table[key]
+        for table in (self.counts, self.maps):  # automaton -> what its frame counts
+            for k in [k for k in table if k >= n]:
+                del table[k]
+        del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
+
     def narrow(self, message: str) -> None:
         if message not in self.narrowed:
             self.narrowed.append(message)
@@ -85,8 +101,8 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
 
     def compile(self, node, ptr: str, stack: tuple = ()) -> str:
         self.calls += 1
-        if self.calls > MAX_SUBSCHEMAS:
-            raise SchemaTooLarge(f"the schema expands to more than {MAX_SUBSCHEMAS:,} subschemas "
+        if self.calls > self.max_calls:
+            raise SchemaTooLarge(f"the schema expands to more than {self.max_calls - self.calls_before:,} subschemas "
                               "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
         if self.depth == MAX_SCHEMA_DEPTH:  # $ref chains nest compiles deeper than the document
             raise SchemaError(f"subschemas nested deeper than {MAX_SCHEMA_DEPTH:,} at "
