@@ -158,6 +158,12 @@ def test_oneof_exclusive_only_without_extra_keys_falls_back_to_closed_branches_a
                 assert ok <= v.is_valid(instance), instance  # sound
                 if set(instance) in ({"a"}, {"b"}):  # complete on the declared keys
                     assert ok == v.is_valid(instance), instance
+    # closed, branch 0 would be exclusive of closed branch 1, but not of branch 1 itself, which
+    # accepts {"a": 1} (a as an extra key): the fallback must not apply
+    loose = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                       {"type": "object", "properties": {"b": ints}}]}
+    with pytest.raises(SchemaError, match="constrains arrays"):
+        compile_grammar(loose)
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf: branches"):  # additionalProperties given: no fallback
         compile_grammar({"oneOf": [{**b, "additionalProperties": True} for b in schema["oneOf"]]})
 

@@ -117,7 +117,7 @@ class CombinatorsMixin:
                     finally:
                         self.max_calls, self.calls_before = budget
                 closed = self.closed_branches(branches)
-                if closed is not None and self.first_clash(closed) is None:
+                if closed is not None and self.first_clash(closed, branches) is None:
                     self.narrow(f"oneOf at #{ptr}: its branches are exclusive only without extra keys beside their "
                                 "declared properties (additionalProperties absent), which are not generated there")
                     branches = closed
@@ -164,12 +164,13 @@ class CombinatorsMixin:
         if exc.cut:
             self.narrow(str(exc) + ": the branch is cut")
 
-    def first_clash(self, branches):
+    def first_clash(self, branches, schemas=None):
         """oneOf compiled as anyOf is exact when no text generated for one branch validates
         another: an accepted instance then matches exactly one branch. The first pair (pointers)
-        where that is not provable, or None."""
+        where that is not provable, or None. `schemas`: what the branches validate against, where
+        the generated `branches` are subsets of them (closed_branches)."""
         for i, (a, a_ptr, sa) in enumerate(branches):
-            for j, (b, b_ptr, sb) in enumerate(branches):
+            for j, (b, b_ptr, sb) in enumerate(schemas or branches):
                 if i != j and not self.excludes(a, b, sa, sb):
                     return a_ptr, b_ptr
         return None
