@@ -178,3 +178,15 @@ def test_oneof_beside_a_type_branch_is_exact():
     v = validator(schema)
     for instance in ({"k": "x"}, {"r": 5}, {"k": "x", "r": 5}, {"k": "x", "r": 4}, {"r": 7, "z": 1}, None, {"k": 1}):
         assert machine.accepts(canonical_json(instance, schema)) == v.is_valid(instance), instance
+
+
+@pytest.mark.parametrize("names", [("a",), ("", "a"), ("ab", "a", "abc", "b"), ('x"y', "é", "\u0001"), ("",),
+                                   ("ab", "ac"), ("a\\", '""')])
+def test_extra_key_language_is_every_canonical_key_but_the_names(names):
+    from inferlab.constrain.schema.objects import _key_not_in
+    key = re.compile(_key_not_in(names))
+    alphabet = ["a", "b", "c", "é", '"', "\u0001", "x", "\\", "\n", "\U0001f600"]
+    words = {"".join(t) for n in range(4) for t in itertools.product(alphabet, repeat=n)} | set(names)
+    for word in words:
+        assert (key.fullmatch(json.dumps(word, ensure_ascii=False)) is not None) == (word not in names), word
+    assert not key.fullmatch('"\\u0061"')  # a key is written canonically (no needless escape)

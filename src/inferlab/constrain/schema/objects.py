@@ -131,7 +131,7 @@ class ObjectsMixin:
                 sub, sub_ptr = (extra, extra_ptr) if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
                 try:
                     value = self.any_value(sub_ptr) if sub is True else self.compile(sub, sub_ptr, stack)
-                    key_rx = _key_not_in(list(schemas))
+                    key_rx = _key_not_in(tuple(schemas))
                     if region is not None:
                         key_rx = self.names_within(key_rx, region, ptr, "patternProperties")
                     if names_rx is not None:
@@ -389,7 +389,8 @@ def _accepts_all(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not _constraining(schema))
 
 
-def _key_not_in(names: list[str]) -> str:
+@lru_cache(maxsize=1024)
+def _key_not_in(names: tuple[str, ...]) -> str:
     """A JSON object key (canonical text) whose decoded value is none of `names`.
 
     Over the trie of the names, with p a path from its root, such a key is: p, then a character
@@ -415,8 +416,8 @@ def _key_not_in(names: list[str]) -> str:
         return f"(?:{'|'.join(alts)})?" if alts else ""
 
     def leave(node) -> str | None:  # p, then a character of the names that no name continues p with
-        children = {ord(ch) for ch in node if ch is not None}
-        alts = [_json_char_ranges(tuple((c, c) for c in sorted(used - children)))] if used - children else []
+        rest = used - {ord(ch) for ch in node if ch is not None}
+        alts = [_json_char_ranges(_ranges(rest))] if rest else []
         alts += [char(ch) + rest for ch in node if ch is not None and (rest := leave(node[ch])) is not None]
         return _group(alts) if alts else None
 
@@ -428,11 +429,22 @@ def _key_not_in(names: list[str]) -> str:
 
     # non-canonical escapes (e.g. \u0061 for "a") could spell a declared name, so keys are canonical
     anything = f"{_json_char_ranges(rx.negate(()))}*"
-    unused = rx.negate(tuple((c, c) for c in sorted(used)))
+    unused = rx.negate(_ranges(used))
     keys = [path(trie) + _json_char_ranges(unused) + anything] if unused else []
     keys += [part + anything for part in [leave(trie)] if part is not None]
     keys += [part for part in [stop(trie)] if part is not None]
     return f'"{_group(keys)}"'
+
+
+def _ranges(code_points: set[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted code points as (lo, hi) runs."""
+    out: list[list[int]] = []
+    for c in sorted(code_points):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return tuple((lo, hi) for lo, hi in out)
 
 
 @lru_cache(maxsize=256)
