@@ -5,6 +5,7 @@ each key with each of three values."""
 
 import pytest
 
+from inferlab.constrain.schema import SchemaError, compile_grammar
 from test_extra_keys import agrees_with_jsonschema, objects
 
 SCHEMAS = {
@@ -14,6 +15,9 @@ SCHEMAS = {
                               "patternProperties": {"^x": {"type": "integer"}, "^\\d": {"type": "boolean"}},
                               "additionalProperties": True},
     "absent": {"type": "object", "properties": {"a": {"type": "null"}}, "patternProperties": {"^x": {"type": "integer"}}},
+    # no other key than these: a declared one, or one matching a pattern
+    "declared-false": {"type": "object", "properties": {"a": {"type": "boolean"}, "xa": {}},
+                       "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
 }
 KEYS = ["xa", "a", "1", "x1", "b", "\u0661"]
 
@@ -23,4 +27,14 @@ KEYS = ["xa", "a", "1", "x1", "b", "\u0661"]
 def test_extra_keys_beside_patterns_agree_with_jsonschema(name):
     # complete but for keys only Unicode \d matches
     instances = objects(KEYS, [1, "s", True], 2)
-    assert agrees_with_jsonschema(SCHEMAS[name], instances, complete=lambda inst: "\u0661" not in inst) > 20
+    assert agrees_with_jsonschema(SCHEMAS[name], instances, complete=lambda inst: "\u0661" not in inst) >= 10
+
+
+def test_pattern_keys_beside_additional_properties_false_count_in_one_of():
+    # {"k": 1, "x1": 2} is valid for both branches (x1 is a pattern's key in the first): not
+    # provably exclusive, so refused, never compiled as anyOf
+    schema = {"oneOf": [{"type": "object", "properties": {"k": {}}, "required": ["k"],
+                         "patternProperties": {"^x": {}}, "additionalProperties": False},
+                        {"type": "object", "required": ["x1"]}]}
+    with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
+        compile_grammar(schema)

@@ -27,11 +27,13 @@ Supported keywords
   additionalProperties is absent and a property is declared (a narrowing, recorded).
   patternProperties: a pattern whose schema accepts everything, beside extra keys that do too,
   changes nothing and is dropped; the others apply to the declared names they match; beside
-  extra keys, each extra key has the schema of the one pattern it matches (keys of that pattern's subset regex that no other
-  pattern's superset regex matches) or additionalProperties (keys no pattern's superset matches),
-  by automaton products (keys that several patterns match are not generated: recorded); when no
-  extra key can be generated, a single pattern with no declared properties is a map (its keys match the pattern);
-  a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
+  extra keys, each extra key has the schema of the one pattern it matches (keys of that pattern's
+  subset regex that no other pattern's superset regex matches) or additionalProperties (keys no
+  pattern's superset matches), by automaton products (keys that several patterns match are not
+  generated: recorded); where no other extra key is valid (additionalProperties false), the
+  patterns' keys alone, the same way (over the size limits: only the declared properties, a
+  narrowing, recorded), and a single pattern with no declared properties is a map (its keys
+  match the pattern); a single pattern every key matches (".*") applies to every key. minProperties 1, maxProperties
   0, and otherwise only where the generated objects always satisfy them (stack mode: exact on
   maps, below, and on declared members alone, at most MEMBER_BLOCK of them: an automaton per
   member and count written). propertyNames: a declared name it rejects is left out (required: unsatisfiable);

@@ -210,7 +210,10 @@ class CombinatorsMixin:
         return a, b, sa, sb
 
     def generates_extra_keys(self, node) -> bool:
+        """May the object write keys beyond its declared properties (a pattern's keys included)?"""
         extra = node.get("additionalProperties")
+        if node.get("patternProperties"):
+            return True
         if extra is None:
             return self.extra_keys or not node.get("properties")
         return extra is not False
@@ -255,6 +258,7 @@ class CombinatorsMixin:
             # a name one side requires and the other (objects only) forbids
             for x, y in ((a, b), (b, a)):
                 if _value_types(y) <= {"object"} and y.get("additionalProperties") is False and \
+                        not y.get("patternProperties") and \
                         any(n not in y.get("properties", {}) for n in x.get("required", [])):
                     return True
         return False

@@ -11,7 +11,7 @@ from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.keys import completions
 
 from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _CHAR, _DEPENDENCY_KEYWORDS,
-                                              _NOTHING, _Unsat, _child, _constraining, _group, _lit, dumps)
+                                              _NOTHING, SchemaError, _Unsat, _child, _constraining, _group, _lit, dumps)
 from inferlab.constrain.schema.algebra import _combined
 from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
 from inferlab.errors import InferlabError
@@ -96,11 +96,6 @@ class ObjectsMixin:
                 for name in schemas:
                     if compiled.search(name):
                         schemas[name] = sub if schemas[name] is True else {"allOf": [schemas[name], sub]}
-            if any(sub is not False for sub in pattern_props.values()) and not gen_extra:
-                # keys matching a pattern beyond the declared names are valid but not generated
-                # (several patterns would need their overlaps intersected): said, never silent
-                self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; "
-                            f"other keys that match its {len(pattern_props)} patterns, if any, are not")
         if names_rx is not None:  # declared names propertyNames rejects: absent (unsatisfiable if required)
             for name in [n for n in schemas if not re.fullmatch(names_rx, dumps(n))]:
                 if name in required:
@@ -124,24 +119,14 @@ class ObjectsMixin:
                 if name in required:
                     raise
                 self.note_cut(exc)
-        extra_kv, extra_members = map_kv, []
+        extra_members = []
         if gen_extra:
-            regions = self.pattern_key_regions(pattern_props, ptr) if pattern_props else [(None, None)]
-            for region, pat in regions:  # (key language beside the patterns, the pattern it matches)
-                sub, sub_ptr = (extra, extra_ptr) if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
-                try:
-                    value = self.any_value(sub_ptr) if sub is True else self.compile(sub, sub_ptr, stack)
-                    key_rx = _key_not_in(tuple(schemas))
-                    if region is not None:
-                        key_rx = self.names_within(key_rx, region, ptr, "patternProperties")
-                    if names_rx is not None:
-                        key_rx = self.names_within(key_rx, names_rx, ptr)
-                    extra_members.append((key_rx, value))
-                except _Unsat as exc:  # no value (or key) fits: no such extra key can be written
-                    self.note_cut(exc)
-            extra_kv = extra_members[0] if len(extra_members) == 1 else None
-        elif extra is None and map_kv is None:
+            extra_members = self.extra_members(schemas, pattern_props, (extra, extra_ptr), names_rx, ptr, stack)
+        elif any(sub is not False for sub in pattern_props.values()):
+            extra_members = self.pattern_members(schemas, pattern_props, names_rx, ptr, stack)
+        if extra is None and map_kv is None:
             self.narrow(f"additionalProperties absent at #{ptr}: extra keys are not generated")
+        extra_kv = map_kv if not extra_members else extra_members[0] if len(extra_members) == 1 else None
         if extra_kv is not None and self.calls_on() and all(req for _, req in members) and (
                 "maxProperties" in node or node.get("minProperties", 0) > len(members)
                 or (map_kv is not None and _keys_can_run_out(map_kv[0]))):
@@ -159,6 +144,47 @@ class ObjectsMixin:
         if body is None:
             raise _Unsat(f"minProperties at #{ptr}: no property can be written")
         return f"{self.tok('{')}{body}{self.tok('}')}"
+
+    def extra_members(self, schemas, pattern_props, extra, names_rx, ptr, stack) -> list[tuple[str, str]]:
+        """The members after the declared ones: [(key regex, value regex)], a key language per
+        pattern (pattern_key_regions) and one for the keys no pattern matches, which get
+        extra = (additionalProperties, its pointer), or none when that is None. A key never
+        repeats a declared name."""
+        regions = self.pattern_key_regions(pattern_props, ptr) if pattern_props else [(None, None)]
+        out = []
+        for region, pat in regions:  # (key language beside the patterns, the pattern it matches)
+            sub, sub_ptr = extra if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
+            if sub is None:
+                continue
+            try:
+                value = self.any_value(sub_ptr) if sub is True else self.compile(sub, sub_ptr, stack)
+                key_rx = _key_not_in(tuple(schemas))
+                if region is not None:
+                    key_rx = self.names_within(key_rx, region, ptr, "patternProperties")
+                if names_rx is not None:
+                    key_rx = self.names_within(key_rx, names_rx, ptr)
+                out.append((key_rx, value))
+            except _Unsat as exc:  # no value (or key) fits: no such extra key can be written
+                self.note_cut(exc)
+        return out
+
+    def pattern_members(self, schemas, pattern_props, names_rx, ptr, stack) -> list[tuple[str, str]]:
+        """Beside declared properties, with no other extra key (additionalProperties false, or
+        absent with extra_keys off): the keys that match a pattern, as extra_members. Where
+        their key languages are over the size limits, only the declared properties are
+        generated (a narrowing, recorded), as a refusal would lose the whole schema."""
+        saved, lenient = self.checkpoint(), self.lenient
+        self.lenient = False  # (lenient would loosen a key language that is over the limits)
+        try:
+            out = self.extra_members(schemas, pattern_props, (None, None), names_rx, ptr, stack)
+        except SchemaError as exc:
+            self.rollback(saved)
+            self.narrow(f"patternProperties at #{ptr}: only the declared properties are generated; other keys "
+                        f"that match its {len(pattern_props)} patterns are not ({exc})")
+            return []
+        finally:
+            self.lenient = lenient
+        return out
 
     def check_patterns(self, pattern_props: dict, ptr: str) -> list:
         """The patterns compiled by Python's re (what jsonschema searches with); a bad one is an error."""
