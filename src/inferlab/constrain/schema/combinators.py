@@ -99,33 +99,25 @@ class CombinatorsMixin:
         if key == "oneOf":
             clash = self.first_clash(branches)
             if clash is not None:
-                failed = None
+                closed = self.closed_branches(branches)  # the fallback, if exclusive without extra keys
+                if closed is not None and self.first_clash(closed, branches) is not None:
+                    closed = None
                 if all(_negatable(f) for f in flats):
                     # exactly one: each branch without any of the others, then plain alternatives
                     exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
-                    saved, budget = self.checkpoint(), (self.max_calls, self.calls_before)
-                    if self.extra_keys and self.closed_branches(branches) is not None:  # a fallback exists
-                        self.calls_before = self.calls
-                        self.max_calls = min(self.max_calls, self.calls + EXCLUSIVE_SUBSCHEMAS)
                     try:
-                        return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
-                    except SchemaError as exc:  # a negation that cannot be exact, or too large
-                        if not self.extra_keys:
+                        return self.attempt({**rest, "anyOf": exclusive}, ptr, stack,
+                                            None if closed is None else EXCLUSIVE_SUBSCHEMAS)
+                    except SchemaError:  # a negation that cannot be exact, or too large
+                        if closed is None:
                             raise
-                        self.rollback(saved)
-                        failed = exc
-                    finally:
-                        self.max_calls, self.calls_before = budget
-                closed = self.closed_branches(branches)
-                if closed is not None and self.first_clash(closed, branches) is None:
+                if closed is None:
+                    self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
+                                "disjoint (oneOf then differs from anyOf)")
+                else:
                     self.narrow(f"oneOf at #{ptr}: its branches are exclusive only without extra keys beside their "
                                 "declared properties (additionalProperties absent), which are not generated there")
                     branches = closed
-                elif failed is not None:
-                    raise failed
-                else:
-                    self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
-                                "disjoint (oneOf then differs from anyOf)")
         parts = []
         for merged, bptr, bstack in branches:
             try:
@@ -135,6 +127,20 @@ class CombinatorsMixin:
         if not parts:
             raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
         return _group(parts)
+
+    def attempt(self, node, ptr: str, stack, budget: int | None) -> str:
+        """compile(), at most `budget` more subschemas when given; what a SchemaError leaves
+        (automata, messages) is rolled back, for the caller to fall back on something else."""
+        saved, limits = self.checkpoint(), (self.max_calls, self.calls_before)
+        if budget is not None:
+            self.calls_before, self.max_calls = self.calls, min(self.max_calls, self.calls + budget)
+        try:
+            return self.compile(node, ptr, stack)
+        except SchemaError:
+            self.rollback(saved)
+            raise
+        finally:
+            self.max_calls, self.calls_before = limits
 
     def closed_branches(self, branches):
         """oneOf branches with no extra keys where additionalProperties is absent beside declared
