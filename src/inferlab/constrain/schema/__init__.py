@@ -60,7 +60,11 @@ Supported keywords
 - boolean, null;
 - anyOf; oneOf when no text generated for one branch validates another (types, enum/const
   values, numeric ranges, array lengths, a required key the other branch never writes or with
-  values it cannot take), since then oneOf == anyOf on what is generated;
+  values it cannot take), since then oneOf == anyOf on what is generated; otherwise, where every
+  branch's `not` is rewritten as below, each branch without the others (exact); where that is
+  refused or too large and the branches are objects that clash only through extra keys beside
+  their declared properties (additionalProperties absent), those branches without such keys (a
+  narrowing, recorded; the exact attempt then gets at most EXCLUSIVE_SUBSCHEMAS subschemas);
 - not, exact in two ways (schema.algebra). Rewritten as positive keywords: not {} (nothing), not
   {type}, not {required: [...]} (an object missing one of them), not {properties: {k: S}}
   (an object with k whose value is `not S`), with type object or none, not (not S) = S, and
