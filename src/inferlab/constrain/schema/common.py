@@ -172,6 +172,34 @@ def _json_key(value) -> str:
     return json.dumps(norm(value), sort_keys=True)
 
 
+def _json_equal(a, b) -> bool:
+    """a == b under JSON-Schema equality (as _json_key), without serialising either: parts that
+    are the same object (subschemas shared by $ref and merging) are equal at once, so comparing
+    two large subschemas costs what their differences cost, not their size."""
+    todo = [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if x is y:
+            continue
+        if isinstance(x, bool) or isinstance(y, bool) or x is None or y is None:
+            if type(x) is not type(y) or x != y:
+                return False
+        elif isinstance(x, dict):
+            if not isinstance(y, dict) or x.keys() != y.keys():
+                return False
+            todo.extend((v, y[k]) for k, v in x.items())
+        elif isinstance(x, list):
+            if not isinstance(y, list) or len(x) != len(y):
+                return False
+            todo.extend(zip(x, y))
+        elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            if x != y:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
 def _json_type(value) -> str:
     if value is None:
         return "null"
