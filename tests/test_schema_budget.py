@@ -2,14 +2,22 @@
 
 - schema equality without serialising (common._json_equal) against a canonical JSON text
   written here (sorted keys, integral floats as integers, booleans apart from numbers);
+- oneOf split by JSON type (combinators.one_of_by_type): every instance of a small product of
+  property values, accepted by the compiled grammar iff jsonschema (format checker on) accepts
+  it;
 """
 
+import itertools
 import json
 
+import jsonschema
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferlab.constrain.schema import canonical_json
 from inferlab.constrain.schema.common import _json_equal
+from inferlab.constrain.stack import compile_machine
 
 # --- equality of JSON values -----------------------------------------------------------------
 
@@ -35,3 +43,62 @@ def test_json_equality_is_json_schema_equality(a, b):
     assert _json_equal(a, b) == (canonical_text(a) == canonical_text(b))
     assert _json_equal(a, a) and _json_equal([a, b], [a, b])  # shared parts are equal at once
     assert _json_equal({"x": a, "y": b}, {"y": b, "x": a})
+
+
+# --- oneOf, one JSON type at a time ------------------------------------------------------------
+
+def validator(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def assert_exact(schema, instances):
+    """The compiled grammar accepts an instance's canonical text iff jsonschema accepts it."""
+    _, machine = compile_machine(schema)
+    v = validator(schema)
+    verdicts = {True: 0, False: 0}
+    for instance in instances:
+        want = v.is_valid(instance)
+        assert machine.accepts(canonical_json(instance, schema)) == want, (instance, want)
+        verdicts[want] += 1
+    assert min(verdicts.values()) >= 3, verdicts  # both answers are exercised
+
+
+def objects(values: dict) -> list:
+    """Every object over the given property values (absent included), and non-objects."""
+    names = list(values)
+    out = []
+    for combo in itertools.product(*([*values[n], ABSENT] for n in names)):
+        out.append({n: x for n, x in zip(names, combo) if x is not ABSENT})
+    return out + [None, True, 0, 1.5, "kind", [], ["a"]]
+
+
+ABSENT = object()
+TAGGED = {"oneOf": [  # branches without "type": each admits every non-object
+    {"properties": {"kind": {"enum": ["a"]}, "n": {"type": "integer"}}, "required": ["kind"],
+     "additionalProperties": False},
+    {"properties": {"kind": {"enum": ["b"]}, "n": {"type": "string"}, "tags": {"type": "array", "items":
+                    {"type": "string"}}}, "required": ["kind", "n"], "additionalProperties": False},
+    {"type": "object", "properties": {"kind": {"type": "string", "pattern": "^x"}, "n": {"type": "null"}},
+     "required": ["kind"], "additionalProperties": False},
+    {"type": ["string", "null"], "maxLength": 3}]}
+
+
+@pytest.mark.parametrize("schema", [TAGGED, {"type": ["object", "string", "null"], **TAGGED},
+                                    {"oneOf": TAGGED["oneOf"][:2] + [{"type": "integer", "minimum": 1}]}])
+def test_one_of_by_type_is_exact(schema):
+    """Objects: disjoint by their enum or pattern tags (the pattern branch by jsonschema checking
+    the listed values). Other types: two branches admit every value, so none matches exactly one,
+    except where only one does (the last schema's integers)."""
+    assert_exact(schema, objects({"kind": ["a", "b", "xy", "z", 1], "n": [1, "s", None],
+                                  "tags": [["t"], [1]]}) + ["abcd", "ab", 2, 0])
+
+
+def test_one_of_over_array_properties_compiles_where_negation_would_be_refused():
+    """Twelve object kinds, each with an array property: `not` of a branch would be refused (it
+    constrains arrays), but the branches are disjoint as objects and overlap completely on the
+    other types, so the oneOf is exact without any negation."""
+    kinds = [f"k{i}" for i in range(12)]
+    schema = {"oneOf": [{"properties": {"kind": {"const": k}, "ids": {"type": "array", "items": {"type": "integer"}}},
+                         "required": ["kind"], "additionalProperties": False} for k in kinds]}
+    assert_exact(schema, objects({"kind": kinds[:3] + ["k99"], "ids": [[1], ["x"], []]}))

@@ -25,8 +25,7 @@ from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
 from inferlab.constrain.dfa import compile_regex
-from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _Unsat, _child, _group, _known_keywords,
-                                              _type_set)
+from inferlab.constrain.schema.common import _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
 # canonical texts per type (what canonical_json writes); see the module docstring
@@ -143,15 +142,3 @@ def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:
 @lru_cache(maxsize=256)
 def _dfa(regex: str):
     return compile_regex(regex, max_states=dfa_algebra.MAX_PRODUCT_STATES)
-
-
-def _constrains(node: dict, t: str) -> bool:
-    """Does any keyword of node (already of type t) constrain values of type t?"""
-    if t == "number" and "number" not in _type_set(node.get("type", "number")):
-        return True  # integers only
-    others = {k for family, keys in _FAMILY_KEYWORDS.items() if family != _family(t) for k in keys}
-    return bool(set(node) & _known_keywords() - others - {"type"})
-
-
-def _family(t: str) -> str:
-    return "number" if t == "integer" else t

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
-                                              _generated_types, _group, _intersect_types, _json_key,
+                                              _constrains, _generated_types, _group, _intersect_types, _json_key,
                                               _json_type, _known_keywords, _lit, _type_set, _value_types,
                                               _values, dumps)
 
@@ -87,7 +87,7 @@ class CombinatorsMixin:
             bptr = _child(ptr, key, k)
             try:
                 flat, _, bstack = self.flatten(branch, bptr, stack)
-                flats.append(flat)
+                flats.append((flat, bptr, bstack))
                 if rest:
                     branches.append((self.merge(rest, flat, bptr, bstack), bptr, bstack))
                 else:  # the branch itself: in stack mode a $ref branch stays a call
@@ -96,15 +96,8 @@ class CombinatorsMixin:
                 if key == "oneOf" and exc.cut:
                     raise  # a branch not unrolled still counts for "exactly one"
                 self.note_cut(exc)
-        if key == "oneOf":
-            clash = self.first_clash(branches)
-            if clash is not None:
-                if all(_negatable(f) for f in flats):
-                    # exactly one: each branch without any of the others, then plain alternatives
-                    exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
-                    return self.compile({**rest, "anyOf": exclusive}, ptr, stack)
-                self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
-                            "disjoint (oneOf then differs from anyOf)")
+        if key == "oneOf" and self.first_clash(branches) is not None:
+            return self.one_of_by_type(rest, flats, ptr, stack)
         parts = []
         for merged, bptr, bstack in branches:
             try:
@@ -113,6 +106,46 @@ class CombinatorsMixin:
                 self.note_cut(exc)
         if not parts:
             raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
+        return _group(parts)
+
+    def one_of_by_type(self, rest: dict, flats: list, ptr: str, stack) -> str:
+        """oneOf whose branches are not provably disjoint, one JSON type at a time (exact: an
+        instance has one type, and a branch holds for it iff the branch restricted to its type
+        does). For each type: where two branches admit every value of it, none of its values
+        matches exactly one branch (the type is left out); where the branches restricted to it
+        are disjoint, they are plain alternatives; otherwise each branch without the others
+        (`not`), or a refusal naming the first pair not provably disjoint."""
+        parts = []
+        for t in _TYPES:
+            live, admit_all = [], 0  # live: (branch index, branch and rest restricted to t, ptr, stack)
+            for k, (flat, bptr, bstack) in enumerate(flats):
+                try:
+                    alone = self.merge(flat, {"type": t}, bptr, bstack)
+                    admit_all += not _constrains(alone, t)
+                    live.append((k, self.merge(rest, alone, bptr, bstack) if rest else alone, bptr, bstack))
+                except _Unsat as exc:
+                    if exc.cut:
+                        raise  # a branch not unrolled still counts for "exactly one"
+            if admit_all >= 2 or not live:
+                continue
+            clash = self.first_clash([(m, bptr, bstack) for _, m, bptr, bstack in live])
+            if clash is None:
+                todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
+            elif all(_negatable(flats[k][0]) for k, *_ in live):
+                # exactly one: each branch without any of the others, then plain alternatives
+                todo = [({"allOf": [m, *({"not": flats[j][0]} for j, *_ in live if j != k)]}, bptr, bstack)
+                        for k, m, bptr, bstack in live]
+            else:
+                self.refuse("oneOf", _child(ptr, "oneOf"), f"branches {clash[0]} and {clash[1]} are not "
+                            "provably disjoint (oneOf then differs from anyOf)")
+                todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
+            for node, bptr, bstack in todo:
+                try:
+                    parts.append(self.compile(node, bptr, bstack))
+                except _Unsat as exc:
+                    self.note_cut(exc)
+        if not parts:
+            raise _Unsat(f"no value at #{ptr} matches exactly one branch of oneOf")
         return _group(parts)
 
     def note_cut(self, exc: _Unsat) -> None:
@@ -197,6 +230,8 @@ class CombinatorsMixin:
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
             return True
+        if (va is not None and self.none_valid(va, b)) or (vb is not None and self.none_valid(vb, a)):
+            return True
         if ta <= {"integer", "number"} and tb <= {"integer", "number"} and _intervals_disjoint(
                 self.bounds(a, ""), self.bounds(b, "")):
             return True
@@ -212,6 +247,16 @@ class CombinatorsMixin:
                         any(n not in y.get("properties", {}) for n in x.get("required", [])):
                     return True
         return False
+
+    def none_valid(self, values: list, node) -> bool:
+        """True only if the reference validator (jsonschema, when installed) finds none of the
+        values valid against node; a format it cannot check passes there, so this stays sound."""
+        if not self.values.available or not isinstance(node, dict):
+            return False
+        try:
+            return not self.values.kept(node, values)
+        except ValueError:
+            return False
 
     def compile_enum(self, node, ptr, stack) -> str:
         return _group(self.enum_texts(node, ptr, stack))

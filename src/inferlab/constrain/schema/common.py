@@ -247,6 +247,16 @@ def _constraining(node: dict) -> bool:
     return any(k in _known_keywords() for k in node)
 
 
+def _constrains(node: dict, t: str) -> bool:
+    """Does any keyword of node (already of type t) constrain values of type t? False: node admits
+    every value of type t."""
+    if t == "number" and "number" not in _type_set(node.get("type", "number")):
+        return True  # integers only
+    family = "number" if t == "integer" else t
+    others = {k for f, keys in _FAMILY_KEYWORDS.items() if f != family for k in keys}
+    return bool(set(node) & _known_keywords() - others - {"type"})
+
+
 def _keyword_families(node) -> list[str]:
     """The types whose keywords a schema without "type" uses (what it is generated as)."""
     return [f for f, keys in _FAMILY_KEYWORDS.items() if any(k in node for k in keys)]
