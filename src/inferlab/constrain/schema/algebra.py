@@ -24,7 +24,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
-from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.schema.common import _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
@@ -128,17 +127,28 @@ class AlgebraMixin:
         return regex
 
 
-@lru_cache(maxsize=256)
 def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:
     """((r0 op0 r1) op1 r2) ... on byte DFAs ("and", "or", "minus"), read back as one regex;
-    None: the empty language. Raises InferlabError past the size limits. Cached: conditionals
-    distributed over allOf meet the same operands many times."""
-    d = _dfa(regexes[0])
-    for regex, op in zip(regexes[1:], ops):
-        d = dfa_algebra.product(d, _dfa(regex), op)
-    return dfa_algebra.to_regex(d)
+    None: the empty language. Raises InferlabError past the size limits (dfa_algebra's)."""
+    out = _combined_or_error(regexes, ops)
+    if isinstance(out, InferlabError):
+        raise out
+    return out
+
+
+@lru_cache(maxsize=256)
+def _combined_or_error(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | InferlabError | None:
+    """_combined, its refusal cached too: conditionals distributed over allOf meet the same
+    operands many times, and an operand over the limits must not be built again each time."""
+    try:
+        d = _dfa(regexes[0])
+        for regex, op in zip(regexes[1:], ops):
+            d = dfa_algebra.product(d, _dfa(regex), op)
+        return dfa_algebra.to_regex(d)
+    except InferlabError as exc:
+        return exc.with_traceback(None)  # the cache keeps the message, not the frames
 
 
 @lru_cache(maxsize=256)
 def _dfa(regex: str):
-    return compile_regex(regex, max_states=dfa_algebra.MAX_PRODUCT_STATES)
+    return dfa_algebra.operand(regex)
