@@ -5,6 +5,8 @@
 - oneOf split by JSON type (combinators.one_of_by_type): every instance of a small product of
   property values, accepted by the compiled grammar iff jsonschema (format checker on) accepts
   it;
+- oneOf whose exclusive form would distribute past MAX_SUBSCHEMAS is refused by counting, one
+  line naming oneOf and its pointer;
 - the automaton algebra's budget: `not` over nested anyOf whose operand would blow up is one
   refusal line naming keyword, pointer and limit (library and CLI), and the same shape with a
   small operand is exact on every string of a small alphabet up to length 6 (jsonschema).
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 
 from inferlab.cli import main
 from inferlab.constrain.dfa_algebra import MAX_PRODUCT_STATES
-from inferlab.constrain.schema import SchemaError, canonical_json
+from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError, canonical_json
 from inferlab.constrain.schema.common import _json_equal
 from inferlab.constrain.stack import compile_machine
 
@@ -107,6 +109,18 @@ def test_one_of_over_array_properties_compiles_where_negation_would_be_refused()
     schema = {"oneOf": [{"properties": {"kind": {"const": k}, "ids": {"type": "array", "items": {"type": "integer"}}},
                          "required": ["kind"], "additionalProperties": False} for k in kinds]}
     assert_exact(schema, objects({"kind": kinds[:3] + ["k99"], "ids": [[1], ["x"], []]}))
+
+
+def test_an_exclusive_one_of_past_the_expansion_limit_is_refused_by_counting():
+    """Eight object kinds told apart by optional properties only: each branch without the
+    others is an allOf of seven negations of six alternatives each, 8 * 6^7 in all."""
+    props = [f"p{i}" for i in range(6)]
+    schema = {"oneOf": [{"properties": {p: {"enum": [k]} for p in props}} for k in range(8)]}
+    with pytest.raises(SchemaError) as exc:
+        compile_machine(schema)
+    message = str(exc.value)
+    assert message.startswith("oneOf at #/oneOf: ") and f"{8 * 6 ** 7:,} alternatives" in message
+    assert f"{MAX_SUBSCHEMAS:,}" in message and "\n" not in message
 
 
 # --- the algebra's budget --------------------------------------------------------------------

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
-                                              _constrains, _generated_types, _group, _intersect_types, _json_key,
-                                              _json_type, _known_keywords, _lit, _type_set, _value_types,
-                                              _values, dumps)
+from inferlab.constrain.schema.common import (MAX_SUBSCHEMAS, SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES,
+                                              _Unsat, _child, _constraining, _constrains, _generated_types, _group,
+                                              _intersect_types, _json_key, _json_type, _known_keywords, _lit,
+                                              _type_set, _value_types, _values, dumps)
 
 
 class CombinatorsMixin:
@@ -133,6 +133,11 @@ class CombinatorsMixin:
                 todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
             elif all(_negatable(flats[k][0]) for k, *_ in live):
                 # exactly one: each branch without any of the others, then plain alternatives
+                bound = _exclusive_alternatives([flats[k][0] for k, *_ in live])
+                if bound > MAX_SUBSCHEMAS:  # counted before anything is built
+                    raise SchemaTooLarge(f"oneOf at #{_child(ptr, 'oneOf')}: each of its {len(live)} {t} branches "
+                                         f"without the others distributes to up to {bound:,} alternatives, "
+                                         f"over the {MAX_SUBSCHEMAS:,} subschemas a schema may expand to")
                 todo = [({"allOf": [m, *({"not": flats[j][0]} for j, *_ in live if j != k)]}, bptr, bstack)
                         for k, m, bptr, bstack in live]
             else:
@@ -155,17 +160,34 @@ class CombinatorsMixin:
     def first_clash(self, branches):
         """oneOf compiled as anyOf is exact when no text generated for one branch validates
         another: an accepted instance then matches exactly one branch. The first pair (pointers)
-        where that is not provable, or None."""
-        for i, (a, a_ptr, sa) in enumerate(branches):
-            for j, (b, b_ptr, sb) in enumerate(branches):
-                if i != j and not self.excludes(a, b, sa, sb):
-                    return a_ptr, b_ptr
+        where that is not provable, or None. The answer is kept per list of branch objects (a
+        subschema used in many places is asked again with the same objects)."""
+        key = tuple((id(node), s) for node, _, s in branches)
+        known = self.clashes.get(key)
+        if known is None:
+            known = self.clashes[key] = ([node for node, _, _ in branches], self.clash_indices(branches))
+        clash = known[1]
+        return None if clash is None else (branches[clash[0]][1], branches[clash[1]][1])
+
+    def clash_indices(self, branches) -> tuple[int, int] | None:
+        for i, (a, _, sa) in enumerate(branches):
+            for j in range(i + 1, len(branches)):
+                b, _, sb = branches[j]
+                if self.disjoint(a, b, sa, sb):  # symmetric: both directions at once
+                    continue
+                if not self.generated_outside(a, b, sa, sb):
+                    return i, j
+                if not self.generated_outside(b, a, sb, sa):
+                    return j, i
         return None
 
     def excludes(self, a, b, sa=(), sb=(), depth=0) -> bool:
         """True only if no instance that the regex of `a` generates satisfies `b`."""
-        if self.disjoint(a, b, sa, sb, depth):
-            return True
+        return self.disjoint(a, b, sa, sb, depth) or self.generated_outside(a, b, sa, sb, depth)
+
+    def generated_outside(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance that the regex of `a` generates satisfies `b`, for reasons
+        beyond disjointness (objects a never generates with a name b requires)."""
         pair = self.flat_pair(a, b, sa, sb, depth)
         if isinstance(pair, bool):
             return pair
@@ -378,6 +400,30 @@ def _negation(neg):
         return objects
     others = [t for t in _TYPES if t != "object"]
     return {"anyOf": [{"type": others}, objects]} if objects is not False else {"type": others}
+
+
+def _exclusive_alternatives(flats: list) -> int:
+    """An upper bound on the alternatives that `each branch and not any other` distributes to:
+    for each branch, the product over the others of the alternatives of their negation."""
+    counts = [_alternatives(_negation(f)) for f in flats]
+    total = 0
+    for k in range(len(counts)):
+        product = 1
+        for j, c in enumerate(counts):
+            if j != k:
+                product *= c
+        total += product
+    return total
+
+
+def _alternatives(node) -> int:
+    """How many alternatives a schema distributes to at its top: anyOf adds, allOf multiplies."""
+    if not isinstance(node, dict):
+        return 1
+    n = sum(_alternatives(b) for b in node["anyOf"]) if isinstance(node.get("anyOf"), list) else 1
+    for b in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        n *= _alternatives(b)
+    return n
 
 
 def _negatable(node) -> bool:
