@@ -98,15 +98,20 @@ class CombinatorsMixin:
                 self.note_cut(exc)
         if key == "oneOf" and self.first_clash(branches) is not None:
             return self.one_of_by_type(rest, flats, ptr, stack)
-        parts = []
-        for merged, bptr, bstack in branches:
-            try:
-                parts.append(self.compile(merged, bptr, bstack))
-            except _Unsat as exc:
-                self.note_cut(exc)
+        parts = self.compile_each(branches)
         if not parts:
             raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
         return _group(parts)
+
+    def compile_each(self, alternatives) -> list[str]:
+        """The regexes of the (schema, ptr, stack) alternatives; an unsatisfiable one is left out."""
+        parts = []
+        for node, ptr, stack in alternatives:
+            try:
+                parts.append(self.compile(node, ptr, stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        return parts
 
     def one_of_by_type(self, rest: dict, flats: list, ptr: str, stack) -> str:
         """oneOf whose branches are not provably disjoint, one JSON type at a time (exact: an
@@ -144,11 +149,7 @@ class CombinatorsMixin:
                 self.refuse("oneOf", _child(ptr, "oneOf"), f"branches {clash[0]} and {clash[1]} are not "
                             "provably disjoint (oneOf then differs from anyOf)")
                 todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
-            for node, bptr, bstack in todo:
-                try:
-                    parts.append(self.compile(node, bptr, bstack))
-                except _Unsat as exc:
-                    self.note_cut(exc)
+            parts += self.compile_each(todo)
         if not parts:
             raise _Unsat(f"no value at #{ptr} matches exactly one branch of oneOf")
         return _group(parts)
