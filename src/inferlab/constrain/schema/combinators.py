@@ -142,7 +142,7 @@ class CombinatorsMixin:
                 if bound > MAX_SUBSCHEMAS:  # counted before anything is built
                     raise SchemaTooLarge(f"oneOf at #{_child(ptr, 'oneOf')}: each of its {len(live)} {t} branches "
                                          f"without the others distributes to up to {bound:,} alternatives, "
-                                         f"over the {MAX_SUBSCHEMAS:,} subschemas a schema may expand to")
+                                         f"more than the {MAX_SUBSCHEMAS:,} subschemas a schema may expand to")
                 todo = [({"allOf": [m, *({"not": flats[j][0]} for j, *_ in live if j != k)]}, bptr, bstack)
                         for k, m, bptr, bstack in live]
             else:
