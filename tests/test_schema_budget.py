@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.cli import main
+from inferlab.constrain.bench import _size_refusal
 from inferlab.constrain.dfa_algebra import MAX_PRODUCT_STATES
 from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError, canonical_json
 from inferlab.constrain.schema.common import _json_equal
@@ -121,6 +122,7 @@ def test_an_exclusive_one_of_past_the_expansion_limit_is_refused_by_counting():
     message = str(exc.value)
     assert message.startswith("oneOf at #/oneOf: ") and f"{8 * 6 ** 7:,} alternatives" in message
     assert f"{MAX_SUBSCHEMAS:,}" in message and "\n" not in message
+    assert _size_refusal(message)  # schema-bench counts it among the size refusals
 
 
 # --- the algebra's budget --------------------------------------------------------------------
@@ -139,7 +141,7 @@ def test_an_operand_over_the_budget_is_one_refusal_line(tmp_path, capsys):
         compile_machine(schema)
     message = str(exc.value)
     assert message.startswith("not at #/properties/code/not: ") and "\n" not in message
-    assert f"exceeds {MAX_PRODUCT_STATES:,} states" in message
+    assert f"exceeds {MAX_PRODUCT_STATES:,} states" in message and _size_refusal(message)
     path = tmp_path / "s.json"
     path.write_text(json.dumps(schema))
     assert main(["schema", "compile", str(path)]) == 2
