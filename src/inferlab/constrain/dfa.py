@@ -18,6 +18,10 @@ from inferlab.errors import InferlabError
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
 
 
+class StateLimit(InferlabError):
+    """The subset construction reached its max_states."""
+
+
 @dataclass(frozen=True, eq=False)
 class DFA:
     trans: np.ndarray      # (S, 256) int32, -1 = dead
@@ -99,7 +103,7 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         sid = ids.get(key)
         if sid is None:
             if len(sets) >= max_states:
-                raise InferlabError(f"the schema's automaton exceeds {max_states} states; "
+                raise StateLimit(f"the schema's automaton exceeds {max_states} states; "
                                     "simplify the schema or raise max_states")
             sid = ids[key] = len(sets)
             sets.append(key)

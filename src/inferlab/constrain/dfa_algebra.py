@@ -5,20 +5,28 @@ operations (`not`, `allOf`, `if`/`then`/`else` over operands that compile exactl
 into that dialect: `product` combines two byte DFAs (intersection, union, difference: the
 complement within a universe), and `to_regex` turns the result into a regex by state
 elimination (Brzozowski-McCluskey) over code points, read off the UTF-8 byte paths.
-Both have size limits; beyond them they raise AutomatonTooLarge, which the compiler turns into
-a refusal naming the keyword and pointer.
+Both have size limits, and so does `operand`, which builds an operand's DFA; beyond them they
+raise AutomatonTooLarge at once, which the compiler turns into a refusal naming the keyword,
+the pointer and the limit. The limits bound the work as well as the size: nothing is minimised
+or read back that is over them, so an operand that would blow up is refused in a fraction of a
+second.
 """
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
-from inferlab.constrain.dfa import DFA, from_rows
+from inferlab.constrain.dfa import DFA, StateLimit, compile_regex, from_rows
 from inferlab.errors import InferlabError
 
-MAX_PRODUCT_STATES = 20_000
 MAX_REGEX_CHARS = 200_000
 MAX_REGEX_STATES = 2_000  # state elimination copies labels per path: beyond this it is slow and huge
+# Every operand and product is read back as a regex, from at most MAX_REGEX_STATES states once
+# minimised; a DFA twice that size (before minimising) is refused without building further:
+# determinising, multiplying and minimising such automata is what costs seconds (Python loops).
+MAX_PRODUCT_STATES = 2 * MAX_REGEX_STATES
 
 # UTF-8 lead bytes: (first, last, continuation bytes, payload mask, lowest and highest code point)
 _LEADS = ((0xC2, 0xDF, 1, 0x1F, 0x80, 0x7FF), (0xE0, 0xEF, 2, 0x0F, 0x800, 0xFFFF),
@@ -65,6 +73,15 @@ def product(a: DFA, b: DFA, op: str, *, max_states: int = MAX_PRODUCT_STATES) ->
                      np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
 
 
+def operand(regex: str, *, max_states: int = MAX_PRODUCT_STATES) -> DFA:
+    """The minimal DFA of an operand's regex; AutomatonTooLarge past max_states (the subset
+    construction stops there)."""
+    try:
+        return compile_regex(regex, max_states=max_states)
+    except StateLimit:
+        raise AutomatonTooLarge(f"an operand's automaton exceeds {max_states:,} states") from None
+
+
 def is_empty(d: DFA) -> bool:
     return not bool(d.accepting.any())
 
@@ -90,13 +107,28 @@ def to_regex(d: DFA, *, max_chars: int = MAX_REGEX_CHARS) -> str | None:
     start, final = n, n + 1
     out: list[dict[int, _Label]] = [{} for _ in range(n + 2)]
     inc: list[set[int]] = [set() for _ in range(n + 2)]
+    # per state, the summed lengths of its labels in and out (self-loops apart), kept as labels
+    # change, so a state's elimination weight costs O(1), not a pass over its edges
+    in_len, out_len = [0] * (n + 2), [0] * (n + 2)
 
     def add(p: int, q: int, label: _Label) -> None:
         old = out[p].get(q)
-        out[p][q] = label if old is None else _alt(old, label)
+        new = out[p][q] = label if old is None else _alt(old, label)
         inc[q].add(p)
-        if len(out[p][q].text) > max_chars:
+        if len(new.text) > max_chars:
             raise AutomatonTooLarge(f"the regex of the automaton exceeds {max_chars:,} characters")
+        if p != q:
+            grown = len(new.text) - (0 if old is None else len(old.text))
+            out_len[p] += grown
+            in_len[q] += grown
+
+    def weight_of(q: int) -> int:
+        """How much text eliminating q adds: each label into q is copied once per way out and each
+        label out of q once per way in (Delgado & Morais's heuristic); the smallest goes first."""
+        loop = out[q].get(q)
+        ins, outs = len(inc[q]) - (q in inc[q]), len(out[q]) - (loop is not None)
+        w = in_len[q] * (outs - 1) + out_len[q] * (ins - 1)
+        return w + (len(loop.text) * (ins * outs - 1) if loop is not None else 0)
 
     add(start, d.start, _EMPTY)
     for s, targets in edges.items():
@@ -104,34 +136,35 @@ def to_regex(d: DFA, *, max_chars: int = MAX_REGEX_CHARS) -> str | None:
             add(s, final, _EMPTY)
         for target, ranges in targets.items():
             add(s, target, _charset(ranges))
-    remaining = set(edges)
-    while remaining:
-        q = min(remaining, key=lambda x: (_weight(x, out, inc), x))
-        remaining.discard(q)
+    # eliminate the lightest state first (ties: the lowest id); eliminating q changes the weights
+    # of its neighbours only, so the others stay valid in the heap (stale entries are skipped)
+    weight = {x: weight_of(x) for x in edges}
+    heap = [(w, x) for x, w in weight.items()]
+    heapq.heapify(heap)
+    while heap:
+        w, q = heapq.heappop(heap)
+        if weight.get(q) != w:
+            continue
+        del weight[q]
         loop = out[q].pop(q, None)
         inc[q].discard(q)
         middle = _star(loop) if loop is not None else _EMPTY
         for p in inc[q]:
             into = out[p].pop(q)
+            out_len[p] -= len(into.text)
             for r, away in out[q].items():
                 add(p, r, _cat(_cat(into, middle), away))
-        for r in out[q]:
+        for r, away in out[q].items():
             inc[r].discard(q)
+            in_len[r] -= len(away.text)
+        for x in inc[q] | out[q].keys():
+            if x in weight:
+                weight[x] = weight_of(x)
+                heapq.heappush(heap, (weight[x], x))
         out[q], inc[q] = {}, set()
     label = out[start].get(final)
     # one unit: the compiler concatenates and repeats subschema regexes as they are
     return None if label is None else _group(label, 2)
-
-
-def _weight(q: int, out, inc) -> int:
-    """How much text eliminating q adds: each label into q is copied once per way out and each
-    label out of q once per way in (Delgado & Morais's heuristic); the smallest goes first."""
-    loop = out[q].get(q)
-    ins = [p for p in inc[q] if p != q]
-    outs = [r for r in out[q] if r != q]
-    w = sum(len(out[p][q].text) for p in ins) * (len(outs) - 1)
-    w += sum(len(out[q][r].text) for r in outs) * (len(ins) - 1)
-    return w + (len(loop.text) * (len(ins) * len(outs) - 1) if loop is not None else 0)
 
 
 class _Label:

@@ -59,12 +59,16 @@ Supported keywords
   digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
 - boolean, null;
 - anyOf; oneOf when no text generated for one branch validates another (types, enum/const
-  values, numeric ranges, array lengths, a required key the other branch never writes or with
-  values it cannot take), since then oneOf == anyOf on what is generated; otherwise, where every
-  branch's `not` is rewritten as below, each branch without the others (exact); where that is
-  refused or too large and the branches are objects that clash only through extra keys beside
-  their declared properties (additionalProperties absent), those branches without such keys (a
-  narrowing, recorded; the exact attempt then gets at most EXCLUSIVE_SUBSCHEMAS subschemas);
+  values, also listed values the reference validator finds invalid on the other side, numeric
+  ranges, array lengths, a required key the other branch never writes or with values it cannot
+  take), since then oneOf == anyOf on what is generated; otherwise one JSON type at a time: a
+  type two branches admit all of has no value matching exactly one (left out), branches
+  disjoint within the type are alternatives, and else each branch without the others (`not`,
+  below) where every branch has a positive negation, counted first: past MAX_SUBSCHEMAS
+  alternatives an error. Where that is refused or too large and the branches are objects that
+  clash only through extra keys beside their declared properties (additionalProperties
+  absent), those branches without such keys (a narrowing, recorded; the exact attempt then gets
+  at most EXCLUSIVE_SUBSCHEMAS subschemas);
 - not, exact in two ways (schema.algebra). Rewritten as positive keywords: not {} (nothing), not
   {type}, not {required: [...]} (an object missing one of them), not {properties: {k: S}}
   (an object with k whose value is `not S`), with type object or none, not (not S) = S, and
@@ -75,7 +79,8 @@ Supported keywords
   in plain decimal notation, non-integers with at most 15 significant digits: a narrowing,
   recorded) minus the operand's regex. The operand must compile flat (no calls) with no
   narrowing, since a narrowed operand would make its complement looser than the schema; that,
-  a constrained object or array operand, and automata over the size limits are errors;
+  a constrained object or array operand, and automata over the size limits (an operand's or
+  product's DFA over dfa_algebra.MAX_PRODUCT_STATES is refused before it is minimised) are errors;
 - if/then/else: (if and then) or (not if and else), each side compiled as above;
 - allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
   each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second

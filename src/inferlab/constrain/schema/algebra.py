@@ -24,9 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
-from inferlab.constrain.dfa import compile_regex
-from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _Unsat, _child, _group, _known_keywords,
-                                              _type_set)
+from inferlab.constrain.schema.common import _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
 # canonical texts per type (what canonical_json writes); see the module docstring
@@ -129,29 +127,28 @@ class AlgebraMixin:
         return regex
 
 
-@lru_cache(maxsize=256)
 def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:
     """((r0 op0 r1) op1 r2) ... on byte DFAs ("and", "or", "minus"), read back as one regex;
-    None: the empty language. Raises InferlabError past the size limits. Cached: conditionals
-    distributed over allOf meet the same operands many times."""
-    d = _dfa(regexes[0])
-    for regex, op in zip(regexes[1:], ops):
-        d = dfa_algebra.product(d, _dfa(regex), op)
-    return dfa_algebra.to_regex(d)
+    None: the empty language. Raises InferlabError past the size limits (dfa_algebra's)."""
+    out = _combined_or_error(regexes, ops)
+    if isinstance(out, InferlabError):
+        raise out
+    return out
+
+
+@lru_cache(maxsize=256)
+def _combined_or_error(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | InferlabError | None:
+    """_combined, its refusal cached too: conditionals distributed over allOf meet the same
+    operands many times, and an operand over the limits must not be built again each time."""
+    try:
+        d = _dfa(regexes[0])
+        for regex, op in zip(regexes[1:], ops):
+            d = dfa_algebra.product(d, _dfa(regex), op)
+        return dfa_algebra.to_regex(d)
+    except InferlabError as exc:
+        return exc.with_traceback(None)  # the cache keeps the message, not the frames
 
 
 @lru_cache(maxsize=256)
 def _dfa(regex: str):
-    return compile_regex(regex, max_states=dfa_algebra.MAX_PRODUCT_STATES)
-
-
-def _constrains(node: dict, t: str) -> bool:
-    """Does any keyword of node (already of type t) constrain values of type t?"""
-    if t == "number" and "number" not in _type_set(node.get("type", "number")):
-        return True  # integers only
-    others = {k for family, keys in _FAMILY_KEYWORDS.items() if family != _family(t) for k in keys}
-    return bool(set(node) & _known_keywords() - others - {"type"})
-
-
-def _family(t: str) -> str:
-    return "number" if t == "integer" else t
+    return dfa_algebra.operand(regex)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, SchemaError, _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining,
-                                              _generated_types, _group, _intersect_types, _json_key,
-                                              _json_type, _known_keywords, _lit, _type_set, _value_types,
-                                              _values, dumps)
+from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, MAX_SUBSCHEMAS, SchemaError, SchemaTooLarge,
+                                              _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining, _constrains,
+                                              _generated_types, _group, _intersect_types, _json_key, _json_type,
+                                              _known_keywords, _lit, _type_set, _value_types, _values, dumps)
 
 
 class CombinatorsMixin:
@@ -87,7 +87,7 @@ class CombinatorsMixin:
             bptr = _child(ptr, key, k)
             try:
                 flat, _, bstack = self.flatten(branch, bptr, stack)
-                flats.append(flat)
+                flats.append((flat, bptr, bstack))
                 if rest:
                     branches.append((self.merge(rest, flat, bptr, bstack), bptr, bstack))
                 else:  # the branch itself: in stack mode a $ref branch stays a call
@@ -96,46 +96,30 @@ class CombinatorsMixin:
                 if key == "oneOf" and exc.cut:
                     raise  # a branch not unrolled still counts for "exactly one"
                 self.note_cut(exc)
-        if key == "oneOf":
-            clash = self.first_clash(branches)
-            if clash is not None:
-                closed = self.closed_branches(branches)  # the fallback, if exclusive without extra keys
-                if closed is not None and self.first_clash(closed, branches) is not None:
-                    closed = None
-                if all(_negatable(f) for f in flats):
-                    # exactly one: each branch without any of the others, then plain alternatives
-                    exclusive = [{"allOf": [f, *({"not": g} for g in flats if g is not f)]} for f in flats]
-                    try:
-                        return self.attempt({**rest, "anyOf": exclusive}, ptr, stack,
-                                            None if closed is None else EXCLUSIVE_SUBSCHEMAS)
-                    except SchemaError:  # a negation that cannot be exact, or too large
-                        if closed is None:
-                            raise
-                if closed is None:
-                    self.refuse("oneOf", _child(ptr, key), f"branches {clash[0]} and {clash[1]} are not provably "
-                                "disjoint (oneOf then differs from anyOf)")
-                else:
-                    self.narrow(f"oneOf at #{ptr}: its branches are exclusive only without extra keys beside their "
-                                "declared properties (additionalProperties absent), which are not generated there")
-                    branches = closed
-        parts = []
-        for merged, bptr, bstack in branches:
+        if key == "oneOf" and self.first_clash(branches) is not None:
+            closed = self.closed_branches(branches)  # the fallback, if exclusive without extra keys
+            if closed is not None and self.first_clash(closed, branches) is not None:
+                closed = None
+            if closed is None:
+                return self.one_of_by_type(rest, flats, ptr, stack)
             try:
-                parts.append(self.compile(merged, bptr, bstack))
-            except _Unsat as exc:
-                self.note_cut(exc)
+                return self.attempt(lambda: self.one_of_by_type(rest, flats, ptr, stack), EXCLUSIVE_SUBSCHEMAS)
+            except SchemaError:  # a negation that cannot be exact, or too large
+                self.narrow(f"oneOf at #{ptr}: its branches are exclusive only without extra keys beside their "
+                            "declared properties (additionalProperties absent), which are not generated there")
+                branches = closed
+        parts = self.compile_each(branches)
         if not parts:
             raise _Unsat(f"no branch of {key} at #{ptr} is satisfiable")
         return _group(parts)
 
-    def attempt(self, node, ptr: str, stack, budget: int | None) -> str:
-        """compile(), at most `budget` more subschemas when given; what a SchemaError leaves
+    def attempt(self, build, budget: int) -> str:
+        """build() (a compile), with at most `budget` more subschemas; what a SchemaError leaves
         (automata, messages) is rolled back, for the caller to fall back on something else."""
         saved, limits = self.checkpoint(), (self.max_calls, self.calls_before)
-        if budget is not None:
-            self.calls_before, self.max_calls = self.calls, min(self.max_calls, self.calls + budget)
+        self.calls_before, self.max_calls = self.calls, min(self.max_calls, self.calls + budget)
         try:
-            return self.compile(node, ptr, stack)
+            return build()
         except SchemaError:
             self.rollback(saved)
             raise
@@ -166,6 +150,57 @@ class CombinatorsMixin:
                 out.append((merged, bptr, bstack))
         return out if changed else None
 
+    def compile_each(self, alternatives) -> list[str]:
+        """The regexes of the (schema, ptr, stack) alternatives; an unsatisfiable one is left out."""
+        parts = []
+        for node, ptr, stack in alternatives:
+            try:
+                parts.append(self.compile(node, ptr, stack))
+            except _Unsat as exc:
+                self.note_cut(exc)
+        return parts
+
+    def one_of_by_type(self, rest: dict, flats: list, ptr: str, stack) -> str:
+        """oneOf whose branches are not provably disjoint, one JSON type at a time (exact: an
+        instance has one type, and a branch holds for it iff the branch restricted to its type
+        does). For each type: where two branches admit every value of it, none of its values
+        matches exactly one branch (the type is left out); where the branches restricted to it
+        are disjoint, they are plain alternatives; otherwise each branch without the others
+        (`not`), or a refusal naming the first pair not provably disjoint."""
+        parts = []
+        for t in _TYPES:
+            live, admit_all = [], 0  # live: (branch index, branch and rest restricted to t, ptr, stack)
+            for k, (flat, bptr, bstack) in enumerate(flats):
+                try:
+                    alone = self.merge(flat, {"type": t}, bptr, bstack)
+                    admit_all += not _constrains(alone, t)
+                    live.append((k, self.merge(rest, alone, bptr, bstack) if rest else alone, bptr, bstack))
+                except _Unsat as exc:
+                    if exc.cut:
+                        raise  # a branch not unrolled still counts for "exactly one"
+            if admit_all >= 2 or not live:
+                continue
+            clash = self.first_clash([(m, bptr, bstack) for _, m, bptr, bstack in live])
+            if clash is None:
+                todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
+            elif all(_negatable(flats[k][0]) for k, *_ in live):
+                # exactly one: each branch without any of the others, then plain alternatives
+                bound = _exclusive_alternatives([flats[k][0] for k, *_ in live])
+                if bound > MAX_SUBSCHEMAS:  # counted before anything is built
+                    raise SchemaTooLarge(f"oneOf at #{_child(ptr, 'oneOf')}: each of its {len(live)} {t} branches "
+                                         f"without the others distributes to up to {bound:,} alternatives, "
+                                         f"more than the {MAX_SUBSCHEMAS:,} subschemas a schema may expand to")
+                todo = [({"allOf": [m, *({"not": flats[j][0]} for j, *_ in live if j != k)]}, bptr, bstack)
+                        for k, m, bptr, bstack in live]
+            else:
+                self.refuse("oneOf", _child(ptr, "oneOf"), f"branches {clash[0]} and {clash[1]} are not "
+                            "provably disjoint (oneOf then differs from anyOf)")
+                todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
+            parts += self.compile_each(todo)
+        if not parts:
+            raise _Unsat(f"no value at #{ptr} matches exactly one branch of oneOf")
+        return _group(parts)
+
     def note_cut(self, exc: _Unsat) -> None:
         if exc.cut:
             self.narrow(str(exc) + ": the branch is cut")
@@ -174,17 +209,41 @@ class CombinatorsMixin:
         """oneOf compiled as anyOf is exact when no text generated for one branch validates
         another: an accepted instance then matches exactly one branch. The first pair (pointers)
         where that is not provable, or None. `schemas`: what the branches validate against, where
-        the generated `branches` are subsets of them (closed_branches)."""
-        for i, (a, a_ptr, sa) in enumerate(branches):
-            for j, (b, b_ptr, sb) in enumerate(schemas or branches):
-                if i != j and not self.excludes(a, b, sa, sb):
-                    return a_ptr, b_ptr
+        the generated `branches` are subsets of them (closed_branches). Without it, the answer is
+        kept per list of branch objects (a subschema used in many places is asked again with the
+        same objects)."""
+        if schemas is not None:
+            for i, (a, a_ptr, sa) in enumerate(branches):
+                for j, (b, b_ptr, sb) in enumerate(schemas):
+                    if i != j and not self.excludes(a, b, sa, sb):
+                        return a_ptr, b_ptr
+            return None
+        key = tuple((id(node), s) for node, _, s in branches)
+        known = self.clashes.get(key)
+        if known is None:
+            known = self.clashes[key] = ([node for node, _, _ in branches], self.clash_indices(branches))
+        clash = known[1]
+        return None if clash is None else (branches[clash[0]][1], branches[clash[1]][1])
+
+    def clash_indices(self, branches) -> tuple[int, int] | None:
+        for i, (a, _, sa) in enumerate(branches):
+            for j in range(i + 1, len(branches)):
+                b, _, sb = branches[j]
+                if self.disjoint(a, b, sa, sb):  # symmetric: both directions at once
+                    continue
+                if not self.generated_outside(a, b, sa, sb):
+                    return i, j
+                if not self.generated_outside(b, a, sb, sa):
+                    return j, i
         return None
 
     def excludes(self, a, b, sa=(), sb=(), depth=0) -> bool:
         """True only if no instance that the regex of `a` generates satisfies `b`."""
-        if self.disjoint(a, b, sa, sb, depth):
-            return True
+        return self.disjoint(a, b, sa, sb, depth) or self.generated_outside(a, b, sa, sb, depth)
+
+    def generated_outside(self, a, b, sa=(), sb=(), depth=0) -> bool:
+        """True only if no instance that the regex of `a` generates satisfies `b`, for reasons
+        beyond disjointness (objects a never generates with a name b requires)."""
         pair = self.flat_pair(a, b, sa, sb, depth)
         if isinstance(pair, bool):
             return pair
@@ -252,6 +311,8 @@ class CombinatorsMixin:
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
             return True
+        if (va is not None and self.none_valid(va, b)) or (vb is not None and self.none_valid(vb, a)):
+            return True
         if ta <= {"integer", "number"} and tb <= {"integer", "number"} and _intervals_disjoint(
                 self.bounds(a, ""), self.bounds(b, "")):
             return True
@@ -268,6 +329,16 @@ class CombinatorsMixin:
                         any(n not in y.get("properties", {}) for n in x.get("required", [])):
                     return True
         return False
+
+    def none_valid(self, values: list, node) -> bool:
+        """True only if the reference validator (jsonschema, when installed) finds none of the
+        values valid against node; a format it cannot check passes there, so this stays sound."""
+        if not self.values.available or not isinstance(node, dict):
+            return False
+        try:
+            return not self.values.kept(node, values)
+        except ValueError:
+            return False
 
     def compile_enum(self, node, ptr, stack) -> str:
         return _group(self.enum_texts(node, ptr, stack))
@@ -395,6 +466,30 @@ def _negation(neg):
         return objects
     others = [t for t in _TYPES if t != "object"]
     return {"anyOf": [{"type": others}, objects]} if objects is not False else {"type": others}
+
+
+def _exclusive_alternatives(flats: list) -> int:
+    """An upper bound on the alternatives that `each branch and not any other` distributes to:
+    for each branch, the product over the others of the alternatives of their negation."""
+    counts = [_alternatives(_negation(f)) for f in flats]
+    total = 0
+    for k in range(len(counts)):
+        product = 1
+        for j, c in enumerate(counts):
+            if j != k:
+                product *= c
+        total += product
+    return total
+
+
+def _alternatives(node) -> int:
+    """How many alternatives a schema distributes to at its top: anyOf adds, allOf multiplies."""
+    if not isinstance(node, dict):
+        return 1
+    n = sum(_alternatives(b) for b in node["anyOf"]) if isinstance(node.get("anyOf"), list) else 1
+    for b in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        n *= _alternatives(b)
+    return n
 
 
 def _negatable(node) -> bool:

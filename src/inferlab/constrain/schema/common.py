@@ -177,6 +177,34 @@ def _json_key(value) -> str:
     return json.dumps(norm(value), sort_keys=True)
 
 
+def _json_equal(a, b) -> bool:
+    """a == b under JSON-Schema equality (as _json_key), without serialising either: parts that
+    are the same object (subschemas shared by $ref and merging) are equal at once, so comparing
+    two large subschemas costs what their differences cost, not their size."""
+    todo = [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if x is y:
+            continue
+        if isinstance(x, bool) or isinstance(y, bool) or x is None or y is None:
+            if type(x) is not type(y) or x != y:
+                return False
+        elif isinstance(x, dict):
+            if not isinstance(y, dict) or x.keys() != y.keys():
+                return False
+            todo.extend((v, y[k]) for k, v in x.items())
+        elif isinstance(x, list):
+            if not isinstance(y, list) or len(x) != len(y):
+                return False
+            todo.extend(zip(x, y))
+        elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            if x != y:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
 def _json_type(value) -> str:
     if value is None:
         return "null"
@@ -222,6 +250,16 @@ def _known_keywords() -> frozenset:
 
 def _constraining(node: dict) -> bool:
     return any(k in _known_keywords() for k in node)
+
+
+def _constrains(node: dict, t: str) -> bool:
+    """Does any keyword of node (already of type t) constrain values of type t? False: node admits
+    every value of type t."""
+    if t == "number" and "number" not in _type_set(node.get("type", "number")):
+        return True  # integers only
+    family = "number" if t == "integer" else t
+    others = {k for f, keys in _FAMILY_KEYWORDS.items() if f != family for k in keys}
+    return bool(set(node) & _known_keywords() - others - {"type"})
 
 
 def _keyword_families(node) -> list[str]:

@@ -58,6 +58,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.unenforced_formats: list[str] = []
         self.values = ValueChecker(root)  # enum/const beside other keywords
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
+        self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
         # draft-03/04: an integer is a number written without a fraction, so 12345.0 is not one;

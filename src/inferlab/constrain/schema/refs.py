@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
-                                              _constraining, _intersect_types, _json_key, _known_keywords,
-                                              _type_set)
+                                              _constraining, _intersect_types, _json_equal, _json_key,
+                                              _known_keywords, _type_set)
 
 
 class RefsMixin:
@@ -103,7 +103,7 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
-        if "if" in a and "if" in b and any(_json_key(a.get(k)) != _json_key(b.get(k)) for k in ("if", "then", "else")):
+        if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
             b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
         for key, bv in b.items():
@@ -111,7 +111,7 @@ class RefsMixin:
                 out[key] = bv
                 continue
             av = out[key]
-            if _json_key(av) == _json_key(bv):
+            if _json_equal(av, bv):
                 continue
             out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
         if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
