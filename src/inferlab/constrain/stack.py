@@ -64,6 +64,7 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
+NARROW_NODES = 2048               # a mask is walked node by node in Python while it looks at fewer trie children
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -315,8 +316,21 @@ class StackMachine:
         if row[0] != -2:
             return row
         stacks = self.closure(cid)
-        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         out = np.full(256, -1, dtype=np.int32)
+        if len(stacks) == 1:  # most configurations: one stack, its top's targets grouped once
+            st = stacks[0]
+            (a, s), extra = st[-1][:2], st[-1][2:]
+            row = self.text_trans[a][s]
+            live = np.flatnonzero(row >= 0)
+            targets = row[live].tolist()
+            ids: dict[int, int] = {}
+            for t in targets:
+                if t not in ids:
+                    ids[t] = self.intern([st[:-1] + ((a, t) + extra,)])
+            out[live] = [ids[t] for t in targets]
+            self.table[cid] = out  # (the table may have grown in intern: write after)
+            return self.table[cid]
+        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
             cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
@@ -470,7 +484,8 @@ class GrammarStats:
 class StackGrammar:
     """The matcher API's Grammar (docs/architecture.md) over a StackMachine and a vocabulary."""
 
-    def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS):
+    def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS,
+                 narrow_nodes: int = NARROW_NODES):
         self.machine = machine
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
@@ -478,12 +493,12 @@ class StackGrammar:
         self.words = (self.vocab_size + 31) // 32
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_rows = cache_rows
+        self.narrow_nodes = narrow_nodes  # a mask walked in Python up to this many trie children (0: never)
         self._cache_states = CLEARED_CACHE_STATES
         self._cleared: OrderedDict[State, tuple[int, tuple[int, ...]]] = OrderedDict()  # state -> (mask key, cleared)
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
-        self._shapes: dict[bytes, token_split.Shape] = {}  # a region's walk, shared by the frames with its shape
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
@@ -613,6 +628,9 @@ class StackGrammar:
         configurations over the trie nodes on their paths alone. Where a frame has too many of
         those, one walk of the whole trie through the configurations instead."""
         m = self.machine
+        narrow = self._narrow_mask(cid)
+        if narrow is not None:
+            return narrow
         tops = {st[-1] for st in m.closure(cid)}
         if any(m.counts[f[0]] is not None and not self._far_from_max(f) for f in tops):
             return self._walk_mask(cid)
@@ -629,6 +647,25 @@ class StackGrammar:
             words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
         return words.view(np.int32)
 
+    def _narrow_mask(self, cid: int) -> np.ndarray | None:
+        """The mask of configuration `cid` by a walk of the trie through the configurations in
+        Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at."""
+        m = self.machine
+        seen: dict[int, tuple[list[int], bytes]] = {}
+
+        def rows(c: int) -> tuple[list[int], bytes]:
+            out = seen.get(c)
+            if out is None:
+                row = m.row(c)
+                out = seen[c] = row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
+            return out
+        tokens = token_split.narrow_tokens(self.vocab.trie(), rows(cid), rows, self.narrow_nodes)
+        if tokens is None:
+            return None
+        if self.eos_id >= 0 and m.can_end(cid):
+            tokens.append(self.eos_id)
+        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), self.vocab.trie(), self.words).view(np.int32)
+
     def _far_from_max(self, frame: Frame) -> bool:
         """A counted frame whose items cannot reach their max within one token: inside it, the
         next item may always start (StackMachine.frame_table)."""
@@ -641,7 +678,7 @@ class StackGrammar:
         if out is None:
             m = self.machine
             out = self._frames[(a, s)] = token_split.frame_tokens(
-                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, self._shapes)
+                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(self.vocab.trie()))
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:
