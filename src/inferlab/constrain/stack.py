@@ -64,7 +64,7 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
-NARROW_NODES = 2048               # a mask is walked node by node in Python while it looks at fewer trie children
+NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:

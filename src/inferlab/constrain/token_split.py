@@ -200,7 +200,9 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     """(words,) uint32 bits of `tokens` and of the tokens with the same bytes as one of them."""
     dup = trie.duplicates  # a token with the bytes of another behaves exactly like it
     if len(tokens) * 8 < words:  # few: set their bits one by one
-        tokens = np.concatenate([tokens, dup[np.isin(dup[:, 1], tokens), 0]]).astype(np.int64)
+        if len(dup):
+            tokens = np.concatenate([tokens, dup[np.isin(dup[:, 1], tokens), 0]])
+        tokens = tokens.astype(np.int64)
         out = np.zeros(words, dtype=np.uint32)
         np.bitwise_or.at(out, tokens >> 5, (np.uint32(1) << (tokens & 31).astype(np.uint32)))
         return out
