@@ -47,6 +47,7 @@ one within a key, else those that can begin a member).
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -246,6 +247,23 @@ class StackMachine:
                     if any(c[s] != float("inf") for s in range(len(c)) if not self.accepting[k][s]):
                         self.finite_maps.add(m)
         self._finite_in: dict[int, bool] = {}
+        # The keys every finite map has beyond its minProperties, right after a key's opening
+        # quote: the fewest completions there, less max(1, min) (keys_plenty).
+        self.key_margin = math.inf
+        for m in self.finite_maps:
+            for k in self.maps[m][2:]:
+                if k >= 0:
+                    c = self.completions[k]
+                    low = min(c[s] for s in keys.after_quote(self.dfas[k])) if min(c) > 0 else -math.inf
+                    self.key_margin = min(self.key_margin, low - max(1, self.maps[m][0]))
+
+    def keys_plenty(self, ctx, reach: int) -> bool:
+        """Can no finite map run out of keys within `reach` more bytes from key context `ctx`?
+        Then a stack is pruned (prune) only when the key it writes is a prefix of a written key,
+        with no unused completion left: a key is at most one per byte, each state of a key
+        automaton has a completion, and right after an opening quote more than the written keys."""
+        written = sum(len(names) for names in ctx[0] if names is not None)
+        return self.key_margin > written + reach
 
     def holds_finite_map(self, cid: int) -> bool:
         """Does a stack of configuration `cid` hold a map whose keys can run out?"""
@@ -592,7 +610,9 @@ class StackGrammar:
     def _refused(self, state: State, out: np.ndarray) -> tuple[int, ...]:
         """The tokens allowed in the configuration's row `out` that the written keys refuse."""
         m = self.machine
-        if m.finite_maps and m.holds_finite_map(state[0]):
+        if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
+            cands = self._prefix_candidates(state[1])
+        elif m.finite_maps and m.holds_finite_map(state[0]):
             # keys can run out: within a key every allowed token is checked, else those that can
             # begin a member (a key's first byte is a quote, a comma or white space before it)
             cands = None if state[1][1] is not None else self.key_index.member_start
@@ -611,6 +631,23 @@ class StackGrammar:
             cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
         return tuple(t for t in cands.tolist()
                      if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
+
+    def _prefix_candidates(self, ctx) -> np.ndarray:
+        """Where no finite map can run out of keys within a token (keys_plenty): the tokens
+        that may close a repeated key, write two quotes (close a key, then begin one), or go on
+        along a written key: from the key being written, or after a quote."""
+        index = self.key_index
+        names = [_canonical(name) for objs in ctx[0] if objs is not None for name in objs]
+        out = [index.two_quotes]
+        repeat = index.candidates(ctx)
+        out.append(index.any_quote if repeat is None else repeat)
+        none = index.two_quotes[:0]
+        out += [index.after_quote.get(b, none) for b in {raw[0] for raw in names if raw}]
+        key = ctx[1]
+        if key is not None:
+            nxt = {raw[len(key)] for raw in names if len(raw) > len(key) and raw.startswith(key)}
+            out += [index.first_byte.get(b, none) for b in nxt]
+        return np.unique(np.concatenate(out))
 
     @property
     def key_index(self) -> keys.KeyIndex:
