@@ -688,14 +688,10 @@ class StackGrammar:
         """The mask of configuration `cid` by a walk of the trie through the configurations in
         Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at."""
         m = self.machine
-        seen: dict[int, tuple[list[int], bytes]] = {}
 
         def rows(c: int) -> tuple[list[int], bytes]:
-            out = seen.get(c)
-            if out is None:
-                row = m.row(c)
-                out = seen[c] = row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
-            return out
+            row = m.row(c)
+            return row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
         tokens = token_split.narrow_tokens(self.vocab.trie(), rows(cid), rows, self.narrow_nodes)
         if tokens is None:
             return None

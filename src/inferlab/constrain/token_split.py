@@ -145,40 +145,53 @@ def trie_view(trie) -> TrieView:
 
 
 def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
-    """The tokens whose bytes all walk from a state with row `first`, node by node in Python:
-    the walk of a narrow state (literal text, structure, numbers) visits a few trie nodes, where
-    walk_trie's numpy calls per level would cost more than the walk. first, rows(v) -> (row,
-    live): a state's row (256 next states, -1 dead; indexable by byte) and the bytes it reads
-    (bytes). None once more than `budget` children were looked at: a wide walk, for numpy."""
+    """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
+    trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
+    few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
+    first, rows(v) -> (row, live): a state's row (256 next states, -1 dead; indexable by byte)
+    and the bytes it reads (bytes); asked once per state. None once more than `budget` children
+    were looked at: a wide walk, for numpy."""
     view = trie_view(trie)
     row, live = first
-    work = [(0, view.root[b], row[b]) for b in live if view.root[b] >= 0]
+    nodes = [view.root[b] for b in live if view.root[b] >= 0]
+    values = [row[b] for b in live if view.root[b] >= 0]
+    seen: dict = {}
     tokens: list[int] = []
     looked = 0
-    while work:
-        d, node, v = work.pop()
-        token = view.end[d][node]
-        if token >= 0:
-            tokens.append(token)
-        k = view.count[d][node]
-        if not k:
-            continue
-        row, live = rows(v)
-        lo, byte = view.start[d][node], view.byte[d + 1]
-        if k <= len(live):  # fewer children than bytes read: look at each child
-            looked += k
-            for child in range(lo, lo + k):
-                nxt = row[byte[child]]
-                if nxt >= 0:
-                    work.append((d + 1, child, nxt))
-        else:  # children are sorted by byte, one per byte: find each byte read
-            looked += len(live)
-            for b in live:
-                child = byte.find(b, lo, lo + k)
-                if child >= 0:
-                    work.append((d + 1, child, row[b]))
-        if looked > budget:
-            return None
+    for d, end in enumerate(view.end):
+        count, start = view.count[d], view.start[d]
+        byte = view.byte[d + 1] if d + 1 < len(view.byte) else b""
+        next_nodes, next_values = [], []
+        for node, v in zip(nodes, values):
+            if end[node] >= 0:
+                tokens.append(end[node])
+            k = count[node]
+            if not k:
+                continue
+            got = seen.get(v)
+            if got is None:
+                got = seen[v] = rows(v)
+            row, live = got
+            lo = start[node]
+            if k <= len(live):  # fewer children than bytes read: look at each child
+                looked += k
+                for child in range(lo, lo + k):
+                    nxt = row[byte[child]]
+                    if nxt >= 0:
+                        next_nodes.append(child)
+                        next_values.append(nxt)
+            else:  # children are sorted by byte, one per byte: find each byte read
+                looked += len(live)
+                for b in live:
+                    child = byte.find(b, lo, lo + k)
+                    if child >= 0:
+                        next_nodes.append(child)
+                        next_values.append(row[b])
+            if looked > budget:
+                return None
+        if not next_nodes:
+            break
+        nodes, values = next_nodes, next_values
     return tokens
 
 
