@@ -11,12 +11,15 @@ A *configuration* is such a set (closed under nothing: pushes and pops happen la
 next byte), interned to an int. The grammar's states are those ints: immutable and hashable, so
 a matcher's history is a list of them. The byte transitions between configurations are computed
 on first need, a (configuration, 256) row at a time, and kept in a growing table. A token mask
-is xgrammar's split (token_split): per (automaton, state) on top of a stack, whatever lies below,
-the tokens decided inside that automaton are one cached row, and only the few whose path pushes
-or pops are walked through the configuration table (numpy over one trie level at a time, so
-tokens that share a prefix share the work, and only configurations a token actually reaches are
-ever built; a state inside a loop, such as a string's content, walks the loop's tokens once per
-*shape* of the loop: token_split.region). Masks are computed on first visit of a configuration and
+is first walked in Python through the configuration table, node by node of the vocabulary's
+trie, where that walk stays narrow (token_split.narrow_tokens: literal text, structure,
+numbers). Else it is xgrammar's split (token_split): per (automaton, state) on top of a stack,
+whatever lies below, the tokens decided inside that automaton are one cached row, and only the
+few whose path pushes or pops are walked through the configuration table (numpy over one trie
+level at a time, so tokens that share a prefix share the work, and only configurations a token
+actually reaches are ever built; a state inside a loop, such as a string's content, walks the
+loop's tokens once per *shape* of the loop, shared by every grammar over the vocabulary:
+token_split.region, token_split.shape_cache). Masks are computed on first visit of a configuration and
 cached (LRU), so the time to the first mask depends on what one token can reach from the start,
 not on the schema's size.
 
