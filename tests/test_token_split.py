@@ -7,6 +7,7 @@ cache must give the splits that a fresh one gives.
 """
 
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -100,9 +101,10 @@ def test_walks_equal_brute_force_at_qwen():
 
 
 def test_shape_cache_is_bounded_and_least_recently_used_first_out():
-    cache = token_split.ShapeCache(limit=2)
-    cache[b"a"], cache[b"b"] = "A", "B"
-    assert cache.get(b"a") == "A"        # a is now the most recently used
-    cache[b"c"] = "C"
-    assert cache.get(b"b") is None and cache.get(b"a") == "A" and cache.get(b"c") == "C"
-    assert len(cache) == 2
+    cache = token_split.ShapeCache(limit=250)
+    a, b, c = (SimpleNamespace(nbytes=100) for _ in range(3))
+    cache[b"a"], cache[b"b"] = a, b
+    assert cache.get(b"a") is a         # a is now the most recently used
+    cache[b"c"] = c                     # 300 bytes > 250: b goes
+    assert cache.get(b"b") is None and cache.get(b"a") is a and cache.get(b"c") is c
+    assert len(cache) == 2 and cache.nbytes == 200

@@ -286,16 +286,17 @@ class Shape:
                                                                    for pair in part for a in pair)
 
 
-SHAPE_CACHE = 64  # shapes kept per vocabulary (LRU); one is ~0.1-1 MB at 151k tokens (Shape.nbytes)
+SHAPE_CACHE_BYTES = 64 << 20  # shapes kept per vocabulary (LRU); one is ~19 KB to ~2 MB at 151k tokens
 
 
 class ShapeCache:
     """Region shapes by signature (_signature's key), for one trie: shared by every grammar over
     its vocabulary, so a string's content loop is walked once per process, not once per schema.
-    Least recently used first out, past `limit`."""
+    Least recently used first out, past `limit` bytes (Shape.nbytes)."""
 
-    def __init__(self, limit: int = SHAPE_CACHE):
+    def __init__(self, limit: int = SHAPE_CACHE_BYTES):
         self.limit = limit
+        self.nbytes = 0
         self._shapes: OrderedDict[bytes, Shape] = OrderedDict()
 
     def __len__(self) -> int:
@@ -309,12 +310,9 @@ class ShapeCache:
 
     def __setitem__(self, key: bytes, shape: Shape) -> None:
         self._shapes[key] = shape
-        if len(self._shapes) > self.limit:
-            self._shapes.popitem(last=False)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(s.nbytes for s in self._shapes.values())
+        self.nbytes += shape.nbytes
+        while self.nbytes > self.limit and len(self._shapes) > 1:
+            self.nbytes -= self._shapes.popitem(last=False)[1].nbytes
 
 
 _SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
