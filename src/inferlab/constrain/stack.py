@@ -689,13 +689,17 @@ class StackGrammar:
 
     def _narrow_mask(self, cid: int) -> np.ndarray | None:
         """The mask of configuration `cid` by a walk of the trie through the configurations in
-        Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at."""
+        Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at, or
+        where it reads token_split.REGION_MIN_BYTES first bytes or more."""
         m = self.machine
 
         def rows(c: int) -> tuple[list[int], bytes]:
             row = m.row(c)
             return row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
-        tokens = token_split.narrow_tokens(self.vocab.trie(), rows(cid), rows, self.narrow_nodes)
+        first = rows(cid)
+        if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
+            return None                                    # a wide walk, seldom under the budget
+        tokens = token_split.narrow_tokens(self.vocab.trie(), first, rows, self.narrow_nodes)
         if tokens is None:
             return None
         if self.eos_id >= 0 and m.can_end(cid):
