@@ -40,6 +40,8 @@ MAPS = {
     "pattern-finite": {"patternProperties": {"^[ab]$": INT}, "additionalProperties": False},
     "pattern-finite-all": {"patternProperties": {"^(a|bc)$": {"type": "null"}}, "additionalProperties": False,
                            "minProperties": 2},
+    # 2 + 2 + 4 + 8 + 16 keys: "c" runs out along written keys alone (StackMachine.keys_plenty)
+    "pattern-finite-plenty": {"patternProperties": {"^(ca|cb|[ab]{1,4})$": DIGIT}, "additionalProperties": False},
     "pattern-prefix-max2": {"patternProperties": {"^a": DIGIT}, "additionalProperties": False, "maxProperties": 2},
     "declared-and-extra": {"type": "object", "properties": {"x": DIGIT}, "required": ["x"],
                            "additionalProperties": {"type": "boolean"}, "maxProperties": 2},
@@ -140,7 +142,7 @@ def no_repeats(pairs):
     return dict(pairs)
 
 
-FAST = ("max3", "pattern-finite-min1", "pattern-finite-all", "declared-and-extra", "unconstrained")
+FAST = ("max3", "pattern-finite-min1", "pattern-finite-all", "pattern-finite-plenty", "declared-and-extra", "unconstrained")
 
 
 @pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in MAPS])
@@ -152,6 +154,8 @@ def test_maps_are_map_automata_and_finite_keys_are_found():
     for name in ("max3", "min2max3", "pattern-finite", "pattern-prefix-max2", "declared-and-extra"):
         assert any(compile_grammar(MAPS[name]).maps), name
     finite = build_machine(compile_grammar(MAPS["pattern-finite"]))
+    assert finite.key_margin == 2 - 1  # keys "a" and "b", less max(1, minProperties 0)
+    assert build_machine(compile_grammar(MAPS["pattern-finite-plenty"])).key_margin == 2 + 2 + 4 + 8 + 16 - 1
     prefix = build_machine(compile_grammar(MAPS["pattern-prefix-max2"]))
     assert finite.finite_maps and not prefix.finite_maps
 
@@ -283,3 +287,17 @@ def test_masks_kept_per_state_equal_fresh_masks(name):
     for state, ids in seen:
         assert bitmask_ids(grammar, state) == ids
         assert bitmask_ids(StackGrammar(machine, vocab), state) == ids
+
+
+@pytest.mark.parametrize("text", [b'{"ca":1,"cb":2,', b'{"ca":1,"cb":2,"', b'{"ca":1,"c', b'{"cb":1,"a":2,"c'])
+def test_keys_running_out_along_written_keys_with_plenty_left(text):
+    """Keys beginning with c run out once "ca" and "cb" are written, while the map has many keys
+    left: every allowed token is checked against the brute force at these states."""
+    machine = build_machine(compile_grammar(MAPS["pattern-finite-plenty"]))
+    vocab = key_vocab(3)
+    grammar = StackGrammar(machine, vocab)
+    state = machine.feed(grammar.initial_state(), text)
+    assert state is not None and machine.keys_plenty(state[1], grammar.reach)
+    oracle = Oracle(Reference(machine), vocab)
+    ids = bitmask_ids(grammar, state)
+    oracle.check(ids, oracle.ref.walk({((0, machine.dfas[0].start),)}, text), text, random.Random(0), sample=len(ids))

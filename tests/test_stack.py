@@ -22,7 +22,7 @@ from inferlab.constrain import regex as rx
 from inferlab.constrain import token_split
 from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
-from inferlab.constrain.stack import StackGrammar, build_machine
+from inferlab.constrain.stack import NARROW_NODES, StackGrammar, build_machine
 from inferlab.constrain.vocab import Vocabulary
 from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
 
@@ -200,12 +200,17 @@ def generate(grammar, rng, ref=None, max_tokens=60):
     return out, False
 
 
+# Both ways to a mask: the Python walk of a narrow configuration, and the split (no Python walk).
+MASK_PATHS = [NARROW_NODES, 0]
+
+
+@pytest.mark.parametrize("narrow", MASK_PATHS, ids=["python-walk", "split"])
 @pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
-def test_masks_equal_brute_force_on_recursive_schemas(schema):
+def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow):
     vocab = small_vocab(1)
     machine = build_machine(compile_grammar(schema))
     assert machine.uses_stack
-    grammar = StackGrammar(machine, vocab)
+    grammar = StackGrammar(machine, vocab, narrow_nodes=narrow)
     ref = Reference(machine)
     rng = random.Random(0)
     v = validator(schema)
@@ -234,6 +239,7 @@ def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = 
     grammar = grammar_or_counted(schema, counts, small_vocab(vocab_seed, n=120))
     if grammar is None:
         return
+    grammar.narrow_nodes = rng.choice(MASK_PATHS)
     assert grammar.machine.uses_stack or not stack
     ref = Reference(grammar.machine)
     v = validator(schema)
@@ -464,13 +470,20 @@ def test_many_members_compile_in_blocks_exactly():
 
 
 def split_equals_full_walk(grammar, rng, steps=25):
-    """A random token walk: at every step the split mask (token_split) equals one walk of the
-    whole trie through the configurations (StackGrammar._walk_mask, the mask before the split)."""
+    """A random token walk: at every step the split mask (token_split) and the Python walk (where
+    the configuration is narrow enough for it) equal one walk of the whole trie through the
+    configurations (StackGrammar._walk_mask, the mask before the split)."""
     state = grammar.initial_state()
+    budget = grammar.narrow_nodes
     for _ in range(steps):
         key = grammar.machine.mask_key(state[0], grammar.reach)
+        full = grammar._walk_mask(key)
+        narrow = grammar._narrow_mask(key)
+        assert narrow is None or np.array_equal(narrow, full)
+        grammar.narrow_nodes = 0
         split = grammar._build_mask(key)
-        assert np.array_equal(split, grammar._walk_mask(key))
+        grammar.narrow_nodes = budget
+        assert np.array_equal(split, full)
         ids = np.flatnonzero(np.unpackbits(split.view(np.uint8), count=grammar.vocab_size, bitorder="little"))
         ids = [t for t in ids.tolist() if t != grammar.eos_id]
         if not ids:

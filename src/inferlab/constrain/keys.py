@@ -103,6 +103,21 @@ def written(ctx: KeyContext) -> tuple[frozenset, bytes | None]:
     return (objs[-1] if objs and objs[-1] is not None else frozenset()), key
 
 
+def after_quote(dfa) -> list[int]:
+    """The states a key automaton is in right after its opening quote: the first quote read
+    from the start (the key's own quotes are escaped)."""
+    seen, work, out = {dfa.start}, [dfa.start], set()
+    while work:
+        row = dfa.trans[work.pop(), :CALL_MARK]
+        if row[QUOTE] >= 0:
+            out.add(int(row[QUOTE]))
+        for t in np.unique(np.delete(row, QUOTE)).tolist():
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                work.append(t)
+    return sorted(out)
+
+
 def completions(dfa) -> list[float]:
     """Per state: how many byte strings lead from it to an accepting state with no byte after
     (math.inf when a loop can be taken); a key automaton's accepting states end the key."""
@@ -140,19 +155,28 @@ class KeyIndex:
     """Tokens by the keys they could close: `closing[u]`, tokens whose bytes before one of their
     quotes decode to u (a key being written ends with them); `quoted[u]`, tokens holding a whole
     quoted string that decodes to u; `repeats`, tokens holding one quoted string twice;
-    `many_quotes`, tokens with three or more quotes (they can close a key and write another); and
-    `member_start`, tokens with a quote, a comma or white space (only they can begin a member)."""
+    `many_quotes`, tokens with three or more quotes (they can close a key and write another);
+    `two_quotes`, those with two or more; `member_start`, tokens with a quote, a comma or white
+    space (only they can begin a member); `first_byte[b]`, tokens beginning with byte b; and
+    `after_quote[b]`, tokens with a quote followed by byte b."""
 
     def __init__(self, token_bytes):
         closing, quoted = defaultdict(list), defaultdict(list)
-        many, repeats, any_quote = [], [], []
+        first_byte, after_quote = defaultdict(list), defaultdict(list)
+        many, two, repeats, any_quote = [], [], [], []
         self.member_start = np.asarray([t for t, data in enumerate(token_bytes) if any(c in data for c in b'", \t\n\r')],
                                        dtype=np.int64)
         for t, data in enumerate(token_bytes):
+            if data:
+                first_byte[data[0]].append(t)
             if b'"' not in data:
                 continue
             any_quote.append(t)
             quotes = [j for j, b in enumerate(data) if b == QUOTE]
+            for b in {data[j + 1] for j in quotes if j + 1 < len(data)}:
+                after_quote[b].append(t)
+            if len(quotes) >= 2:
+                two.append(t)
             if len(quotes) >= 3:
                 many.append(t)
             inside = []
@@ -168,6 +192,9 @@ class KeyIndex:
         self.closing = {u: np.asarray(ts, dtype=np.int64) for u, ts in closing.items()}
         self.quoted = {u: np.asarray(ts, dtype=np.int64) for u, ts in quoted.items()}
         self.many_quotes = np.asarray(many, dtype=np.int64)
+        self.two_quotes = np.asarray(two, dtype=np.int64)
+        self.first_byte = {b: np.asarray(ts, dtype=np.int64) for b, ts in first_byte.items()}
+        self.after_quote = {b: np.asarray(ts, dtype=np.int64) for b, ts in after_quote.items()}
         self.repeats = np.asarray(repeats, dtype=np.int64)
         self.any_quote = np.asarray(any_quote, dtype=np.int64)
 

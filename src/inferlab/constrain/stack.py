@@ -11,12 +11,15 @@ A *configuration* is such a set (closed under nothing: pushes and pops happen la
 next byte), interned to an int. The grammar's states are those ints: immutable and hashable, so
 a matcher's history is a list of them. The byte transitions between configurations are computed
 on first need, a (configuration, 256) row at a time, and kept in a growing table. A token mask
-is xgrammar's split (token_split): per (automaton, state) on top of a stack, whatever lies below,
-the tokens decided inside that automaton are one cached row, and only the few whose path pushes
-or pops are walked through the configuration table (numpy over one trie level at a time, so
-tokens that share a prefix share the work, and only configurations a token actually reaches are
-ever built; a state inside a loop, such as a string's content, walks the loop's tokens once per
-*shape* of the loop: token_split.region). Masks are computed on first visit of a configuration and
+is first walked in Python through the configuration table, node by node of the vocabulary's
+trie, where that walk stays narrow (token_split.narrow_tokens: literal text, structure,
+numbers). Else it is xgrammar's split (token_split): per (automaton, state) on top of a stack,
+whatever lies below, the tokens decided inside that automaton are one cached row, and only the
+few whose path pushes or pops are walked through the configuration table (numpy over one trie
+level at a time, so tokens that share a prefix share the work, and only configurations a token
+actually reaches are ever built; a state inside a loop, such as a string's content, walks the
+loop's tokens once per *shape* of the loop, shared by every grammar over the vocabulary:
+token_split.region, token_split.shape_cache). Masks are computed on first visit of a configuration and
 cached (LRU), so the time to the first mask depends on what one token can reach from the start,
 not on the schema's size.
 
@@ -47,6 +50,7 @@ one within a key, else those that can begin a member).
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -64,6 +68,7 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
+NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -245,6 +250,23 @@ class StackMachine:
                     if any(c[s] != float("inf") for s in range(len(c)) if not self.accepting[k][s]):
                         self.finite_maps.add(m)
         self._finite_in: dict[int, bool] = {}
+        # The keys every finite map has beyond its minProperties, right after a key's opening
+        # quote: the fewest completions there, less max(1, min) (keys_plenty).
+        self.key_margin = math.inf
+        for m in self.finite_maps:
+            for k in self.maps[m][2:]:
+                if k >= 0:
+                    c = self.completions[k]
+                    low = min(c[s] for s in keys.after_quote(self.dfas[k])) if min(c) > 0 else -math.inf
+                    self.key_margin = min(self.key_margin, low - max(1, self.maps[m][0]))
+
+    def keys_plenty(self, ctx, reach: int) -> bool:
+        """Can no finite map run out of keys within `reach` more bytes from key context `ctx`?
+        Then a stack is pruned (prune) only when the key it writes is a prefix of a written key,
+        with no unused completion left: a key is at most one per byte, each state of a key
+        automaton has a completion, and right after an opening quote more than the written keys."""
+        written = sum(len(names) for names in ctx[0] if names is not None)
+        return self.key_margin > written + reach
 
     def holds_finite_map(self, cid: int) -> bool:
         """Does a stack of configuration `cid` hold a map whose keys can run out?"""
@@ -315,8 +337,21 @@ class StackMachine:
         if row[0] != -2:
             return row
         stacks = self.closure(cid)
-        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         out = np.full(256, -1, dtype=np.int32)
+        if len(stacks) == 1:  # most configurations: one stack, its top's targets grouped once
+            st = stacks[0]
+            (a, s), extra = st[-1][:2], st[-1][2:]
+            row = self.text_trans[a][s]
+            live = np.flatnonzero(row >= 0)
+            targets = row[live].tolist()
+            ids: dict[int, int] = {}
+            for t in targets:
+                if t not in ids:
+                    ids[t] = self.intern([st[:-1] + ((a, t) + extra,)])
+            out[live] = [ids[t] for t in targets]
+            self.table[cid] = out  # (the table may have grown in intern: write after)
+            return self.table[cid]
+        targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
             cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
@@ -470,7 +505,8 @@ class GrammarStats:
 class StackGrammar:
     """The matcher API's Grammar (docs/architecture.md) over a StackMachine and a vocabulary."""
 
-    def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS):
+    def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS,
+                 narrow_nodes: int = NARROW_NODES):
         self.machine = machine
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
@@ -478,12 +514,12 @@ class StackGrammar:
         self.words = (self.vocab_size + 31) // 32
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_rows = cache_rows
+        self.narrow_nodes = narrow_nodes  # a mask walked in Python up to this many trie children (0: never)
         self._cache_states = CLEARED_CACHE_STATES
         self._cleared: OrderedDict[State, tuple[int, tuple[int, ...]]] = OrderedDict()  # state -> (mask key, cleared)
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
-        self._shapes: dict[bytes, token_split.Shape] = {}  # a region's walk, shared by the frames with its shape
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
@@ -577,7 +613,9 @@ class StackGrammar:
     def _refused(self, state: State, out: np.ndarray) -> tuple[int, ...]:
         """The tokens allowed in the configuration's row `out` that the written keys refuse."""
         m = self.machine
-        if m.finite_maps and m.holds_finite_map(state[0]):
+        if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
+            cands = self._prefix_candidates(state[1])
+        elif m.finite_maps and m.holds_finite_map(state[0]):
             # keys can run out: within a key every allowed token is checked, else those that can
             # begin a member (a key's first byte is a quote, a comma or white space before it)
             cands = None if state[1][1] is not None else self.key_index.member_start
@@ -597,6 +635,23 @@ class StackGrammar:
         return tuple(t for t in cands.tolist()
                      if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
 
+    def _prefix_candidates(self, ctx) -> np.ndarray:
+        """Where no finite map can run out of keys within a token (keys_plenty): the tokens
+        that may close a repeated key, write two quotes (close a key, then begin one), or go on
+        along a written key: from the key being written, or after a quote."""
+        index = self.key_index
+        names = [_canonical(name) for objs in ctx[0] if objs is not None for name in objs]
+        out = [index.two_quotes]
+        repeat = index.candidates(ctx)
+        out.append(index.any_quote if repeat is None else repeat)
+        none = index.two_quotes[:0]
+        out += [index.after_quote.get(b, none) for b in {raw[0] for raw in names if raw}]
+        key = ctx[1]
+        if key is not None:
+            nxt = {raw[len(key)] for raw in names if len(raw) > len(key) and raw.startswith(key)}
+            out += [index.first_byte.get(b, none) for b in nxt]
+        return np.unique(np.concatenate(out))
+
     @property
     def key_index(self) -> keys.KeyIndex:
         return keys.key_index(self.vocab)
@@ -613,6 +668,9 @@ class StackGrammar:
         configurations over the trie nodes on their paths alone. Where a frame has too many of
         those, one walk of the whole trie through the configurations instead."""
         m = self.machine
+        narrow = self._narrow_mask(cid)
+        if narrow is not None:
+            return narrow
         tops = {st[-1] for st in m.closure(cid)}
         if any(m.counts[f[0]] is not None and not self._far_from_max(f) for f in tops):
             return self._walk_mask(cid)
@@ -629,6 +687,25 @@ class StackGrammar:
             words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
         return words.view(np.int32)
 
+    def _narrow_mask(self, cid: int) -> np.ndarray | None:
+        """The mask of configuration `cid` by a walk of the trie through the configurations in
+        Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at, or
+        where it reads token_split.REGION_MIN_BYTES first bytes or more."""
+        m = self.machine
+
+        def rows(c: int) -> tuple[list[int], bytes]:
+            row = m.row(c)
+            return row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
+        first = rows(cid)
+        if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
+            return None                                    # a wide walk, seldom under the budget
+        tokens = token_split.narrow_tokens(self.vocab.trie(), first, rows, self.narrow_nodes)
+        if tokens is None:
+            return None
+        if self.eos_id >= 0 and m.can_end(cid):
+            tokens.append(self.eos_id)
+        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), self.vocab.trie(), self.words).view(np.int32)
+
     def _far_from_max(self, frame: Frame) -> bool:
         """A counted frame whose items cannot reach their max within one token: inside it, the
         next item may always start (StackMachine.frame_table)."""
@@ -641,7 +718,7 @@ class StackGrammar:
         if out is None:
             m = self.machine
             out = self._frames[(a, s)] = token_split.frame_tokens(
-                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, self._shapes)
+                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(self.vocab.trie()))
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:

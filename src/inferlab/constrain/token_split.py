@@ -19,12 +19,15 @@ of the whole trie: the frame that first pushes or pops on a surviving token's pa
 frame of the closure whose walk reached a boundary before that byte.
 
 Both walks are numpy over one trie level at a time (`walk_trie`): over the live nodes while they
-are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more (dense).
+are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more (dense). A
+configuration whose tokens are few (literal text, structure, numbers) is walked in Python before
+any of this (`narrow_tokens`): a few trie nodes cost less than numpy's calls per level.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +119,84 @@ def walk_sparse(levels, starts: list, rows):
             node, x = _children(lv, levels[d + 1], node, x, rows)
 
 
+@dataclass(frozen=True, eq=False)
+class TrieView:
+    """A trie's levels as Python reads them fast (memoryviews, bytes; no copy but the bytes)."""
+    byte: tuple[bytes, ...]              # per level: each node's last byte
+    start: tuple[memoryview, ...]        # per level: each node's first child
+    count: tuple[memoryview, ...]        # per level: each node's children
+    end: tuple[memoryview, ...]          # per level: each node's token, -1 none
+    root: tuple[int, ...]                # (256,) the depth-0 node of each byte, -1 none
+
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def trie_view(trie) -> TrieView:
+    out = _VIEWS.get(trie)
+    if out is None:
+        levels = trie.levels
+        root = [-1] * 256
+        for node, b in enumerate(levels[0].byte.tolist() if levels else ()):
+            root[b] = node
+        out = _VIEWS[trie] = TrieView(tuple(lv.byte.tobytes() for lv in levels),
+                                      tuple(memoryview(lv.child_start) for lv in levels),
+                                      tuple(memoryview(lv.child_count) for lv in levels),
+                                      tuple(memoryview(lv.end_token) for lv in levels), tuple(root))
+    return out
+
+
+def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
+    """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
+    trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
+    few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
+    first, rows(v) -> (row, live): a state's row (256 next states, -1 dead; indexable by byte)
+    and the bytes it reads (bytes); asked once per state. None once more than `budget` children
+    were looked at: a wide walk, for numpy."""
+    view = trie_view(trie)
+    row, live = first
+    nodes = [view.root[b] for b in live if view.root[b] >= 0]
+    values = [row[b] for b in live if view.root[b] >= 0]
+    seen: dict = {}
+    tokens: list[int] = []
+    looked = 0
+    for d, end in enumerate(view.end):
+        count, start = view.count[d], view.start[d]
+        byte = view.byte[d + 1] if d + 1 < len(view.byte) else b""
+        next_nodes, next_values = [], []
+        for node, v in zip(nodes, values):
+            if end[node] >= 0:
+                tokens.append(end[node])
+            k = count[node]
+            if not k:
+                continue
+            got = seen.get(v)
+            if got is None:
+                got = seen[v] = rows(v)
+            row, live = got
+            lo = start[node]
+            if k <= len(live):  # fewer children than bytes read: look at each child
+                looked += k
+                for child in range(lo, lo + k):
+                    nxt = row[byte[child]]
+                    if nxt >= 0:
+                        next_nodes.append(child)
+                        next_values.append(nxt)
+            else:  # children are sorted by byte, one per byte: find each byte read
+                looked += len(live)
+                for b in live:
+                    child = byte.find(b, lo, lo + k)
+                    if child >= 0:
+                        next_nodes.append(child)
+                        next_values.append(row[b])
+            if looked > budget:
+                return None
+        if not next_nodes:
+            break
+        nodes, values = next_nodes, next_values
+    return tokens
+
+
 def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
     """Sparse (node ids, values) -> dense (n,) values, -1 elsewhere."""
     out = np.full(n, -1, dtype=np.int32)
@@ -134,7 +215,9 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     """(words,) uint32 bits of `tokens` and of the tokens with the same bytes as one of them."""
     dup = trie.duplicates  # a token with the bytes of another behaves exactly like it
     if len(tokens) * 8 < words:  # few: set their bits one by one
-        tokens = np.concatenate([tokens, dup[np.isin(dup[:, 1], tokens), 0]]).astype(np.int64)
+        if len(dup):
+            tokens = np.concatenate([tokens, dup[np.isin(dup[:, 1], tokens), 0]])
+        tokens = tokens.astype(np.int64)
         out = np.zeros(words, dtype=np.uint32)
         np.bitwise_or.at(out, tokens >> 5, (np.uint32(1) << (tokens & 31).astype(np.uint32)))
         return out
@@ -196,6 +279,51 @@ class Shape:
     seeds: list           # per depth: (nodes, rows of exit_bytes) at region states that may push or pop
     exit_bytes: np.ndarray  # (B, 256) bool: the exit bytes of the region's states that have some
     leave: list           # per depth: (nodes, region index of the parent's state): the walk leaves there
+
+    @property
+    def nbytes(self) -> int:
+        return self.accepted.nbytes + self.exit_bytes.nbytes + sum(a.nbytes for part in (self.seeds, self.leave)
+                                                                   for pair in part for a in pair)
+
+
+SHAPE_CACHE_BYTES = 64 << 20  # shapes kept per vocabulary (LRU); one is ~19 KB to ~2 MB at 151k tokens
+
+
+class ShapeCache:
+    """Region shapes by signature (_signature's key), for one trie: shared by every grammar over
+    its vocabulary, so a string's content loop is walked once per process, not once per schema.
+    Least recently used first out, past `limit` bytes (Shape.nbytes)."""
+
+    def __init__(self, limit: int = SHAPE_CACHE_BYTES):
+        self.limit = limit
+        self.nbytes = 0
+        self._shapes: OrderedDict[bytes, Shape] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def get(self, key: bytes) -> Shape | None:
+        shape = self._shapes.get(key)
+        if shape is not None:
+            self._shapes.move_to_end(key)
+        return shape
+
+    def __setitem__(self, key: bytes, shape: Shape) -> None:
+        self._shapes[key] = shape
+        self.nbytes += shape.nbytes
+        while self.nbytes > self.limit and len(self._shapes) > 1:
+            self.nbytes -= self._shapes.popitem(last=False)[1].nbytes
+
+
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def shape_cache(trie) -> ShapeCache:
+    """The trie's ShapeCache (created on first use, dropped with the trie)."""
+    out = _SHAPES.get(trie)
+    if out is None:
+        out = _SHAPES[trie] = ShapeCache()
+    return out
 
 
 def region(trans: np.ndarray, state: int) -> np.ndarray | None:

@@ -1,0 +1,110 @@
+"""The trie walks of token_split against a brute-force walk of every token's bytes.
+
+The Python walk of a narrow state (narrow_tokens) and the numpy walk by trie level (walk_trie)
+must both find exactly the tokens whose bytes all walk through a byte automaton from a state, on
+random automata (dense and sparse rows) over generated and real vocabularies; the shared shape
+cache must give the splits that a fresh one gives.
+"""
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from inferlab.constrain import token_split
+from inferlab.constrain.vocab import Vocabulary
+
+
+def random_vocab(seed: int, n: int = 400) -> Vocabulary:
+    """Every byte, then random multi-byte tokens over a small alphabet (shared prefixes) and a few
+    over all bytes; one special token (EOS)."""
+    rng = random.Random(seed)
+    toks = [bytes([b]) for b in range(256)]
+    for _ in range(n):
+        alphabet = b'ab"{}:, 0' if rng.random() < 0.8 else bytes(range(256))
+        toks.append(bytes(rng.choice(alphabet) for _ in range(rng.randint(2, 8))))
+    toks = list(dict.fromkeys(toks))
+    return Vocabulary(tuple(toks) + (b"",), eos_id=len(toks), special_ids=frozenset([len(toks)]))
+
+
+def random_automaton(rng: np.random.Generator, states: int, density: float) -> np.ndarray:
+    """(S, 256) int32: each byte goes to a random state with probability `density`, else -1."""
+    trans = rng.integers(0, states, size=(states, 256)).astype(np.int32)
+    trans[rng.random((states, 256)) >= density] = -1
+    return trans
+
+
+def brute_force(vocab: Vocabulary, trans: np.ndarray, state: int) -> set[int]:
+    out, rows = set(), trans.tolist()
+    for t, data in enumerate(vocab.token_bytes):
+        if not data or t in vocab.special_ids:
+            continue
+        s = state
+        for b in data:
+            s = rows[s][b]
+            if s < 0:
+                break
+        if s >= 0:
+            out.add(t)
+    return out
+
+
+def numpy_walk(trie, trans: np.ndarray, state: int) -> set[int]:
+    levels = trie.levels
+    found = [token_split.live_tokens(levels, d, node, x)[1]
+             for d, node, x in token_split.walk_trie(levels, trans[state][levels[0].byte], lambda ids: trans)]
+    return set(np.concatenate(found).tolist()) if found else set()
+
+
+def python_walk(trie, trans: np.ndarray, state: int, budget: int) -> set[int] | None:
+    def rows(s):
+        return trans[s].tolist(), np.flatnonzero(trans[s] >= 0).astype(np.uint8).tobytes()
+    out = token_split.narrow_tokens(trie, rows(state), rows, budget)
+    return None if out is None else set(out)
+
+
+def check_walks(vocab: Vocabulary, seed: int) -> int:
+    """Random automata, every state: both walks equal the brute force; a budget too small for a
+    walk gives None, never a wrong answer. Returns the states a small budget left to numpy."""
+    rng = np.random.default_rng(seed)
+    trie = vocab.trie()
+    gave_up = 0
+    for states, density in [(3, 0.9), (6, 0.3), (12, 0.05), (4, 0.01)]:
+        trans = random_automaton(rng, states, density)
+        for s in range(states):
+            truth = brute_force(vocab, trans, s)
+            assert numpy_walk(trie, trans, s) == truth
+            assert python_walk(trie, trans, s, 10**9) == truth
+            small = python_walk(trie, trans, s, 40)
+            assert small is None or small == truth
+            gave_up += small is None
+    return gave_up
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_walks_equal_brute_force_on_random_automata(seed):
+    assert check_walks(random_vocab(seed), seed) > 0  # the small budget was hit, so both paths ran
+
+
+def test_walks_equal_brute_force_on_the_512_vocabulary():
+    from inferlab.model.tokenizer import load_vocab
+    assert check_walks(Vocabulary.from_tokenizer(load_vocab("512")), 7) > 0
+
+
+@pytest.mark.slow
+def test_walks_equal_brute_force_at_qwen():
+    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    if not vocab_installed("qwen"):
+        pytest.skip("qwen vocabulary not installed")
+    assert check_walks(Vocabulary.from_tokenizer(load_vocab("qwen")), 11) > 0
+
+
+def test_shape_cache_is_bounded_and_least_recently_used_first_out():
+    cache = token_split.ShapeCache(limit=250)
+    a, b, c = (SimpleNamespace(nbytes=100) for _ in range(3))
+    cache[b"a"], cache[b"b"] = a, b
+    assert cache.get(b"a") is a         # a is now the most recently used
+    cache[b"c"] = c                     # 300 bytes > 250: b goes
+    assert cache.get(b"b") is None and cache.get(b"a") is a and cache.get(b"c") is c
+    assert len(cache) == 2 and cache.nbytes == 200
