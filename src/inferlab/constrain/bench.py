@@ -29,6 +29,7 @@ from inferlab.constrain.keys import key_index
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
 from inferlab.measure.timing import token_walk_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
@@ -38,6 +39,10 @@ BENCH_MAX_STATES = 20_000
 # A regex whose NFA would exceed this (counted repeats such as maxLength 8192 unrolled) is refused
 # before the automaton is built: building it only to hit the state limit costs tens of seconds.
 BENCH_MAX_NFA = 300_000
+# Bounds on each engine's work on one schema (compile, instances, mask timing): past them the
+# engine refuses that schema ("exceeded 120 s"), and the run goes on.
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_PEER_MEMORY = 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class BenchConfig:
     peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
     mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
     mask_min_sample_s: float = 0.05
+    timeout_s: float = DEFAULT_TIMEOUT_S   # wall time per schema for each engine (ours and each peer)
+    peer_memory: int = DEFAULT_PEER_MEMORY  # bytes of RSS per peer child (measure.bounded)
 
 
 @dataclass
@@ -78,6 +85,7 @@ class SchemaResult:
     first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
+    peak_rss_mb: float | None = None  # this process's peak while it ran ours (None: not measurable)
     peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
 
 
@@ -127,7 +135,15 @@ def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> Schem
     doc = json.loads(path.read_text(encoding="utf-8"))
     schema, tests = doc["schema"], doc.get("tests", [])
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
-    _ours(res, schema, tests, config, vocab)
+    measured = reset_peak_rss()
+    t0 = time.perf_counter()
+    try:
+        with time_bound(config.timeout_s):
+            _ours(res, schema, tests, config, vocab)
+    except TimeBoundExceeded as exc:  # the whole of ours is refused, as a peer's child would be
+        res = SchemaResult(name=res.name, category=res.category, compiled=False, reason=str(exc),
+                           refuse_ms=(time.perf_counter() - t0) * 1e3)
+    res.peak_rss_mb = peak_rss_mb() if measured else None
     if peers and vocab is not None:
         _run_peers(res, schema, tests, config, vocab, peers)
     return res
@@ -139,7 +155,7 @@ def _canonical(instance, schema, config: BenchConfig) -> str:
 
 
 def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
-    from inferlab.constrain.bench_peers import run_peer
+    from inferlab.constrain.bench_peers import run_peer_bounded
 
     tok = vocab[1]
     cases = []
@@ -151,7 +167,8 @@ def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, pee
         cases.append((bool(test["valid"]), text, tok.encode(text)))
     timing = next((tokens for valid, _, tokens in cases if valid), None)
     for name, peer in peers.items():
-        res.peers[name] = asdict(run_peer(peer, schema, cases, timing))
+        res.peers[name] = run_peer_bounded(peer, schema, cases, timing, memory_bytes=config.peer_memory,
+                                           timeout_s=config.timeout_s)
 
 
 def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
