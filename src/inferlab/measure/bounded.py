@@ -15,6 +15,7 @@ inferlab's own compiler, whose caches across calls are worth keeping in the pare
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 import pickle
@@ -82,7 +83,9 @@ def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
 
 def _child(fn, write_fd: int) -> None:
     """Run fn, send ("ok", value) or ("error", "Type: message"), and exit without the parent's
-    atexit handlers or buffered output."""
+    atexit handlers or buffered output. A native crash is the parent's to report (its signal),
+    not a traceback over the parent's progress bar."""
+    faulthandler.disable()
     try:
         try:
             payload = pickle.dumps(("ok", fn()))
