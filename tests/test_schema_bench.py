@@ -169,6 +169,7 @@ def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatc
         assert r["compiled"] and r["valid_accepted"] == 1 and r["peak_rss_mb"] > 0
         assert not r["peers"]["fake"]["compiled"]
     assert results["summary"]["all"]["peers"]["fake"]["compiled"] == 0
+    assert results["summary"]["all"]["peers"]["fake"]["peak_rss_mb_max"] == by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"]
     assert results["config"]["timeout_s"] == 3 and results["config"]["peer_memory"] == memory_mib * 2**20
 
 

@@ -284,8 +284,9 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
 
 
 def _stats(rs: list, get) -> dict:
-    """Coverage, completeness, soundness and timings of results `rs`; get(r) -> the record
-    (ours: the SchemaResult; a peer's: its PeerResult dict, None if the peer did not run)."""
+    """Coverage, completeness, soundness, timings and the largest per-schema peak RSS (MiB) of
+    results `rs`; get(r) -> the record (ours: the SchemaResult; a peer's: its PeerResult dict,
+    None if the peer did not run)."""
     recs = [x for x in map(get, rs) if x is not None]
     g = (lambda x, k: x[k]) if recs and isinstance(recs[0], dict) else getattr
     comp = [x for x in recs if g(x, "compiled")]
@@ -304,6 +305,7 @@ def _stats(rs: list, get) -> dict:
         "mask_us_per_token_median": pct("mask_us_per_token", 50),
         "mask_us_p99_median": pct("mask_us_p99", 50),
         "first_walk_us_per_token_median": pct("first_walk_us_per_token", 50),
+        "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }
 
 
