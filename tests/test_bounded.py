@@ -86,3 +86,34 @@ def test_peak_rss_resets_between_calls():
     assert peak_rss_mb() * MiB >= _rss() + 150 * MiB  # the buffer is gone, its peak stays
     reset_peak_rss()
     assert peak_rss_mb() * MiB < _rss() + 50 * MiB
+
+
+def test_the_child_dies_with_its_parent(tmp_path):
+    """A parent killed mid-call (OOM killer, kill -9) leaves no unbounded orphan behind."""
+    pid_file = tmp_path / "grandchild"
+    middle = os.fork()
+    if middle == 0:  # the parent under test: forks a bounded child that records its pid and sleeps
+        try:
+            def sleeper():
+                pid_file.write_text(str(os.getpid()))
+                time.sleep(60)
+            run_forked(sleeper, memory_bytes=_rss() + 512 * MiB, timeout_s=60)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    child = int(pid_file.read_text())
+    os.kill(middle, signal.SIGKILL)
+    os.waitpid(middle, 0)
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{child}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":  # killed, not yet reaped by init
+                return
+        time.sleep(0.01)
+    raise AssertionError("the bounded child outlived its parent")

@@ -15,6 +15,7 @@ inferlab's own compiler, whose caches across calls are worth keeping in the pare
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import gc
 import os
@@ -30,6 +31,7 @@ from inferlab.kv.units import fmt_binary
 
 POLL_S = 0.02             # between two reads of the child's RSS: ~100 MB of growth at most
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class TimeBoundExceeded(BaseException):
 def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
     """fn() in a forked child, within `memory_bytes` of RSS and `timeout_s` of wall time."""
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     gc.freeze()  # the child's collections then leave the parent's objects (and their pages) alone
     try:
         pid = os.fork()
@@ -57,6 +60,7 @@ def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
         raise
     if pid == 0:
         os.close(read_fd)
+        _die_with(parent)
         _child(fn, write_fd)  # never returns
     gc.unfreeze()
     os.close(write_fd)
@@ -79,6 +83,18 @@ def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
     if kind != "ok":
         return Outcome(refusal=f"crashed: {value}", peak_rss_mb=peak_mb)
     return Outcome(value=value, peak_rss_mb=peak_mb)
+
+
+def _die_with(parent: int) -> None:
+    """The child is killed when the parent dies (Linux PR_SET_PDEATHSIG): the parent's watch is
+    its only bound, so an orphan would run unbounded."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's kill on its way out must do
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _child(fn, write_fd: int) -> None:
