@@ -173,6 +173,14 @@ def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatc
     assert results["config"]["timeout_s"] == 3 and results["config"]["peer_memory"] == memory_mib * 2**20
 
 
+def test_the_process_peak_covers_every_schemas_peak(bench_dir):
+    results = run_bench(BenchConfig(directory=bench_dir))
+    peaks = [r["peak_rss_mb"] for r in results["schemas"]]
+    assert all(p > 0 for p in peaks)
+    assert results["peak_rss_mb"] >= max(peaks)
+    assert results["summary"]["all"]["peak_rss_mb_max"] == max(peaks)
+
+
 def test_ours_past_the_time_bound_is_refused(bench_dir, monkeypatch):
     import inferlab.constrain.bench as bench
 

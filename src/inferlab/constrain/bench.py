@@ -328,6 +328,10 @@ def summarize(results: list[SchemaResult]) -> dict:
     return out
 
 
+def _max(a: float | None, b: float | None) -> float | None:
+    return a if b is None else b if a is None else max(a, b)
+
+
 def _size_refusal(reason: str | None) -> bool:
     return bool(reason) and any(w in reason for w in ("exceeds", "unrolls to", "more than", "too large"))
 
@@ -341,8 +345,10 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         from inferlab.constrain.bench_peers import load_peers
         peers, peer_info = load_peers(*vocab)
     results = []
+    process_peak = peak_rss_mb()  # loading; run_schema then resets the peak for each schema's own
     for path in files:
         results.append(run_schema(path, config, vocab, peers))
+        process_peak = _max(process_peak, peak_rss_mb())  # ours and the peers' side in this process
         if step is not None:
             step(path.stem)
     config_json = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
@@ -352,6 +358,10 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "config": config_json,
         "summary": summarize(results),
         "peers": peer_info,
+        # this process's peak RSS over the run (MiB), the peers' children apart. Not the rusage
+        # maxrss of a wrapper (/usr/bin/time -v): that takes the largest child too, and the
+        # per-schema resets of the process's peak (reset_peak_rss) leave only the last schema's
+        "peak_rss_mb": process_peak,
         "schemas": [asdict(r) for r in results],
     }
 
