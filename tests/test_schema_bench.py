@@ -2,6 +2,9 @@
 only in a slow test (skipped when ../shared/jsonschemabench is absent)."""
 
 import json
+import os
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -128,3 +131,109 @@ def test_cli_peers_flag(bench_dir, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["config"]["peers"] is True and out["peers"]["llguidance"]["available"]
     assert "llguidance" in out["summary"]["all"]["peers"]
+
+
+class _FakePeer:
+    """A peer that exhausts memory on one schema, time on another, and refuses the rest in its
+    own words: the bounds, not its behaviour, are under test."""
+
+    vocab_size, eos = 512, 0
+
+    def compile(self, schema):
+        if schema.get("title") == "hog memory":
+            buf = bytearray(2**31)
+            buf[::4096] = b"\1" * len(buf[::4096])
+        elif schema.get("title") == "hog time":
+            time.sleep(60)
+        raise ValueError("the fake peer refuses")
+
+
+def _rss_mib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
+def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatch):
+    from inferlab.cli.schema_bench import _load_vocab
+    write_case(tmp_path, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
+    write_case(tmp_path, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
+    write_case(tmp_path, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
+    monkeypatch.setattr("inferlab.constrain.bench_peers.load_peers", lambda vocab, tok: ({"fake": _FakePeer()}, {}))
+    vocab = _load_vocab("512")
+    memory_mib = _rss_mib() + 256  # the child starts with at most the parent's pages
+    results = run_bench(BenchConfig(directory=tmp_path, peers=True, timeout_s=3, peer_memory=memory_mib * 2**20,
+                                    mask_min_sample_s=0.001), vocab=vocab)
+    by_name = {r["name"]: r for r in results["schemas"]}
+    assert by_name["A---memory"]["peers"]["fake"]["reason"] == f"exceeded {memory_mib} MiB"
+    assert by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"] > memory_mib
+    assert by_name["A---time"]["peers"]["fake"]["reason"] == "exceeded 3 s"
+    assert by_name["B---plain"]["peers"]["fake"]["reason"] == "ValueError: the fake peer refuses"
+    for r in by_name.values():  # ours ran on each, beside the refusals
+        assert r["compiled"] and r["valid_accepted"] == 1 and r["peak_rss_mb"] > 0
+        assert not r["peers"]["fake"]["compiled"]
+    assert results["summary"]["all"]["peers"]["fake"]["compiled"] == 0
+    assert results["summary"]["all"]["peers"]["fake"]["peak_rss_mb_max"] == by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"]
+    assert results["config"]["timeout_s"] == 3 and results["config"]["peer_memory"] == memory_mib * 2**20
+
+
+def test_the_process_peak_covers_every_schemas_peak(bench_dir):
+    results = run_bench(BenchConfig(directory=bench_dir))
+    peaks = [r["peak_rss_mb"] for r in results["schemas"]]
+    assert all(p > 0 for p in peaks)
+    assert results["peak_rss_mb"] >= max(peaks)
+    assert results["summary"]["all"]["peak_rss_mb_max"] == max(peaks)
+
+
+def test_ours_past_the_time_bound_is_refused(bench_dir, monkeypatch):
+    import inferlab.constrain.bench as bench
+
+    def slow(res, *args):
+        res.compiled = True  # partly done work is dropped, as a killed peer's would be
+        time.sleep(30)
+    monkeypatch.setattr(bench, "_ours", slow)
+    results = run_bench(BenchConfig(directory=bench_dir, timeout_s=0.2))
+    for r in results["schemas"]:
+        assert (r["compiled"], r["reason"]) == (False, "exceeded 0.2 s") and r["refuse_ms"] >= 200
+    assert results["summary"]["all"]["refusals"] == {"exceeded N.N s": 3}
+    assert results["summary"]["all"]["size_refusals"] == 0
+
+
+@pytest.mark.slow  # loads the three peers (xgrammar imports torch)
+def test_peers_in_a_child_match_peers_in_process(bench_dir):
+    """The forked child changes where a peer runs, not what it answers."""
+    pytest.importorskip("llguidance")
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.bench_peers import load_peers, run_peer, run_peer_bounded
+    vocab, tok = _load_vocab("512")
+    peers, _ = load_peers(vocab, tok)
+    timing_keys = {"compile_ms", "first_mask_ms", "mask_us_per_token", "mask_us_p99", "first_walk_us_per_token",
+                   "peak_rss_mb"}
+    schemas = [({"type": "integer", "minimum": 0}, [(True, "1"), (False, "-1")]),
+               ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"]},
+                [(True, '{"a":"xy"}'), (False, '{"a":"long"}'), (False, '{}')]),
+               ({"type": "array", "items": {"enum": ["p", "q"]}}, [(True, '["p","q"]'), (False, '["r"]')])]
+    for schema, tests in schemas:
+        cases = [(valid, text, tok.encode(text)) for valid, text in tests]
+        timing = cases[0][2]
+        for name, peer in peers.items():
+            forked = run_peer_bounded(peer, schema, cases, timing, memory_bytes=4 * 2**30, timeout_s=60)
+            inproc = asdict(run_peer(peer, schema, cases, timing))
+            assert forked["peak_rss_mb"] > 0
+            assert {k: v for k, v in forked.items() if k not in timing_keys} == \
+                {k: v for k, v in inproc.items() if k not in timing_keys}, (name, schema)
+            assert forked["compiled"] and forked["mask_us_per_token"] > 0, name
+
+
+@pytest.mark.parametrize("flag", [["--peer-memory", "4G"], ["--peer-memory", "4"], ["--peer-memory", "0GiB"],
+                                  ["--peer-memory", "lots"], ["--timeout", "0"], ["--timeout", "-5"],
+                                  ["--timeout", "nan"], ["--timeout", "2m"]])
+def test_bad_bounds_exit_2_with_one_line_naming_the_flag(bench_dir, tmp_path, capsys, flag):
+    out = tmp_path / "run"
+    try:
+        code = main(["schema-bench", str(bench_dir), "--vocab", "none", "--out", str(out), *flag])
+    except SystemExit as exc:  # argparse's refusal of --timeout
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and flag[0] in err, err
+    assert not out.exists()

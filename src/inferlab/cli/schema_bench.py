@@ -1,4 +1,5 @@
-"""`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--json] [--out DIR]`.
+"""`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--peers] [--timeout S]
+[--peer-memory SIZE] [--json] [--out DIR]`.
 
 Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
 coverage, completeness and soundness per category, with the top refusal reasons. --out writes
@@ -12,11 +13,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from inferlab.cli.common import non_negative_int, positive_int, print_json
-from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, BenchConfig, list_cases, plot_summary,
-                                      run_bench)
+from inferlab.cli.common import non_negative_int, positive_float, positive_int, print_json
+from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
+                                      BenchConfig, list_cases, plot_summary, run_bench)
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
+from inferlab.kv.units import fmt_binary, parse_bytes
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.progress import progress_bar
 
@@ -50,6 +52,13 @@ def add_arguments(p):
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
     p.add_argument("--peers", action="store_true",
                    help="also run llguidance, xgrammar and outlines-core on the same schemas and tokens")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="wall time for each engine's work on one schema (ours, and each peer's child); "
+                        f"past it that engine refuses the schema, \"exceeded N s\" (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--peer-memory", default=fmt_binary(DEFAULT_PEER_MEMORY).replace(" ", ""), metavar="SIZE",
+                   help="resident memory of each peer's child process per schema, with a unit (4GiB, 500MB); "
+                        "past it the peer refuses the schema, \"exceeded SIZE\" "
+                        f"(default {fmt_binary(DEFAULT_PEER_MEMORY).replace(' ', '')})")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
@@ -148,7 +157,8 @@ def _cases(config: BenchConfig) -> list[Path]:
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
-                         extra_keys=args.extra_keys, peers=args.peers)
+                         extra_keys=args.extra_keys, peers=args.peers, timeout_s=args.timeout,
+                         peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"))
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))
     vocab = _load_vocab(args.vocab)

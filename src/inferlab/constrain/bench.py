@@ -29,6 +29,7 @@ from inferlab.constrain.keys import key_index
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
 from inferlab.measure.timing import token_walk_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
@@ -38,6 +39,10 @@ BENCH_MAX_STATES = 20_000
 # A regex whose NFA would exceed this (counted repeats such as maxLength 8192 unrolled) is refused
 # before the automaton is built: building it only to hit the state limit costs tens of seconds.
 BENCH_MAX_NFA = 300_000
+# Bounds on each engine's work on one schema (compile, instances, mask timing): past them the
+# engine refuses that schema ("exceeded 120 s"), and the run goes on.
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_PEER_MEMORY = 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class BenchConfig:
     peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
     mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
     mask_min_sample_s: float = 0.05
+    timeout_s: float = DEFAULT_TIMEOUT_S   # wall time per schema for each engine (ours and each peer)
+    peer_memory: int = DEFAULT_PEER_MEMORY  # bytes of RSS per peer child (measure.bounded)
 
 
 @dataclass
@@ -78,6 +85,7 @@ class SchemaResult:
     first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
+    peak_rss_mb: float | None = None  # this process's peak while it ran ours (None: not measurable)
     peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
 
 
@@ -127,7 +135,15 @@ def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> Schem
     doc = json.loads(path.read_text(encoding="utf-8"))
     schema, tests = doc["schema"], doc.get("tests", [])
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
-    _ours(res, schema, tests, config, vocab)
+    measured = reset_peak_rss()
+    t0 = time.perf_counter()
+    try:
+        with time_bound(config.timeout_s):
+            _ours(res, schema, tests, config, vocab)
+    except TimeBoundExceeded as exc:  # the whole of ours is refused, as a peer's child would be
+        res = SchemaResult(name=res.name, category=res.category, compiled=False, reason=str(exc),
+                           refuse_ms=(time.perf_counter() - t0) * 1e3)
+    res.peak_rss_mb = peak_rss_mb() if measured else None
     if peers and vocab is not None:
         _run_peers(res, schema, tests, config, vocab, peers)
     return res
@@ -139,7 +155,7 @@ def _canonical(instance, schema, config: BenchConfig) -> str:
 
 
 def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
-    from inferlab.constrain.bench_peers import run_peer
+    from inferlab.constrain.bench_peers import run_peer_bounded
 
     tok = vocab[1]
     cases = []
@@ -151,7 +167,8 @@ def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, pee
         cases.append((bool(test["valid"]), text, tok.encode(text)))
     timing = next((tokens for valid, _, tokens in cases if valid), None)
     for name, peer in peers.items():
-        res.peers[name] = asdict(run_peer(peer, schema, cases, timing))
+        res.peers[name] = run_peer_bounded(peer, schema, cases, timing, memory_bytes=config.peer_memory,
+                                           timeout_s=config.timeout_s)
 
 
 def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
@@ -229,8 +246,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
     per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
     vocabulary, tok = vocab
-    vocabulary.trie()  # the vocabulary preprocessing, apart from the schema's times
-    key_index(vocabulary)
+    _preprocess(vocabulary)  # once (cached): apart from the schema's times
     grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)  # nothing built yet
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()
@@ -266,9 +282,16 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     res.mask_us_per_token, res.mask_us_p99 = float(np.median(us)), float(np.percentile(us, 99))
 
 
+def _preprocess(vocabulary) -> None:
+    """Our vocabulary preprocessing: the token trie and the key index (each built once)."""
+    vocabulary.trie()
+    key_index(vocabulary)
+
+
 def _stats(rs: list, get) -> dict:
-    """Coverage, completeness, soundness and timings of results `rs`; get(r) -> the record
-    (ours: the SchemaResult; a peer's: its PeerResult dict, None if the peer did not run)."""
+    """Coverage, completeness, soundness, timings and the largest per-schema peak RSS (MiB) of
+    results `rs`; get(r) -> the record (ours: the SchemaResult; a peer's: its PeerResult dict,
+    None if the peer did not run)."""
     recs = [x for x in map(get, rs) if x is not None]
     g = (lambda x, k: x[k]) if recs and isinstance(recs[0], dict) else getattr
     comp = [x for x in recs if g(x, "compiled")]
@@ -287,6 +310,7 @@ def _stats(rs: list, get) -> dict:
         "mask_us_per_token_median": pct("mask_us_per_token", 50),
         "mask_us_p99_median": pct("mask_us_p99", 50),
         "first_walk_us_per_token_median": pct("first_walk_us_per_token", 50),
+        "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }
 
 
@@ -309,6 +333,10 @@ def summarize(results: list[SchemaResult]) -> dict:
     return out
 
 
+def _max(a: float | None, b: float | None) -> float | None:
+    return a if b is None else b if a is None else max(a, b)
+
+
 def _size_refusal(reason: str | None) -> bool:
     return bool(reason) and any(w in reason for w in ("exceeds", "unrolls to", "more than", "too large"))
 
@@ -318,12 +346,16 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     `step(name)` is called after each schema (the CLI's progress bar)."""
     files = list_cases(config.directory, config.limit, config.seed)
     peers, peer_info = None, {}
+    if vocab is not None:  # before the first schema, outside its time bound, as the peers' is
+        _preprocess(vocab[0])
     if config.peers and vocab is not None:
         from inferlab.constrain.bench_peers import load_peers
         peers, peer_info = load_peers(*vocab)
     results = []
+    process_peak = peak_rss_mb()  # loading; run_schema then resets the peak for each schema's own
     for path in files:
         results.append(run_schema(path, config, vocab, peers))
+        process_peak = _max(process_peak, peak_rss_mb())  # ours and the peers' side in this process
         if step is not None:
             step(path.stem)
     config_json = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
@@ -333,6 +365,10 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "config": config_json,
         "summary": summarize(results),
         "peers": peer_info,
+        # this process's peak RSS over the run (MiB), the peers' children apart. Not the rusage
+        # maxrss of a wrapper (/usr/bin/time -v): that takes the largest child too, and the
+        # per-schema resets of the process's peak (reset_peak_rss) leave only the last schema's
+        "peak_rss_mb": process_peak,
         "schemas": [asdict(r) for r in results],
     }
 

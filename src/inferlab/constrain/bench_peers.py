@@ -9,7 +9,10 @@ first accepted valid instance's tokens, each peer filling an int32 bitmask row i
 fastest native path (llguidance fill_next_token_bitmask into numpy, xgrammar
 fill_next_token_bitmask into its torch int32 bitmask, outlines-core Guide.write_mask_into).
 Peers are imported here only, lazily; one that is absent is reported, never silently dropped.
-The tokenizer conversion of each peer is vocabulary preprocessing: done once, timed apart.
+The tokenizer conversion of each peer is vocabulary preprocessing: done once, timed apart, in
+the parent. Each peer's work on a schema then runs in a forked child (run_peer_bounded), which
+inherits that preprocessing copy-on-write: a peer past the memory or time bound, or one that
+crashes, is refused for that schema, and what it allocated goes with the child.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import importlib.metadata
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from inferlab.measure.bounded import run_forked
 from inferlab.measure.timing import gc_disabled, token_walk_us
 
 PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
@@ -47,6 +51,7 @@ class PeerResult:
     mask_us_per_token: float | None = None  # median over per-token readings
     mask_us_p99: float | None = None
     first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
+    peak_rss_mb: float | None = None  # the peer's child process at its peak (measure.bounded)
 
 
 def _version(dist: str) -> str | None:
@@ -201,6 +206,17 @@ def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, fl
         first_ms = (time.perf_counter_ns() - t0) / 1e6
     us = token_walk_us(lambda: peer.matcher(handle)[:2], tokens, MIN_TIMING_S)
     return first_ms, float(np.median(us)), float(np.percentile(us, 99)), float(us[:len(tokens)].mean())
+
+
+def run_peer_bounded(peer: _Peer, schema, cases, timing_tokens, *, memory_bytes: int, timeout_s: float) -> dict:
+    """run_peer in a forked child within the bounds, as a dict; a bound exceeded or a crash is the
+    peer's refusal ("exceeded 4 GiB", "exceeded 120 s", "crashed (signal 6)"). Its peak RSS
+    either way."""
+    out = run_forked(lambda: asdict(run_peer(peer, schema, cases, timing_tokens)),
+                     memory_bytes=memory_bytes, timeout_s=timeout_s)
+    record = out.value if out.refusal is None else asdict(PeerResult(compiled=False, reason=out.refusal))
+    record["peak_rss_mb"] = out.peak_rss_mb
+    return record
 
 
 def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timing_tokens) -> PeerResult:
