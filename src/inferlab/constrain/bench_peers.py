@@ -117,8 +117,10 @@ class _XGrammar(_Peer):
         self.bitmask = xgr.allocate_token_bitmask(1, vocab.vocab_size)  # torch int32 (1, ceil(V/32))
 
     def compile(self, schema):
+        # strict_mode=False: extra keys where additionalProperties is absent, as JSON Schema and
+        # our default (extra_keys=True) allow them; strict mode would reject those valid instances
         return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"),
-                                                 strict_mode=True)
+                                                 strict_mode=False)
 
     def matcher(self, compiled):
         m = self.xgr.GrammarMatcher(compiled)
