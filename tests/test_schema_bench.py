@@ -133,6 +133,24 @@ def test_cli_peers_flag(bench_dir, capsys):
     assert "llguidance" in out["summary"]["all"]["peers"]
 
 
+def test_cli_peers_by_name(bench_dir, capsys):
+    pytest.importorskip("llguidance")
+    assert main(["schema-bench", str(bench_dir), "--vocab", "512", "--peers", "llguidance", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["summary"]["all"]["peers"]) == {"llguidance"}
+    for name in ("xgrammar", "outlines-core"):  # named as left out, never silently dropped
+        assert out["peers"][name] == {"available": False, "note": "not selected (--peers llguidance)"}
+
+
+@pytest.mark.parametrize("names", ["bogus", "llguidance,bogus", ","])
+def test_cli_peers_unknown_name_exits_2(bench_dir, tmp_path, capsys, names):
+    out = tmp_path / "run"
+    assert main(["schema-bench", str(bench_dir), "--vocab", "512", "--peers", names, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--peers" in err and "llguidance, xgrammar, outlines-core" in err, err
+    assert not out.exists()
+
+
 class _FakePeer:
     """A peer that exhausts memory on one schema, time on another, and refuses the rest in its
     own words: the bounds, not its behaviour, are under test."""
@@ -158,7 +176,7 @@ def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatc
     write_case(tmp_path, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
     write_case(tmp_path, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
     write_case(tmp_path, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
-    monkeypatch.setattr("inferlab.constrain.bench_peers.load_peers", lambda vocab, tok: ({"fake": _FakePeer()}, {}))
+    monkeypatch.setattr("inferlab.constrain.bench_peers.load_peers", lambda vocab, tok, names: ({"fake": _FakePeer()}, {}))
     vocab = _load_vocab("512")
     memory_mib = _rss_mib() + 256  # the child starts with at most the parent's pages
     results = run_bench(BenchConfig(directory=tmp_path, peers=True, timeout_s=3, peer_memory=memory_mib * 2**20,

@@ -16,6 +16,7 @@ from rich.table import Table
 from inferlab.cli.common import non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
                                       BenchConfig, list_cases, plot_summary, run_bench)
+from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.kv.units import fmt_binary, parse_bytes
@@ -50,8 +51,9 @@ def add_arguments(p):
                         "do (default: generated, as JSON Schema allows them)")
     p.add_argument("--max-states", type=positive_int, default=BENCH_MAX_STATES,
                    help=f"DFA state limit per schema (default {BENCH_MAX_STATES})")
-    p.add_argument("--peers", action="store_true",
-                   help="also run llguidance, xgrammar and outlines-core on the same schemas and tokens")
+    p.add_argument("--peers", nargs="?", const=",".join(PEER_NAMES), default=None, metavar="NAMES",
+                   help="also run peers on the same schemas and tokens: all of llguidance, xgrammar and "
+                        "outlines-core, or those named (comma-separated, e.g. --peers llguidance,xgrammar)")
     p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help="wall time for each engine's work on one schema (ours, and each peer's child); "
                         f"past it that engine refuses the schema, \"exceeded N s\" (default {DEFAULT_TIMEOUT_S:g})")
@@ -115,6 +117,16 @@ def _print_peers(results: dict, console: Console) -> None:
             console.print(f"  {name}: {info.get('note')}")
 
 
+def _peer_names(arg: str | None) -> tuple[str, ...]:
+    if arg is None:
+        return PEER_NAMES
+    names = tuple(dict.fromkeys(n.strip() for n in arg.split(",") if n.strip()))
+    unknown = [n for n in names if n not in PEER_NAMES]
+    if unknown or not names:
+        raise InferlabError(f"--peers {arg!r}: not a comma-separated list of {', '.join(PEER_NAMES)}")
+    return names
+
+
 def _load_vocab(name: str):
     if name == "none":
         return None
@@ -157,7 +169,8 @@ def _cases(config: BenchConfig) -> list[Path]:
 def run(args) -> int:
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
-                         extra_keys=args.extra_keys, peers=args.peers, timeout_s=args.timeout,
+                         extra_keys=args.extra_keys, peers=args.peers is not None,
+                         peer_names=_peer_names(args.peers), timeout_s=args.timeout,
                          peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"))
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))

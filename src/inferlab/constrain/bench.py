@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.constrain import regex as rx
+from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.keys import key_index
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
@@ -56,6 +57,7 @@ class BenchConfig:
     extra_keys: bool = True
     max_states: int = BENCH_MAX_STATES
     peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
+    peer_names: tuple = PEER_NAMES  # the peers run when `peers`
     mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
     mask_min_sample_s: float = 0.05
     timeout_s: float = DEFAULT_TIMEOUT_S   # wall time per schema for each engine (ours and each peer)
@@ -350,7 +352,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         _preprocess(vocab[0])
     if config.peers and vocab is not None:
         from inferlab.constrain.bench_peers import load_peers
-        peers, peer_info = load_peers(*vocab)
+        peers, peer_info = load_peers(*vocab, names=config.peer_names)
     results = []
     process_peak = peak_rss_mb()  # loading; run_schema then resets the peak for each schema's own
     for path in files:

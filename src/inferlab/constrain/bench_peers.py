@@ -169,11 +169,14 @@ class _Outlines(_Peer):
 _ADAPTERS = {"llguidance": _LLGuidance, "xgrammar": _XGrammar, "outlines-core": _Outlines}
 
 
-def load_peers(vocab, tok) -> tuple[dict, dict]:
-    """({name: adapter} for the installed peers, {name: info}) with versions, preprocessing time,
-    and a note for each peer that could not be loaded."""
+def load_peers(vocab, tok, names=PEER_NAMES) -> tuple[dict, dict]:
+    """({name: adapter} for the installed peers among `names`, {name: info}) with versions,
+    preprocessing time, and a note for each peer that could not be loaded or was not selected."""
     peers, info = {}, {}
     for name, cls in _ADAPTERS.items():
+        if name not in names:
+            info[name] = {"available": False, "note": f"not selected (--peers {','.join(names)})"}
+            continue
         try:
             peers[name] = cls(vocab, tok)
             info[name] = {"available": True, "version": _version(name),
