@@ -31,6 +31,20 @@ def test_value_comes_back_with_the_childs_peak():
     assert 0 < out.peak_rss_mb
 
 
+def _warn() -> int:
+    for stamp in ("06:47:22", "06:47:23"):  # one warning twice, as a native library writes it on fd 2
+        os.write(2, f"[{stamp}] conv.cc:870: Warning: falling back to anyOf\n".encode())
+    os.write(2, b"another line\n")
+    return 7
+
+
+def test_the_childs_stderr_comes_back_as_distinct_lines_not_on_ours(capfd):
+    out = run_forked(_warn, memory_bytes=_rss() + 512 * MiB, timeout_s=30)
+    assert out.value == 7
+    assert out.stderr_lines == ("conv.cc:870: Warning: falling back to anyOf", "another line")
+    assert capfd.readouterr().err == ""
+
+
 def test_a_child_past_the_memory_bound_is_refused_and_killed():
     limit_mib = _rss() // MiB + 64  # a whole number of MiB, under 1 GiB for this test process
     assert limit_mib < 1024

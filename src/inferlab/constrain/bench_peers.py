@@ -52,6 +52,7 @@ class PeerResult:
     mask_us_p99: float | None = None
     first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
     peak_rss_mb: float | None = None  # the peer's child process at its peak (measure.bounded)
+    messages: list[str] = field(default_factory=list)  # what the peer wrote on stderr (its warnings)
 
 
 def _version(dist: str) -> str | None:
@@ -215,12 +216,13 @@ def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, fl
 
 def run_peer_bounded(peer: _Peer, schema, cases, timing_tokens, *, memory_bytes: int, timeout_s: float) -> dict:
     """run_peer in a forked child within the bounds, as a dict; a bound exceeded or a crash is the
-    peer's refusal ("exceeded 4 GiB", "exceeded 120 s", "crashed (signal 6)"). Its peak RSS
-    either way."""
+    peer's refusal ("exceeded 4 GiB", "exceeded 120 s", "crashed (signal 6)"). Its peak RSS and
+    its stderr lines (xgrammar's warnings that it loosens a keyword, for one) either way."""
     out = run_forked(lambda: asdict(run_peer(peer, schema, cases, timing_tokens)),
                      memory_bytes=memory_bytes, timeout_s=timeout_s)
     record = out.value if out.refusal is None else asdict(PeerResult(compiled=False, reason=out.refusal))
     record["peak_rss_mb"] = out.peak_rss_mb
+    record["messages"] = list(out.stderr_lines)
     return record
 
 

@@ -8,6 +8,8 @@ Why not RLIMIT_AS: it bounds address space, which native libraries reserve far b
 touch (xgrammar's first compile in a child maps ~150-350 MB it barely uses), and a Rust allocator
 that hits it aborts without saying why. The bound is on the child's RSS as the kernel counts it,
 pages shared with the parent included; the child's peak (wait4's ru_maxrss) is the same quantity.
+What the child writes on stderr (a native library's warnings) goes to a file, not over the
+parent's progress bar, and comes back as Outcome.stderr_lines.
 
 time_bound(s) bounds a call in this process (SIGALRM, main thread): for pure-Python work, such as
 inferlab's own compiler, whose caches across calls are worth keeping in the parent.
@@ -20,8 +22,10 @@ import faulthandler
 import gc
 import os
 import pickle
+import re
 import select
 import signal
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 from inferlab.kv.units import fmt_binary
 
 POLL_S = 0.02             # between two reads of the child's RSS: ~100 MB of growth at most
+STDERR_LINES = 10         # distinct stderr lines kept per child (the first ones)
+STDERR_BYTES = 1 << 16    # of its stderr read back
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _PR_SET_PDEATHSIG = 1
 
@@ -39,6 +45,7 @@ class Outcome:
     value: object = None             # fn()'s return value, when refusal is None
     refusal: str | None = None       # why there is no value (a bound, a crash, an exception)
     peak_rss_mb: float | None = None  # the child's peak resident set (MiB)
+    stderr_lines: tuple[str, ...] = ()  # the child's distinct stderr lines (STDERR_LINES at most)
 
 
 class TimeBoundExceeded(BaseException):
@@ -48,6 +55,24 @@ class TimeBoundExceeded(BaseException):
 
 def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
     """fn() in a forked child, within `memory_bytes` of RSS and `timeout_s` of wall time."""
+    with tempfile.TemporaryFile() as err:
+        out = _run_forked(fn, memory_bytes, timeout_s, err.fileno())
+        err.seek(0)
+        return Outcome(out.value, out.refusal, out.peak_rss_mb, _distinct_lines(err.read(STDERR_BYTES)))
+
+
+def _distinct_lines(data: bytes) -> tuple[str, ...]:
+    """The first distinct lines, a leading clock time ("[06:47:22] ", xgrammar's) left out so
+    that repeats of one warning count once."""
+    lines = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        line = re.sub(r"^\[\d\d:\d\d:\d\d\]\s*", "", line.strip())[:300]
+        if line and line not in lines:
+            lines.append(line)
+    return tuple(lines[:STDERR_LINES])
+
+
+def _run_forked(fn, memory_bytes: int, timeout_s: float, err_fd: int) -> Outcome:
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
     gc.freeze()  # the child's collections then leave the parent's objects (and their pages) alone
@@ -60,6 +85,7 @@ def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
         raise
     if pid == 0:
         os.close(read_fd)
+        os.dup2(err_fd, 2)
         _die_with(parent)
         _child(fn, write_fd)  # never returns
     gc.unfreeze()
