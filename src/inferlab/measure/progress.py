@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -9,17 +11,30 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
+LOG_EVERY_S = 60.0
+_clock = time.monotonic
+
+
 @contextmanager
 def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
-    """Yields step(description): advance the bar by one unit and show what runs next."""
+    """Yields step(description): advance the bar by one unit and show what runs next. Where
+    stderr is not a terminal (a log), a plain line at most every LOG_EVERY_S instead."""
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     console = Console(stderr=True)
     # Off when stderr is not a terminal: a log gets no bar, and no blank lines before an error.
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task(title, total=total)
+        start = last = _clock()
+        done = 0
 
         def step(description: str) -> None:
+            nonlocal last, done
             bar.update(task, advance=1, description=f"{title}: {description}")
+            done += 1
+            now = _clock()
+            if not console.is_terminal and now - last >= LOG_EVERY_S:
+                last = now
+                print(f"{title}: {done}/{total} after {now - start:.0f} s ({description})", file=sys.stderr, flush=True)
 
         yield step
