@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferlab.kv.units import fmt_binary
 
@@ -58,7 +58,7 @@ def run_forked(fn, *, memory_bytes: int, timeout_s: float) -> Outcome:
     with tempfile.TemporaryFile() as err:
         out = _run_forked(fn, memory_bytes, timeout_s, err.fileno())
         err.seek(0)
-        return Outcome(out.value, out.refusal, out.peak_rss_mb, _distinct_lines(err.read(STDERR_BYTES)))
+        return replace(out, stderr_lines=_distinct_lines(err.read(STDERR_BYTES)))
 
 
 def _distinct_lines(data: bytes) -> tuple[str, ...]:
