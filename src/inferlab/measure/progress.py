@@ -22,19 +22,25 @@ def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     console = Console(stderr=True)
-    # Off when stderr is not a terminal: a log gets no bar, and no blank lines before an error.
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+    if not console.is_terminal:  # a log: no bar at all (rich 13.0 writes a blank line even disabled)
+        yield _log_step(total, title)
+        return
+    with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(title, total=total)
-        start = last = _clock()
-        done = 0
+        yield lambda description: bar.update(task, advance=1, description=f"{title}: {description}")
 
-        def step(description: str) -> None:
-            nonlocal last, done
-            bar.update(task, advance=1, description=f"{title}: {description}")
-            done += 1
-            now = _clock()
-            if not console.is_terminal and now - last >= LOG_EVERY_S:
-                last = now
-                print(f"{title}: {done}/{total} after {now - start:.0f} s ({description})", file=sys.stderr, flush=True)
 
-        yield step
+def _log_step(total: int, title: str) -> Callable[[str], None]:
+    """step(description) for a log: a plain line at most every LOG_EVERY_S."""
+    start = last = _clock()
+    done = 0
+
+    def step(description: str) -> None:
+        nonlocal last, done
+        done += 1
+        now = _clock()
+        if now - last >= LOG_EVERY_S:
+            last = now
+            print(f"{title}: {done}/{total} after {now - start:.0f} s ({description})", file=sys.stderr, flush=True)
+
+    return step
