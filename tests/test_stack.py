@@ -528,10 +528,11 @@ def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, sc
 def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
     """Every (automaton, state), or a sample of them: the split with the regions' walks shared
     through one shape cache for the whole grammar equals the split walked alone (no shapes).
-    Returns (states with a region, shapes built)."""
+    States with a delta_base: their delta_frame equals it too. Returns (states with a region,
+    shapes built, delta states)."""
     m, trie = grammar.machine, grammar.vocab.trie()
     shapes: dict = {}
-    regions = 0
+    regions = deltas = 0
     for a in range(m.n_automata):
         trans = m.frame_table(a)
         if trans is None:
@@ -546,7 +547,15 @@ def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
             assert (alone.keep is None) == (shared.keep is None), (a, s)
             assert alone.keep is None or np.array_equal(alone.keep, shared.keep), (a, s)
             regions += token_split.region(trans, s) is not None
-    return regions, len(shapes)
+            base = token_split.delta_base(trans, s)
+            if base is not None:  # derived from the base's split: the same as walked alone
+                split = token_split.frame_tokens(trie, trans, m.exits(a), base, grammar.words)
+                delta = token_split.delta_frame(trie, trans, m.exits(a), s, base, split, grammar.words)
+                assert np.array_equal(alone.accepted, delta.accepted), (a, s)
+                assert (alone.keep is None) == (delta.keep is None), (a, s)
+                assert alone.keep is None or np.array_equal(alone.keep, delta.keep), (a, s)
+                deltas += 1
+    return regions, len(shapes), deltas
 
 
 STRINGS = {"type": "object", "properties": {
@@ -557,9 +566,10 @@ STRINGS = {"type": "object", "properties": {
 
 @pytest.mark.parametrize("schema", [STRINGS, *RECURSIVE], ids=["strings", "tree", "list", "any"])
 def test_shared_region_shapes_equal_unshared_splits(schema):
-    regions, shapes = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(schema)), small_vocab(4)))
+    regions, shapes, deltas = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(schema)), small_vocab(4)))
     if schema is STRINGS:
         assert shapes < regions  # string contents share one walk
+        assert deltas > 0        # the states of "any key but a..g" are derived from the content loop
 
 
 # 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget).
@@ -580,6 +590,6 @@ def test_shared_region_shapes_equal_unshared_splits_on_generated_schemas(example
 
 @pytest.mark.slow
 def test_shared_region_shapes_equal_unshared_splits_at_qwen_on_strings(qwen_vocab):
-    regions, shapes = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(STRINGS)), qwen_vocab),
-                                                   12, random.Random(0))
+    regions, shapes, deltas = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(STRINGS)), qwen_vocab),
+                                                           12, random.Random(0))
     assert regions > 0

@@ -716,9 +716,14 @@ class StackGrammar:
         """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
         out = self._frames.get((a, s))
         if out is None:
-            m = self.machine
-            out = self._frames[(a, s)] = token_split.frame_tokens(
-                self.vocab.trie(), m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(self.vocab.trie()))
+            m, trie = self.machine, self.vocab.trie()
+            trans = m.frame_table(a)
+            base = token_split.delta_base(trans, s)
+            if base is not None:
+                out = token_split.delta_frame(trie, trans, m.exits(a), s, base, self._frame(a, base), self.words)
+            else:
+                out = token_split.frame_tokens(trie, trans, m.exits(a), s, self.words, token_split.shape_cache(trie))
+            self._frames[(a, s)] = out
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:

@@ -240,14 +240,91 @@ def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], 
         order = region(trans, state)
         if order is not None:
             return _shaped_frame(trie, trans, exits, order, words, shapes)
+    return _walk_frame(trie, trans, exits, trans[state][levels[0].byte] if levels else None, words)
+
+
+def _walk_frame(trie, trans: np.ndarray, exits, first: np.ndarray | None, words: int) -> FrameTokens:
+    """The split from the depth-0 values `first` (a state per depth-0 node, -1: not walked)."""
     exit_row, exit_bytes = exits
     accepted, seeds = [], []
-    for d, node, x in walk_trie(levels, trans[state][levels[0].byte] if levels else None, lambda ids: trans):
-        end, seed = _split_level(levels, d, node, x, exit_row)
+    for d, node, x in walk_trie(trie.levels, first, lambda ids: trans):
+        end, seed = _split_level(trie.levels, d, node, x, exit_row)
         accepted.append(end)
         seeds.append(seed)
     tokens = np.concatenate(accepted) if accepted else np.zeros(0, np.int32)
     return FrameTokens(token_bits(tokens, trie, words), _paths(trie, seeds, exit_bytes))
+
+
+# A *delta* state: its row agrees with a loop state's row on all but a few bytes. The states of
+# "any key but the declared names" are such: a name's next byte (or its closing quote) differs,
+# every other byte falls into the string's content loop. A token whose first byte the two rows
+# agree on is in the same state after that byte from either, so its fate is the loop state's:
+# only the subtrees of the differing first bytes are walked, and the rest is the loop state's
+# split (its region shape is shared by every string of the process), instead of a shape per
+# trie state of every schema's names.
+DELTA_BYTES = 16
+
+
+def delta_base(trans: np.ndarray, state: int) -> int | None:
+    """The loop state whose split `state`'s may be derived from (delta_frame), or None: the
+    most frequent target of the state's row, where the row differs from that state's row on at
+    most DELTA_BYTES bytes and that state is its own most frequent target (so bases never chain)."""
+    row = trans[state]
+    live = row[row >= 0]
+    if len(live) < REGION_MIN_BYTES:
+        return None
+    base = int(np.bincount(live).argmax())
+    if base == state or np.count_nonzero(row != trans[base]) > DELTA_BYTES:
+        return None
+    loop = trans[base][trans[base] >= 0]
+    return base if int(np.bincount(loop).argmax()) == base else None
+
+
+def delta_frame(trie, trans: np.ndarray, exits, state: int, base: int, split: FrameTokens, words: int) -> FrameTokens:
+    """frame_tokens of `state` from `split`, the split of its delta_base `base`: the base's tokens
+    and paths under the first bytes the rows agree on, and a walk of the other subtrees."""
+    levels = trie.levels
+    differ = np.flatnonzero(trans[state] != trans[base])                   # the differing bytes
+    roots = levels[0].byte
+    own = _walk_frame(trie, trans, exits, np.where(np.isin(roots, differ), trans[state][roots], -1), words)
+    accepted = (split.accepted & ~first_byte_bits(trie, differ, words)) | own.accepted
+    if split.keep is None or own.keep is None:
+        return FrameTokens(accepted, None)
+    keep = np.union1d(split.keep[~np.isin(node_roots(trie)[split.keep], differ)], own.keep)
+    return FrameTokens(accepted, None if len(keep) > int(level_offsets(trie)[-1]) // DENSE_SHARE else keep)
+
+
+_ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def node_roots(trie) -> np.ndarray:
+    """(nodes,) uint8: the first byte of each global trie node id's path (computed once per trie)."""
+    out = _ROOTS.get(trie)
+    if out is None:
+        per = [trie.levels[0].byte.astype(np.uint8)] if trie.levels else []
+        for lv in trie.levels[1:]:
+            per.append(per[-1][lv.parent])
+        out = _ROOTS[trie] = np.concatenate(per) if per else np.zeros(0, np.uint8)
+    return out
+
+
+_FIRST_BITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def first_byte_bits(trie, bytes_: np.ndarray, words: int) -> np.ndarray:
+    """(words,) uint32: the bits of the tokens (and their duplicates) whose first byte is one of
+    `bytes_`; each byte's bits built on first need, kept per trie."""
+    cache = _FIRST_BITS.setdefault(trie, {})
+    out = np.zeros(words, dtype=np.uint32)
+    for b in bytes_.tolist():
+        bits = cache.get(b)
+        if bits is None:
+            roots, tokens = node_roots(trie), []
+            for lv, start in zip(trie.levels, level_offsets(trie)):
+                tokens.append(lv.end_token[lv.end_nodes[roots[start + lv.end_nodes] == b]])
+            bits = cache[b] = token_bits(np.concatenate(tokens), trie, words)
+        out |= bits
+    return out
 
 
 def _split_level(levels, d: int, node, x, exit_row: np.ndarray):
