@@ -225,7 +225,7 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
     vocab, tok = _load_vocab("512")
     peers, _ = load_peers(vocab, tok)
     timing_keys = {"compile_ms", "first_mask_ms", "mask_us_per_token", "mask_us_p99", "first_walk_us_per_token",
-                   "peak_rss_mb"}
+                   "first_walk_us", "peak_rss_mb"}
     schemas = [({"type": "integer", "minimum": 0}, [(True, "1"), (False, "-1")]),
                ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"]},
                 [(True, '{"a":"xy"}'), (False, '{"a":"long"}'), (False, '{}')]),
@@ -255,3 +255,14 @@ def test_bad_bounds_exit_2_with_one_line_naming_the_flag(bench_dir, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and flag[0] in err, err
     assert not out.exists()
+
+
+def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
+    """MaskBench's time between masks: every token's reading counts once, whatever its schema."""
+    from inferlab.constrain.bench import SchemaResult, summarize
+    a = SchemaResult("A---a", "A", True, first_walk_us=[1.0, 2.0, 3.0])
+    b = SchemaResult("A---b", "A", True, first_walk_us=[10.0])
+    s = summarize([a, b])["all"]
+    assert s["first_walk_tokens"] == 4
+    assert s["first_walk_us_p50"] == pytest.approx(2.5)    # (2 + 3) / 2
+    assert s["first_walk_us_p99"] == pytest.approx(9.79)   # 3 + 0.97 * (10 - 3), linear between ranks 2 and 3

@@ -101,7 +101,7 @@ def _print_peers(results: dict, console: Console) -> None:
         return
     table = Table(title="inferlab and its peers, same schemas and tokens (all categories)")
     for col in ("engine", "coverage", "completeness", "soundness", "first mask ms (median / p90)",
-                "mask µs/token (median)"):
+                "mask µs/token (median)", "first walk µs/token (p50 / p99 of all tokens)"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     for name, s in [("inferlab", summary["all"]), *summary["all"]["peers"].items()]:
         first = "-" if s["first_mask_ms_median"] is None else \
@@ -110,7 +110,8 @@ def _print_peers(results: dict, console: Console) -> None:
         table.add_row(name, f"{_pct(s['coverage'])} ({s['compiled']}/{s['schemas']})",
                       f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
                       f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
-                      first, "-" if mask is None else f"{mask:.1f}")
+                      first, "-" if mask is None else f"{mask:.1f}",
+                      "-" if s["first_walk_us_p50"] is None else f"{s['first_walk_us_p50']:.1f} / {s['first_walk_us_p99']:.1f}")
     console.print(table)
     for name, info in results.get("peers", {}).items():
         if not info.get("available"):

@@ -51,6 +51,7 @@ class PeerResult:
     mask_us_per_token: float | None = None  # median over per-token readings
     mask_us_p99: float | None = None
     first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
+    first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings
     peak_rss_mb: float | None = None  # the peer's child process at its peak (measure.bounded)
     messages: list[str] = field(default_factory=list)  # what the peer wrote on stderr (its warnings)
 
@@ -202,16 +203,16 @@ def _accepts(peer: _Peer, handle, tokens: list[int]) -> bool:
     return _eos_allowed(words, peer.eos)
 
 
-def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float, float]:
+def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, float, np.ndarray]:
     """(first mask ms of a fresh matcher, per-token median us, p99 us over repeated walks, the
-    first walk's mean us per token)."""
+    first walk's single readings in us)."""
     with gc_disabled():
         fill, _, _ = peer.matcher(handle)
         t0 = time.perf_counter_ns()
         fill()
         first_ms = (time.perf_counter_ns() - t0) / 1e6
     us = token_walk_us(lambda: peer.matcher(handle)[:2], tokens, MIN_TIMING_S)
-    return first_ms, float(np.median(us)), float(np.percentile(us, 99)), float(us[:len(tokens)].mean())
+    return first_ms, float(np.median(us)), float(np.percentile(us, 99)), us[:len(tokens)]
 
 
 def run_peer_bounded(peer: _Peer, schema, cases, timing_tokens, *, memory_bytes: int, timeout_s: float) -> dict:
@@ -246,8 +247,8 @@ def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timi
                 res.unsound.append(text[:200])
     if timing_tokens:
         try:
-            (res.first_mask_ms, res.mask_us_per_token, res.mask_us_p99,
-             res.first_walk_us_per_token) = _time_walk(peer, handle, timing_tokens)
+            res.first_mask_ms, res.mask_us_per_token, res.mask_us_p99, first = _time_walk(peer, handle, timing_tokens)
+            res.first_walk_us_per_token, res.first_walk_us = float(first.mean()), np.round(first, 2).tolist()
         except ValueError:
             pass  # the peer rejects our valid instance: its completeness already says so
     return res
