@@ -593,3 +593,43 @@ def test_shared_region_shapes_equal_unshared_splits_at_qwen_on_strings(qwen_voca
     regions, shapes, deltas = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(STRINGS)), qwen_vocab),
                                                            12, random.Random(0))
     assert regions > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_context_dependent_paths_equal_a_brute_force_over_the_trie(seed):
+    """token_split._paths against its definition, node by node: the seeds' children by an exit
+    byte with all their descendants, and the ancestors-or-self of the seeds with such a child."""
+    trie = small_vocab(seed, n=400).trie()
+    rng = random.Random(seed)
+    levels, offsets = trie.levels, token_split.level_offsets(trie)
+    kids = {}   # global id -> its children's global ids, and each one's byte
+    up = {}     # global id -> its parent's global id
+    for d in range(len(levels) - 1):
+        for n in range(len(levels[d].byte)):
+            lo, k = int(levels[d].child_start[n]), int(levels[d].child_count[n])
+            kids[offsets[d] + n] = [(offsets[d + 1] + c, int(levels[d + 1].byte[c])) for c in range(lo, lo + k)]
+            for c in range(lo, lo + k):
+                up[offsets[d + 1] + c] = offsets[d] + n
+    for _ in range(20):
+        exit_bytes = np.array([[rng.random() < 0.3 for _ in range(256)] for _ in range(3)])
+        seeds, want = [], set()
+        for d in range(min(len(levels) - 1, 4)):
+            nodes = np.array(sorted(rng.sample(range(len(levels[d].byte)), min(3, len(levels[d].byte)))), np.int64)
+            rows = np.array([rng.randrange(3) for _ in nodes], np.int64)
+            seeds.append((nodes, rows))
+            for n, r in zip(nodes.tolist(), rows.tolist()):
+                hit = [c for c, b in kids.get(offsets[d] + n, []) if exit_bytes[r, b]]
+                stack = list(hit)
+                while stack:                      # descendants-or-self
+                    g = stack.pop()
+                    want.add(g)
+                    stack += [c for c, _ in kids.get(g, [])]
+                g = offsets[d] + n if hit else None
+                while g is not None:              # ancestors-or-self
+                    want.add(g)
+                    g = up.get(g)
+        got = token_split._paths(trie, seeds, exit_bytes)
+        if got is None:
+            assert len(want) > offsets[-1] // token_split.DENSE_SHARE
+        else:
+            assert got.tolist() == sorted(want)

@@ -527,40 +527,62 @@ def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int
 
 def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
     """Global ids (level offset + node) of the context-dependent paths: the seeds' children by an
-    exit byte and all their descendants, and the ancestors of those children; None past 1 /
-    DENSE_SHARE of the trie's nodes."""
+    exit byte and all their descendants (one preorder interval each: dfs_order), and the
+    ancestors of those children; None past 1 / DENSE_SHARE of the trie's nodes."""
     levels, offsets = trie.levels, level_offsets(trie)
     limit = int(offsets[-1]) // DENSE_SHARE
-    parts, total = [], 0
-    below = np.zeros(0, np.int64)                # context-dependent nodes at depth d
-    heads: dict[int, np.ndarray] = {}            # depth -> the seeds with a child kept
-    for d, lv in enumerate(levels):
-        seed = seeds[d][0] if d < len(seeds) else below[:0]
-        if not len(below) and not len(seed):
-            if d + 1 >= len(seeds):
-                break
+    kids, heads = [], {}                         # heads: depth -> the seeds with a child kept
+    for d, (seed, row) in enumerate(seeds[:len(levels) - 1]):
+        if not len(seed):
             continue
-        parts.append(offsets[d] + below)
-        total += len(below)
-        if total > limit:
-            return None
-        if d + 1 == len(levels):
-            break
-        _, kids = _expand(lv.child_start[below], lv.child_count[below])
-        if len(seed):
-            row = seeds[d][1]
-            rep, child = _expand(lv.child_start[seed], lv.child_count[seed])
-            out = exit_bytes[row[rep], levels[d + 1].byte[child]]
+        rep, child = _expand(levels[d].child_start[seed], levels[d].child_count[seed])
+        out = exit_bytes[row[rep], levels[d + 1].byte[child]]
+        if out.any():
             heads[d] = np.unique(seed[rep[out]])
-            kids = np.concatenate([kids, child[out]])
-        below = np.unique(kids)
+            kids.append(offsets[d + 1] + child[out])
+    if not kids:
+        return np.zeros(0, np.int64)
+    pre, size, order = dfs_order(trie)
+    kids = np.unique(np.concatenate(kids))
+    first = np.sort(pre[kids])
+    end = first + size[order[first]]
+    top = np.ones(len(first), dtype=bool)        # the kids no other kid holds (subtrees nest or
+    top[1:] = first[1:] >= np.maximum.accumulate(end)[:-1]  # are disjoint)
+    if int((end - first)[top].sum()) > limit:
+        return None
+    parts = [order[_expand(first[top], (end - first)[top])[1]]]
     up = np.zeros(0, np.int64)                   # ancestors-or-self of the kept seeds, at depth d
-    for d in range(max(heads, default=-1), -1, -1):
-        head = heads.get(d, up[:0])
-        if not len(up) and not len(head):
-            continue
-        cur = np.unique(np.concatenate([up, head]))
+    for d in range(max(heads), -1, -1):
+        cur = np.unique(np.concatenate([up, heads.get(d, up[:0])]))
         parts.append(offsets[d] + cur)
         up = levels[d].parent[cur] if d else up
-    out = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    out = np.unique(np.concatenate(parts))
     return None if len(out) > limit else out
+
+
+_DFS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def dfs_order(trie) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pre, size, order), each (nodes,) int64 over global ids: a node's preorder rank, its
+    subtree's node count, and the global id at each preorder rank; a subtree is then the ranks
+    pre .. pre + size - 1 (computed once per trie)."""
+    out = _DFS.get(trie)
+    if out is None:
+        levels = trie.levels
+        sizes = [np.ones(len(lv.byte), np.int64) for lv in levels]
+        for d in range(len(levels) - 2, -1, -1):           # bottom-up: 1 + the children's sizes
+            sizes[d] += np.bincount(levels[d + 1].parent, weights=sizes[d + 1], minlength=len(sizes[d])).astype(np.int64)
+        pres = []
+        for d, lv in enumerate(levels):                    # top-down: after the parent and the
+            before = np.cumsum(sizes[d]) - sizes[d]        # siblings before (children are contiguous)
+            if d == 0:
+                pres.append(before)
+            else:
+                first = levels[d - 1].child_start[lv.parent]
+                pres.append(pres[-1][lv.parent] + 1 + before - before[first])
+        pre, size = np.concatenate(pres), np.concatenate(sizes)
+        order = np.empty_like(pre)
+        order[pre] = np.arange(len(pre))
+        out = _DFS[trie] = pre, size, order
+    return out
