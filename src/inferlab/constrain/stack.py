@@ -178,6 +178,13 @@ class StackMachine:
         out = self._closures[cid]
         if out is not None:
             return out
+        if len(self.configs[cid]) == 1:  # most configurations: one stack whose top can't push or pop
+            st = self.configs[cid][0]
+            a, s = st[-1][0], st[-1][1]
+            if self.maps[a] is None and self.counts[a] is None and s not in self.calls[a] \
+                    and not (len(st) > 1 and self.accepting[a][s]):
+                out = self._closures[cid] = self.configs[cid]
+                return out
         seen: set[Stack] = set()
         work: list[tuple[Stack, frozenset]] = [(st, frozenset()) for st in self.configs[cid]]
         while work:
