@@ -266,3 +266,31 @@ def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
     assert s["first_walk_tokens"] == 4
     assert s["first_walk_us_p50"] == pytest.approx(2.5)    # (2 + 3) / 2
     assert s["first_walk_us_p99"] == pytest.approx(9.79)   # 3 + 0.97 * (10 - 3), linear between ranks 2 and 3
+
+
+def test_the_timed_lookup_and_apply_writes_what_the_bitmask_allows(bench_dir):
+    """_time_apply times MatcherMask's plan + apply; here its result is checked against the
+    bitmask row at every step of a walk, then the bench records the timing per schema."""
+    import numpy as np
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.matcher import MatcherMask, compile_json_schema
+    vocab, tok = _load_vocab("512")
+    grammar = compile_json_schema({"type": "object", "properties": {"a": {"type": "string"}}}, vocab)
+    hook, row = MatcherMask(grammar), np.zeros((grammar.vocab_size + 31) // 32, np.int32)
+    state = grammar.initial_state()
+    for _ in range(2):  # the second walk reads cached plans
+        hook.reset()
+        state = grammar.initial_state()
+        for t in tok.encode('{"a":"xy"}'):
+            logits = np.arange(grammar.vocab_size, dtype=np.float32)
+            hook.apply(logits, hook.allowed_mask())
+            grammar.fill_bitmask(state, row)
+            allowed = np.unpackbits(row.view(np.uint8), count=grammar.vocab_size, bitorder="little").astype(bool)
+            assert np.array_equal(np.isfinite(logits), allowed)
+            assert np.array_equal(logits[allowed], np.flatnonzero(allowed).astype(np.float32))
+            hook.advance(t)
+            state = grammar.advance(state, t)
+    results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(vocab, tok))
+    timed = [r for r in results["schemas"] if r["mask_us_per_token"] is not None]
+    assert timed and all(r["apply_us_per_token"] > 0 and r["apply_us_p99"] >= r["apply_us_per_token"] for r in timed)
+    assert results["summary"]["all"]["apply_us_per_token_median"] > 0

@@ -27,6 +27,7 @@ import numpy as np
 from inferlab.constrain import regex as rx
 from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.keys import key_index
+from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
@@ -88,6 +89,8 @@ class SchemaResult:
     first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings (pooled: MaskBench's TBM)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
+    apply_us_per_token: float | None = None  # lookup + apply to float32 logits (MatcherMask), warm: median
+    apply_us_p99: float | None = None
     peak_rss_mb: float | None = None  # this process's peak while it ran ours (None: not measurable)
     peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
 
@@ -284,6 +287,26 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str, confi
     res.step_us_per_token = float(np.median(steps))
     res.mask_tokens = len(tokens)
     res.mask_us_per_token, res.mask_us_p99 = float(np.median(us)), float(np.percentile(us, 99))
+    res.apply_us_per_token, res.apply_us_p99 = _time_apply(grammar, tokens, config)
+
+
+def _time_apply(grammar: StackGrammar, tokens: list[int], config: BenchConfig) -> tuple[float, float]:
+    """(median, p99) us of a step's lookup + apply to float32 logits (V,) through the engine's
+    hook (MatcherMask: a plan of the allowed or the disallowed ids, whichever is fewer, cached per
+    state, so a warm step does not unpack V bits), on walks of `tokens` repeated until
+    mask_min_sample_s after one warm-up walk, one hook for all."""
+    hook = MatcherMask(grammar)
+    logits = np.zeros(grammar.vocab_size, dtype=np.float32)                 # (V,)
+
+    def new_walk():
+        hook.reset()
+        return (lambda: hook.apply(logits, hook.allowed_mask())), hook.matcher.accept_token
+    fill, consume = new_walk()  # warm-up: the plans of the walk's states
+    for t in tokens:
+        fill()
+        consume(t)
+    us = token_walk_us(new_walk, tokens, config.mask_min_sample_s)
+    return float(np.median(us)), float(np.percentile(us, 99))
 
 
 def _preprocess(vocabulary) -> None:
@@ -297,7 +320,7 @@ def _stats(rs: list, get) -> dict:
     results `rs`; get(r) -> the record (ours: the SchemaResult; a peer's: its PeerResult dict,
     None if the peer did not run)."""
     recs = [x for x in map(get, rs) if x is not None]
-    g = (lambda x, k: x[k]) if recs and isinstance(recs[0], dict) else getattr
+    g = (lambda x, k: x.get(k)) if recs and isinstance(recs[0], dict) else getattr  # (a peer has no apply timing)
     comp = [x for x in recs if g(x, "compiled")]
     v_tot, v_acc = sum(g(x, "valid_total") for x in comp), sum(g(x, "valid_accepted") for x in comp)
     i_tot, i_rej = sum(g(x, "invalid_total") for x in comp), sum(g(x, "invalid_rejected") for x in comp)
@@ -314,6 +337,7 @@ def _stats(rs: list, get) -> dict:
         "first_mask_ms_median": pct("first_mask_ms", 50), "first_mask_ms_p90": pct("first_mask_ms", 90),
         "mask_us_per_token_median": pct("mask_us_per_token", 50),
         "mask_us_p99_median": pct("mask_us_p99", 50),
+        "apply_us_per_token_median": pct("apply_us_per_token", 50), "apply_us_p99_median": pct("apply_us_p99", 50),
         "first_walk_us_per_token_median": pct("first_walk_us_per_token", 50),
         # every token of every first walk pooled (MaskBench's "time between masks": one walk per
         # instance, nothing walked before it but the first mask)
