@@ -19,7 +19,10 @@ of the whole trie: the frame that first pushes or pops on a surviving token's pa
 frame of the closure whose walk reached a boundary before that byte.
 
 Both walks are numpy over one trie level at a time (`walk_trie`): over the live nodes while they
-are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more (dense). A
+are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more (dense). Walks
+are shared where the automaton allows: a string content loop's walk once per shape for the whole
+process (`region`), and a state that differs from a loop state on a few bytes from that state's
+split (`delta_frame`). A
 configuration whose tokens are few (literal text, structure, numbers) is walked in Python before
 any of this (`narrow_tokens`): a few trie nodes cost less than numpy's calls per level.
 """
