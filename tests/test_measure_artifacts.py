@@ -258,3 +258,17 @@ def test_artifact_names_are_plain(tmp_path):
     for name in ("../evil", "a/b", ".hidden", ""):
         with pytest.raises(ValueError):
             w.add_text(name, "x")
+
+
+def test_the_manifest_names_the_commit_the_run_started_from(tmp_path, monkeypatch):
+    """A commit made while a long run goes on is not the run's code: provenance is read when the
+    writer is made (before the work), not when the manifest is built (after it)."""
+    start = {"command": "inferlab x", "inferlab": "0.1.0", "git_commit": "a" * 40, "git_dirty": False}
+    later = dict(start, git_commit="b" * 40)
+    monkeypatch.setattr(artifacts, "provenance", lambda: start)
+    writer = ExperimentWriter(tmp_path / "out", force=False)
+    monkeypatch.setattr(artifacts, "provenance", lambda: later)   # HEAD moved during the run
+    writer.add_json("manifest.json", a_manifest())
+    writer.commit()
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["provenance"] == start

@@ -295,6 +295,9 @@ class ExperimentWriter:
         check_writable(self.out)
         self._files: dict[str, bytes] = {}
         self._cost = RunCost()   # the lab's wall time and peak RSS, into its manifest at commit
+        # the code that runs is the checkout as it is now: a commit made during a long run must
+        # not be recorded as the run's
+        self._provenance = provenance()
 
     def _put(self, name: str, data: bytes) -> None:
         if not name or "/" in name or "\\" in name or name.startswith("."):
@@ -324,6 +327,8 @@ class ExperimentWriter:
         if "manifest.json" in self._files:
             manifest = json.loads(self._files["manifest.json"])
             manifest["run_cost"] = self._cost.to_json()
+            if "provenance" in manifest:
+                manifest["provenance"] = self._provenance
             self.add_json("manifest.json", manifest)
         self._validate()
         parent = self.out.absolute().parent
