@@ -294,3 +294,13 @@ def test_the_timed_lookup_and_apply_writes_what_the_bitmask_allows(bench_dir):
     timed = [r for r in results["schemas"] if r["mask_us_per_token"] is not None]
     assert timed and all(r["apply_us_per_token"] > 0 and r["apply_us_p99"] >= r["apply_us_per_token"] for r in timed)
     assert results["summary"]["all"]["apply_us_per_token_median"] > 0
+
+
+def test_our_vocabulary_preprocessing_is_timed_apart(bench_dir):
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.vocab import Vocabulary
+    vocab, tok = _load_vocab("512")
+    fresh = Vocabulary.from_tokenizer(tok)  # nothing built yet: the run builds its trie and key index
+    results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(fresh, tok))
+    assert results["vocab_preprocessing_ms"] > 0
+    assert run_bench(BenchConfig(directory=bench_dir))["vocab_preprocessing_ms"] is None  # no vocabulary

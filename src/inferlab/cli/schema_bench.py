@@ -117,6 +117,12 @@ def _print_peers(results: dict, console: Console) -> None:
     for name, info in results.get("peers", {}).items():
         if not info.get("available"):
             console.print(f"  {name}: {info.get('note')}")
+    done = [(n, i["vocab_preprocessing_ms"]) for n, i in results.get("peers", {}).items() if i.get("available")]
+    if results.get("vocab_preprocessing_ms") is not None:
+        done.insert(0, ("inferlab", results["vocab_preprocessing_ms"]))
+    if done:
+        console.print("  vocabulary preprocessing, once, apart from the schemas' times: "
+                      + ", ".join(f"{n} {ms:,.0f} ms" for n, ms in done))
 
 
 def _peer_names(arg: str | None) -> tuple[str, ...]:

@@ -381,9 +381,11 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     """Every selected schema; `vocab` = (Vocabulary, Tokenizer) for mask timing or None;
     `step(name)` is called after each schema (the CLI's progress bar)."""
     files = list_cases(config.directory, config.limit, config.seed)
-    peers, peer_info = None, {}
+    peers, peer_info, preprocessing_ms = None, {}, None
     if vocab is not None:  # before the first schema, outside its time bound, as the peers' is
+        t0 = time.perf_counter()
         _preprocess(vocab[0])
+        preprocessing_ms = (time.perf_counter() - t0) * 1e3  # (0 if this process built it before)
     if config.peers and vocab is not None:
         from inferlab.constrain.bench_peers import load_peers
         peers, peer_info = load_peers(*vocab, names=config.peer_names)
@@ -401,6 +403,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         "config": config_json,
         "summary": summarize(results),
         "peers": peer_info,
+        "vocab_preprocessing_ms": preprocessing_ms,  # ours: the token trie and the key index
         # this process's peak RSS over the run (MiB), the peers' children apart. Not the rusage
         # maxrss of a wrapper (/usr/bin/time -v): that takes the largest child too, and the
         # per-schema resets of the process's peak (reset_peak_rss) leave only the last schema's
