@@ -304,3 +304,16 @@ def test_our_vocabulary_preprocessing_is_timed_apart(bench_dir):
     results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(fresh, tok))
     assert results["vocab_preprocessing_ms"] > 0
     assert run_bench(BenchConfig(directory=bench_dir))["vocab_preprocessing_ms"] is None  # no vocabulary
+
+
+def test_the_mask_plot_has_a_curve_per_engine_and_panel_and_none_without_a_vocabulary(bench_dir):
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.bench import mask_readings, plot_masks
+    assert plot_masks(run_bench(BenchConfig(directory=bench_dir))) is None
+    results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=_load_vocab("512"))
+    first, warm = mask_readings(results)["inferlab"]
+    timed = [r for r in results["schemas"] if r["compiled"] and r["first_walk_us"]]
+    assert len(first) == sum(len(r["first_walk_us"]) for r in timed) and len(warm) == len(timed)
+    left, right = plot_masks(results).axes
+    assert len(left.lines) == len(right.lines) == 1
+    assert left.lines[0].get_ydata()[-1] == 100  # every reading at or under the largest

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from inferlab.cli.common import non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
-                                      BenchConfig, list_cases, plot_summary, run_bench)
+                                      BenchConfig, list_cases, plot_masks, plot_summary, run_bench)
 from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
@@ -189,6 +189,9 @@ def run(args) -> int:
     if writer is not None:
         writer.add_json("results.json", results)
         writer.add_figure("summary.png", plot_summary(results))
+        masks = plot_masks(results)
+        if masks is not None:
+            writer.add_figure("masks.png", masks)
         writer.add_json("manifest.json", build_manifest(
             experiment="schema-bench", seed=config.seed, config=results["config"], depends_on=None,
             results_summary=results["summary"]["all"], threads=None))

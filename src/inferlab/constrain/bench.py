@@ -438,3 +438,45 @@ def plot_summary(results: dict):
     ax.set_title(f"schema-bench: {summary['all']['schemas']} schemas")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return fig
+
+
+def mask_readings(results: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per engine (ours first, then each peer that ran): (every first-walk reading in us, pooled
+    over its compiled schemas; each compiled schema's repeated-walk median in us)."""
+    def collect(get):
+        recs = [x for x in map(get, results["schemas"]) if x is not None and x["compiled"]]
+        first = np.asarray([us for x in recs for us in (x.get("first_walk_us") or [])], dtype=float)
+        warm = np.asarray([x["mask_us_per_token"] for x in recs if x.get("mask_us_per_token") is not None], dtype=float)
+        return first, warm
+    out = {"inferlab": collect(lambda x: x)}
+    for name in sorted({n for x in results["schemas"] for n in x.get("peers", {})}):
+        out[name] = collect(lambda x, n=name: x["peers"].get(n))
+    return {name: v for name, v in out.items() if len(v[0]) or len(v[1])}
+
+
+def plot_masks(results: dict):
+    """The time to fill a bitmask row per token, per engine, as the share of readings at or under
+    each time (log x): each first-walk token (left; rows built on the way) and each schema's
+    repeated-walk median (right). A Figure, or None without mask readings (--vocab none)."""
+    from inferlab.measure.plots import new_figure
+
+    readings = mask_readings(results)
+    if not readings:
+        return None
+    fig, (left, right) = new_figure(1, 2, figsize=(11, 4.2))
+    for name, (first, warm) in readings.items():
+        for ax, vals in ((left, first), (right, warm)):
+            if len(vals):
+                xs = np.sort(vals)
+                ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post",
+                        label=f"{name} (median {np.median(xs):,.1f} µs)")
+    for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
+                      (right, "repeated walks (rows built): each schema's median")):
+        ax.set_xscale("log")
+        ax.set_xlabel("µs to fill an int32 bitmask row")
+        ax.set_ylabel("% at or under")
+        ax.set_ylim(0, 100)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8, loc="lower right")
+    return fig
