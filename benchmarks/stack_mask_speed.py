@@ -13,6 +13,11 @@ skips compiling:
 It prints, and writes with --out, the summary keys of schema-bench (first_mask_ms_median / p90,
 mask_us_per_token_median, mask_us_p99_median, first_walk_us_per_token_median) and per schema.
 The cache holds the automata only: delete it after a change to the compiler.
+
+With --ab-delta it instead times each schema's first walk twice in one process, with and without
+delta frames (token_split.delta_frame: a state near a loop state derives its split from that
+state's), in alternating order, and prints the per-schema ratio (with / without: median, p10,
+p90) of the first walk's mean us per token.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.cli.schema_bench import _load_vocab
-from inferlab.constrain import bench
+from inferlab.constrain import bench, token_split
 from inferlab.constrain.stack import StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure.progress import progress_bar
@@ -67,6 +72,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--vocab", default="qwen")
     p.add_argument("--cache", type=Path, default=None, help="pickle of the compiled cases (read if present)")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--ab-delta", action="store_true", help="first walks with and without delta frames, interleaved")
     args = p.parse_args(argv)
     config = bench.BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed, mask_samples=1)
     if args.cache is not None and args.cache.exists():
@@ -76,6 +82,8 @@ def main(argv: list[str]) -> int:
         if args.cache is not None:
             args.cache.write_bytes(pickle.dumps(cases))
     vocab = _load_vocab(args.vocab)
+    if args.ab_delta:
+        return _ab_delta(cases, vocab, config, args.out)
     rows = []
     with progress_bar(len(cases), "masks") as advance:
         for name, (dfas, counts, maps), text in cases:
@@ -104,6 +112,42 @@ def main(argv: list[str]) -> int:
         with os.fdopen(fd, "w") as f:
             json.dump({"summary": summary, "schemas": rows}, f, indent=1)
         os.replace(tmp, args.out)
+    return 0
+
+
+def _first_walk_us(machine_parts, vocab, text: str, config) -> float | None:
+    res = bench.SchemaResult(name="", category="", compiled=True)
+    bench._time_mask(res, StackMachine(*machine_parts), vocab, text, config)
+    return res.first_walk_us_per_token
+
+
+def _ab_delta(cases, vocab, config, out: Path | None) -> int:
+    """Per schema, the first walk's mean with delta frames and without, in alternating order."""
+    real = token_split.delta_base
+    rows = []
+    with progress_bar(len(cases), "first walks, delta frames on/off") as advance:
+        for i, (name, parts, text) in enumerate(cases):
+            advance(name)
+            us = {}
+            for on in ((True, False) if i % 2 == 0 else (False, True)):
+                token_split.delta_base = real if on else (lambda trans, state: None)
+                try:
+                    us[on] = _first_walk_us(parts, vocab, text, config)
+                finally:
+                    token_split.delta_base = real
+            if us[True] and us[False]:
+                rows.append({"name": name, "with_us": us[True], "without_us": us[False], "ratio": us[True] / us[False]})
+    ratios = np.array([r["ratio"] for r in rows])
+    summary = {"schemas": len(rows), "ratio_median": float(np.median(ratios)),
+               "ratio_p10": float(np.percentile(ratios, 10)), "ratio_p90": float(np.percentile(ratios, 90)),
+               "with_us_median": float(np.median([r["with_us"] for r in rows])),
+               "without_us_median": float(np.median([r["without_us"] for r in rows]))}
+    print(json.dumps(summary, indent=1))
+    if out is not None:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"summary": summary, "schemas": rows}, f, indent=1)
+        os.replace(tmp, out)
     return 0
 
 
