@@ -129,26 +129,19 @@ def _ab_delta(cases, vocab, config, out: Path | None) -> int:
     after AB_WARM cases walked both ways untimed: the first walks of a process also build the
     shapes every schema shares (string contents), which would be charged to whichever ran first."""
     real = token_split.delta_base
+
+    def walk(on: bool, parts, text: str) -> float | None:
+        token_split.delta_base = real if on else (lambda trans, state: None)
+        try:
+            return _first_walk_us(parts, vocab, text, config)
+        finally:
+            token_split.delta_base = real
     rows = []
     with progress_bar(len(cases), "first walks, delta frames on/off") as advance:
         for i, (name, parts, text) in enumerate(cases):
             advance(name)
-            if i < AB_WARM:
-                for on in (True, False):
-                    token_split.delta_base = real if on else (lambda trans, state: None)
-                    try:
-                        _first_walk_us(parts, vocab, text, config)
-                    finally:
-                        token_split.delta_base = real
-                continue
-            us = {}
-            for on in ((True, False) if i % 2 == 0 else (False, True)):
-                token_split.delta_base = real if on else (lambda trans, state: None)
-                try:
-                    us[on] = _first_walk_us(parts, vocab, text, config)
-                finally:
-                    token_split.delta_base = real
-            if us[True] and us[False]:
+            us = {on: walk(on, parts, text) for on in ((True, False) if i % 2 == 0 else (False, True))}
+            if i >= AB_WARM and us[True] and us[False]:
                 rows.append({"name": name, "with_us": us[True], "without_us": us[False], "ratio": us[True] / us[False]})
     ratios = np.array([r["ratio"] for r in rows])
     summary = {"schemas": len(rows), "ratio_median": float(np.median(ratios)),
