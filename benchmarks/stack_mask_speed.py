@@ -127,11 +127,15 @@ AB_WARM = 5  # --ab-delta: the first cases only warm the process (its shape cach
 def _ab_delta(cases, vocab, config, out: Path | None) -> int:
     """Per schema, the first walk's mean with delta frames and without, in alternating order,
     after AB_WARM cases walked both ways untimed: the first walks of a process also build the
-    shapes every schema shares (string contents), which would be charged to whichever ran first."""
+    shapes every schema shares (string contents), which would be charged to whichever ran first.
+    Each way keeps its own shape cache, as if it ran alone in its process."""
     real = token_split.delta_base
+    trie = vocab[0].trie()
+    shapes = {True: token_split.ShapeCache(), False: token_split.ShapeCache()}  # one process each
 
     def walk(on: bool, parts, text: str) -> float | None:
         token_split.delta_base = real if on else (lambda trans, state: None)
+        token_split._SHAPES[trie] = shapes[on]  # neither reuses the shapes the other built
         try:
             return _first_walk_us(parts, vocab, text, config)
         finally:

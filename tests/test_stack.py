@@ -547,6 +547,11 @@ def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
             assert (alone.keep is None) == (shared.keep is None), (a, s)
             assert alone.keep is None or np.array_equal(alone.keep, shared.keep), (a, s)
             regions += token_split.region(trans, s) is not None
+            either = token_split.frame_tokens(trie, trans, m.exits(a), s, grammar.words, shapes,  # a cached
+                split_of=lambda b: token_split.frame_tokens(trie, trans, m.exits(a), b, grammar.words))  # shape or a delta
+            assert np.array_equal(alone.accepted, either.accepted), (a, s)
+            assert alone.keep is None or np.array_equal(alone.keep, either.keep), (a, s)
+            assert (alone.keep is None) == (either.keep is None), (a, s)
             base = token_split.delta_base(trans, s)
             if base is not None:  # derived from the base's split: the same as walked alone
                 split = token_split.frame_tokens(trie, trans, m.exits(a), base, grammar.words)

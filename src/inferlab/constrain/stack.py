@@ -724,13 +724,9 @@ class StackGrammar:
         out = self._frames.get((a, s))
         if out is None:
             m, trie = self.machine, self.vocab.trie()
-            trans = m.frame_table(a)
-            base = token_split.delta_base(trans, s)
-            if base is not None:
-                out = token_split.delta_frame(trie, trans, m.exits(a), s, base, self._frame(a, base), self.words)
-            else:
-                out = token_split.frame_tokens(trie, trans, m.exits(a), s, self.words, token_split.shape_cache(trie))
-            self._frames[(a, s)] = out
+            out = self._frames[(a, s)] = token_split.frame_tokens(
+                trie, m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(trie),
+                split_of=lambda base: self._frame(a, base))
             if len(self._frames) > self._cache_rows:
                 self._frames.popitem(last=False)
         else:

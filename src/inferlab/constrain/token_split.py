@@ -232,17 +232,23 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
 
 
 def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], state: int, words: int,
-                 shapes: dict | None = None) -> FrameTokens:
+                 shapes: dict | None = None, split_of=None) -> FrameTokens:
     """The split for one (automaton, state): trans (S, 256) the automaton's transitions inside a
     frame; exits (StackMachine.exits): per state, the row of the bytes that may be read after a
     push or pop there (-1: none may happen). With `shapes` (a cache, {signature: Shape}), a state
     whose region (`region`) loops walks the region once per shape, and itself only the tokens
-    that leave it."""
+    that leave it. With split_of(state) -> FrameTokens (the caller's cache), a delta state
+    (`delta_base`) whose shape is not cached derives its split from its base's instead."""
     levels = trie.levels
+    base = delta_base(trans, state) if split_of is not None and levels else None
     if shapes is not None and levels:
         order = region(trans, state)
         if order is not None:
-            return _shaped_frame(trie, trans, exits, order, words, shapes)
+            sig = _signature(trans, exits, order)
+            if base is None or shapes.get(sig[0]) is not None:  # (a shape another schema built)
+                return _shaped_frame(trie, trans, exits, order, words, shapes, sig)
+    if base is not None:
+        return delta_frame(trie, trans, exits, state, base, split_of(base), words)
     return _walk_frame(trie, trans, exits, trans[state][levels[0].byte] if levels else None, words)
 
 
@@ -502,11 +508,11 @@ def _shape(trie, table: np.ndarray, shape_rows: np.ndarray, shape_bytes: np.ndar
     return Shape(token_bits(np.concatenate(accepted), trie, words), seeds, shape_bytes, leave)
 
 
-def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int, shapes: dict) -> FrameTokens:
-    """frame_tokens of states[0] from its region's shape: the walk inside the region shared,
-    then the tokens leaving it walked on from the nodes where they leave."""
+def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int, shapes: dict, sig) -> FrameTokens:
+    """frame_tokens of states[0] from its region's shape (sig: _signature's), the walk inside the
+    region shared, then the tokens leaving it walked on from the nodes where they leave."""
     levels = trie.levels
-    key, table, shape_rows, shape_bytes = _signature(trans, exits, states)
+    key, table, shape_rows, shape_bytes = sig
     shape = shapes.get(key)
     if shape is None:
         shape = shapes[key] = _shape(trie, table, shape_rows, shape_bytes, words)
