@@ -326,8 +326,7 @@ def _stats(rs: list, get) -> dict:
     i_tot, i_rej = sum(g(x, "invalid_total") for x in comp), sum(g(x, "invalid_rejected") for x in comp)
 
     def pct(key, q):
-        vals = [g(x, key) for x in comp if g(x, key) is not None]
-        return float(np.percentile(vals, q)) if vals else None
+        return _q([g(x, key) for x in comp if g(x, key) is not None], q)
     pooled = [us for x in comp for us in g(x, "first_walk_us")]
     return {
         "schemas": len(recs), "compiled": len(comp), "coverage": len(comp) / len(recs) if recs else None,

@@ -300,7 +300,7 @@ def delta_frame(trie, trans: np.ndarray, exits, state: int, base: int, split: Fr
     if split.keep is None or own.keep is None:
         return FrameTokens(accepted, None)
     keep = np.union1d(split.keep[~np.isin(node_roots(trie)[split.keep], differ)], own.keep)
-    return FrameTokens(accepted, None if len(keep) > int(level_offsets(trie)[-1]) // DENSE_SHARE else keep)
+    return FrameTokens(accepted, None if len(keep) > _paths_limit(trie) else keep)
 
 
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -539,7 +539,7 @@ def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
     exit byte and all their descendants (one preorder interval each: dfs_order), and the
     ancestors of those children; None past 1 / DENSE_SHARE of the trie's nodes."""
     levels, offsets = trie.levels, level_offsets(trie)
-    limit = int(offsets[-1]) // DENSE_SHARE
+    limit = _paths_limit(trie)
     kids, heads = [], {}                         # heads: depth -> the seeds with a child kept
     for d, (seed, row) in enumerate(seeds[:len(levels) - 1]):
         if not len(seed):
@@ -567,6 +567,12 @@ def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
         up = levels[d].parent[cur] if d else up
     out = np.unique(np.concatenate(parts))
     return None if len(out) > limit else out
+
+
+def _paths_limit(trie) -> int:
+    """Past this many context-dependent nodes a frame's paths are None: 1 / DENSE_SHARE of the
+    trie, where one walk of the whole trie costs less."""
+    return int(level_offsets(trie)[-1]) // DENSE_SHARE
 
 
 _DFS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

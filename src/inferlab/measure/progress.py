@@ -19,12 +19,12 @@ _clock = time.monotonic
 def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
     """Yields step(description): advance the bar by one unit and show what runs next. Where
     stderr is not a terminal (a log), a plain line at most every LOG_EVERY_S instead."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
     console = Console(stderr=True)
     if not console.is_terminal:  # a log: no bar at all (rich 13.0 writes a blank line even disabled)
         yield _log_step(total, title)
         return
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(title, total=total)
         yield lambda description: bar.update(task, advance=1, description=f"{title}: {description}")
