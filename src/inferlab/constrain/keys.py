@@ -151,6 +151,9 @@ def completions(dfa) -> list[float]:
     return out
 
 
+WRITTEN_CACHE = 4096  # KeyIndex._written's entries (open objects' keys) kept
+
+
 class KeyIndex:
     """Tokens by the keys they could close: `closing[u]`, tokens whose bytes before one of their
     quotes decode to u (a key being written ends with them); `quoted[u]`, tokens holding a whole
@@ -197,29 +200,41 @@ class KeyIndex:
         self.after_quote = {b: np.asarray(ts, dtype=np.int64) for b, ts in after_quote.items()}
         self.repeats = np.asarray(repeats, dtype=np.int64)
         self.any_quote = np.asarray(any_quote, dtype=np.int64)
+        self._by_objs: dict[tuple, np.ndarray] = {}  # _written
 
     def candidates(self, ctx: KeyContext) -> np.ndarray | None:
-        """Token ids whose walk may close a repeated key from `ctx` (a superset); None when the
-        key being written ends inside an escape (then every token with a quote is one).
+        """Token ids whose walk may close a repeated key from `ctx` (a superset, an id may come
+        more than once); None when the key being written ends inside an escape (then every
+        token with a quote is one).
 
         A repeated key closes in the token. Either it was written before (the token holds it
         quoted, or ends the key being written with it), or the token writes both: quoted twice,
         or the key being written (ended in the token) and a whole quoted key after it."""
         objs, key = ctx[0], ctx[1]
-        out = [self.repeats]
+        base = self._written(objs)
+        if key is None:
+            return base
+        prefix = unescape(key)
+        if prefix is None:
+            return None
         none = self.repeats[:0]
-        for names in objs:
-            for name in names or ():
-                out.append(self.quoted.get(name, none))
-        if key is not None:
-            prefix = unescape(key)
-            if prefix is None:
-                return None
-            out.append(self.many_quotes)
-            for name in objs[-1]:
-                if name.startswith(prefix):
-                    out.append(self.closing.get(name[len(prefix):], none))
-        return np.unique(np.concatenate(out))
+        out = [base, self.many_quotes]
+        for name in objs[-1]:
+            if name.startswith(prefix):
+                out.append(self.closing.get(name[len(prefix):], none))
+        return np.concatenate(out)  # (a token may repeat: the caller filters, then dedupes)
+
+    def _written(self, objs) -> np.ndarray:
+        """The candidates from the keys written alone (repeats, and every written key quoted),
+        per open objects' keys (cached: they change at a key's end, not at each byte)."""
+        out = self._by_objs.get(objs)
+        if out is None:
+            if len(self._by_objs) >= WRITTEN_CACHE:
+                self._by_objs.clear()
+            none = self.repeats[:0]
+            parts = [self.repeats] + [self.quoted.get(name, none) for names in objs for name in names or ()]
+            out = self._by_objs[objs] = np.unique(np.concatenate(parts))
+        return out
 
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

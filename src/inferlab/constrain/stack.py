@@ -68,6 +68,8 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
+ROW_LISTS = 8192                  # configurations' rows kept as lists for the Python walk (~2 KB each)
+DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -116,6 +118,7 @@ class StackMachine:
         self._frame_tables: dict[int, np.ndarray | None] = {}
         self._exits: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._callers: dict[int, set] | None = None
+        self._plain: dict[tuple[int, bool], np.ndarray] = {}
         self.start = self.intern([((0, self.starts[0]),)])
         self._init_maps()
 
@@ -338,6 +341,20 @@ class StackMachine:
     def can_end(self, cid: int) -> bool:
         return any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
 
+    def plain(self, a: int, deep: bool) -> np.ndarray:
+        """(S,) bool: automaton a's states that can neither push nor pop (no call; not accepting
+        where a frame lies below): a configuration of one stack with such a top is closed as it
+        is, and a byte only moves its top (closure's fast path). Counts and maps aside."""
+        key = (a, deep)
+        out = self._plain.get(key)
+        if out is None:
+            out = np.ones(self.dfas[a].n_states, dtype=bool)
+            out[list(self.calls[a])] = False
+            if deep:
+                out &= ~self.accepting[a]
+            self._plain[key] = out
+        return out
+
     def row(self, cid: int) -> np.ndarray:
         """(256,) int32: the configuration after each byte, -1 where the byte is not allowed."""
         row = self.table[cid]
@@ -528,6 +545,9 @@ class StackGrammar:
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
+        self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
+        self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
+        self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
@@ -639,7 +659,7 @@ class StackGrammar:
             return ()
         else:
             cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
-        return tuple(t for t in cands.tolist()
+        return tuple(t for t in dict.fromkeys(cands.tolist())
                      if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
 
     def _prefix_candidates(self, ctx) -> np.ndarray:
@@ -700,10 +720,7 @@ class StackGrammar:
         where it reads token_split.REGION_MIN_BYTES first bytes or more."""
         m = self.machine
 
-        def rows(c: int) -> tuple[list[int], bytes]:
-            row = m.row(c)
-            return row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
-        first = rows(cid)
+        first, rows = self._narrow_rows(cid)
         if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
             return None                                    # a wide walk, seldom under the budget
         tokens = token_split.narrow_tokens(self.vocab.trie(), first, rows, self.narrow_nodes)
@@ -712,6 +729,65 @@ class StackGrammar:
         if self.eos_id >= 0 and m.can_end(cid):
             tokens.append(self.eos_id)
         return token_split.token_bits(np.asarray(tokens, dtype=np.int64), self.vocab.trie(), self.words).view(np.int32)
+
+    def _narrow_rows(self, cid: int):
+        """(first, rows) for narrow_tokens from configuration `cid`. Where it is one stack whose
+        top frame neither counts nor maps, the walk goes through that automaton's own DFA rows
+        (shared by every stack below, no configuration built) while the states it reaches can
+        neither push nor pop (StackMachine.plain): handle -2 - q for DFA state q; a state that can
+        is handle -2 - n - q (n states), its configuration built only when the walk gets there."""
+        m = self.machine
+        stacks = m.configs[cid]
+        top = stacks[0][-1]
+        a = top[0]
+        if len(stacks) > 1 or len(top) > 2 or m.counts[a] is not None or m.maps[a] is not None:
+            return self._config_rows(cid), self._config_rows
+        prefix, deep, n = stacks[0][:-1], len(stacks[0]) > 1, m.dfas[a].n_states
+        if not m.plain(a, deep)[top[1]]:
+            return self._config_rows(cid), self._config_rows
+
+        def rows(v: int) -> tuple[list[int], bytes]:
+            if v >= 0:
+                return self._config_rows(v)
+            if v >= -1 - n:
+                return self._dfa_rows(a, -2 - v, deep)
+            return self._config_rows(m.intern([prefix + ((a, -2 - n - v),)]))
+        return self._dfa_rows(a, top[1], deep), rows
+
+    def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
+        """Configuration `cid`'s row as a list and the bytes it reads (cached, a bounded number)."""
+        got = self._crows.get(cid)
+        if got is None:
+            if len(self._crows) >= ROW_LISTS:
+                self._crows.clear()
+            row = self.machine.row(cid)
+            got = self._crows[cid] = row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
+        return got
+
+    def _dfa_rows(self, a: int, q: int, deep: bool) -> tuple[list[int], bytes]:
+        """State q of automaton a as _narrow_rows's handles (cached): -1 dead, -2 - t for a plain
+        target t, -2 - n - t for one that can push or pop."""
+        got = self._drows.get((a, q, deep))
+        if got is None:
+            whole = self._dfa_codes.get((a, deep))
+            if whole is None and self.machine.dfas[a].n_states <= DFA_CODES_STATES:
+                whole = self._dfa_codes[(a, deep)] = self._handles(a, deep, self.machine.text_trans[a])
+            codes, live, at = whole if whole is not None else self._handles(a, deep, self.machine.text_trans[a][q:q + 1])
+            i = q if whole is not None else 0
+            got = self._drows[(a, q, deep)] = codes[i].tolist(), live[at[i]:at[i + 1]]
+        return got
+
+    def _handles(self, a: int, deep: bool, trans: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
+        """_dfa_rows's handles of the rows `trans` (k, 256) of automaton a, in one numpy pass
+        (a small automaton's all at once): (codes (k, 256), every row's live bytes end to end,
+        their offsets (k + 1,))."""
+        plain = self.machine.plain(a, deep)
+        n = len(plain)
+        codes = np.where(trans < 0, -1, np.where(plain[np.maximum(trans, 0)], -2 - trans, -2 - n - trans))
+        rows, cols = np.nonzero(trans >= 0)                                    # row-major: by row, then byte
+        at = np.zeros(len(trans) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(trans)), out=at[1:])
+        return codes, cols.astype(np.uint8).tobytes(), at.tolist()
 
     def _far_from_max(self, frame: Frame) -> bool:
         """A counted frame whose items cannot reach their max within one token: inside it, the

@@ -153,9 +153,9 @@ def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
     """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
     trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
     few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
-    first, rows(v) -> (row, live): a state's row (256 next states, -1 dead; indexable by byte)
-    and the bytes it reads (bytes); asked once per state. None once more than `budget` children
-    were looked at: a wide walk, for numpy."""
+    first, rows(v) -> (row, live): a state's row (256 next states, -1 dead, any other int a
+    state handle for rows; indexable by byte) and the bytes it reads (bytes); asked once per
+    state. None once more than `budget` children were looked at: a wide walk, for numpy."""
     view = trie_view(trie)
     row, live = first
     nodes = [view.root[b] for b in live if view.root[b] >= 0]
@@ -182,7 +182,7 @@ def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
                 looked += k
                 for child in range(lo, lo + k):
                     nxt = row[byte[child]]
-                    if nxt >= 0:
+                    if nxt != -1:
                         next_nodes.append(child)
                         next_values.append(nxt)
             else:  # children are sorted by byte, one per byte: find each byte read
