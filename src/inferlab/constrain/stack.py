@@ -69,7 +69,8 @@ MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
 ROW_LISTS = 8192                  # configurations' rows kept as lists for the Python walk (~2 KB each)
-DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass
+DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass,
+DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -548,6 +549,7 @@ class StackGrammar:
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
+        self._dfa_seen: dict[tuple[int, bool], int] = {}                     # its states handled one by one so far
         self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
 
     def stats(self) -> GrammarStats:
@@ -771,7 +773,9 @@ class StackGrammar:
         if got is None:
             whole = self._dfa_codes.get((a, deep))
             if whole is None and self.machine.dfas[a].n_states <= DFA_CODES_STATES:
-                whole = self._dfa_codes[(a, deep)] = self._handles(a, deep, self.machine.text_trans[a])
+                seen = self._dfa_seen[(a, deep)] = self._dfa_seen.get((a, deep), 0) + 1
+                if seen > DFA_CODES_AFTER:  # (not before: a first mask touches a few states)
+                    whole = self._dfa_codes[(a, deep)] = self._handles(a, deep, self.machine.text_trans[a])
             codes, live, at = whole if whole is not None else self._handles(a, deep, self.machine.text_trans[a][q:q + 1])
             i = q if whole is not None else 0
             got = self._drows[(a, q, deep)] = codes[i].tolist(), live[at[i]:at[i + 1]]
