@@ -9,9 +9,11 @@
   line naming oneOf and its pointer;
 - the automaton algebra's budget: `not` over nested anyOf whose operand would blow up is one
   refusal line naming keyword, pointer and limit (library and CLI), and the same shape with a
-  small operand is exact on every string of a small alphabet up to length 6 (jsonschema).
+  small operand is exact on every string of a small alphabet up to length 6 (jsonschema);
+- a compile, which pauses the cyclic GC, leaves it as the caller had it (built or refused).
 """
 
+import gc
 import itertools
 import json
 
@@ -26,6 +28,7 @@ from inferlab.constrain.dfa_algebra import MAX_PRODUCT_STATES
 from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError, canonical_json
 from inferlab.constrain.schema.common import _json_equal
 from inferlab.constrain.stack import compile_machine
+from inferlab.errors import InferlabError
 
 # --- equality of JSON values -----------------------------------------------------------------
 
@@ -153,3 +156,21 @@ def test_the_complement_of_nested_any_of_is_exact():
     schema = negated_code("a[ab]{2}$")
     codes = ["".join(p) for n in range(7) for p in itertools.product("abx", repeat=n)]
     assert_exact(schema, [{"code": c} for c in codes] + [{}, {"code": 1}])
+
+
+@pytest.mark.parametrize("was_enabled", [True, False])
+def test_a_compile_leaves_the_gc_as_it_found_it(was_enabled):
+    """The compile pauses the cyclic GC; after it, whether it built a machine or refused the
+    schema, the collector is back to the state the caller had."""
+    schema_ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    schema_bad = {"type": "string", "format": "no-such-format"}
+    try:
+        if not was_enabled:
+            gc.disable()
+        compile_machine(schema_ok)
+        assert gc.isenabled() == was_enabled
+        with pytest.raises(InferlabError):
+            compile_machine(schema_bad)
+        assert gc.isenabled() == was_enabled
+    finally:
+        gc.enable()

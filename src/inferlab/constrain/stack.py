@@ -61,6 +61,7 @@ from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
+from inferlab.measure.timing import gc_disabled
 
 Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items) when counted or a map
 Stack = tuple[Frame, ...]         # bottom first
@@ -916,14 +917,18 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
             raise out
         return out
 
-    for n, outline in enumerate(OUTLINE_CHARS):
-        try:
-            compiled = compile_grammar(schema, outline_chars=outline, **options)
-            dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
-            return compiled, StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
-        except SchemaError:
-            raise  # the schema's keywords or its expansion: outlining changes neither
-        except InferlabError:
-            if n + 1 == len(OUTLINE_CHARS):
-                raise
+    # The cyclic GC paused: a compile allocates millions of small objects (AST and NFA nodes,
+    # subset keys) that live until it ends, and the collector's passes over them took about a
+    # third of the compile time of large schemas; what cycles it leaves are collected after.
+    with gc_disabled():
+        for n, outline in enumerate(OUTLINE_CHARS):
+            try:
+                compiled = compile_grammar(schema, outline_chars=outline, **options)
+                dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
+                return compiled, StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
+            except SchemaError:
+                raise  # the schema's keywords or its expansion: outlining changes neither
+            except InferlabError:
+                if n + 1 == len(OUTLINE_CHARS):
+                    raise
     raise AssertionError("unreachable")
