@@ -268,6 +268,21 @@ def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
     assert s["first_walk_us_p99"] == pytest.approx(9.79)   # 3 + 0.97 * (10 - 3), linear between ranks 2 and 3
 
 
+def test_time_to_first_mask_adds_the_compile_where_a_mask_was_timed():
+    """MaskBench's TTFM: compile + first mask per schema; a compiled schema with no timed mask
+    counts in the compile's percentiles, not in TTFM's."""
+    from inferlab.constrain.bench import SchemaResult, summarize
+    rs = [SchemaResult("A---a", "A", True, compile_ms=10.0, first_mask_ms=1.0),
+          SchemaResult("A---b", "A", True, compile_ms=30.0, first_mask_ms=2.0),
+          SchemaResult("A---c", "A", True, compile_ms=100.0),  # no valid instance: no mask timed
+          SchemaResult("A---d", "A", False, reason="enum at #: a refusal", refuse_ms=5.0)]
+    s = summarize(rs)["all"]
+    assert s["ttfm_ms_median"] == pytest.approx(21.5)   # (11 + 32) / 2
+    assert s["ttfm_ms_p90"] == pytest.approx(29.9)      # 11 + 0.9 * (32 - 11)
+    assert s["compile_ms_median"] == pytest.approx(30.0)
+    assert s["compile_ms_p90"] == pytest.approx(86.0)   # 30 + 0.8 * (100 - 30): rank 1.8 of 0..2
+
+
 def test_the_timed_lookup_and_apply_writes_what_the_bitmask_allows(bench_dir):
     """_time_apply times MatcherMask's plan + apply; here its result is checked against the
     bitmask row at every step of a walk, then the bench records the timing per schema."""

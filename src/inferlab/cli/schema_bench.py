@@ -73,7 +73,8 @@ def _pct(x) -> str:
 def _print_summary(results: dict, console: Console) -> None:
     table = Table(title="schema-bench by category")
     for col in ("category", "schemas", "coverage", "completeness", "soundness",
-                "compile ms (median)", "mask µs/token (median)", "lookup + apply µs (median)"):
+                "compile ms (median)", "compile + first mask ms (median / p90)", "mask µs/token (median)",
+                "lookup + apply µs (median)"):
         table.add_column(col, justify="left" if col == "category" else "right")
     for cat, s in results["summary"].items():
         mask = s["mask_us_per_token_median"]
@@ -81,6 +82,7 @@ def _print_summary(results: dict, console: Console) -> None:
                       f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
                       f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
                       "-" if s["compile_ms_median"] is None else f"{s['compile_ms_median']:.1f}",
+                      "-" if s["ttfm_ms_median"] is None else f"{s['ttfm_ms_median']:.1f} / {s['ttfm_ms_p90']:.1f}",
                       "-" if mask is None else f"{mask:.1f}",
                       "-" if s["apply_us_per_token_median"] is None else f"{s['apply_us_per_token_median']:.1f}")
     console.print(table)
