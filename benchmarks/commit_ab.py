@@ -1,0 +1,144 @@
+"""Two commits' compile and first-walk times, interleaved: one run, ratios per round.
+
+Each round runs this file's child at the base commit and at the working tree (alternating which
+goes first), each a fresh process that compiles the first `--limit` schemas of the stratified
+sample (as schema-bench does, the cyclic GC left to the library) and walks a fresh grammar's
+first masks over each compiled schema's first accepted valid instance (gc off, as schema-bench
+times it). The base commit is checked out in a temporary git worktree, removed after:
+
+    python benchmarks/commit_ab.py ../shared/jsonschemabench --base 566be68 --rounds 3 --vocab qwen
+
+It prints, and writes with --out (never over an existing file without --force), per round and
+side the compile time summed over schemas and its p90, the pooled first walk's p50, p99 and mean,
+and per measure the ratio working tree / base: its median over rounds, with the smallest and
+largest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+MEASURES = ("compile_s", "compile_ms_p90", "first_walk_us_p50", "first_walk_us_p99", "first_walk_us_mean")
+
+
+def child(directory: Path, limit: int, vocab_name: str) -> dict:
+    """One side's readings, with the inferlab on PYTHONPATH (the commit under test)."""
+    import gc
+
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain import bench
+    from inferlab.constrain.stack import StackGrammar, StackMachine
+    from inferlab.errors import InferlabError
+
+    vocab, tok = _load_vocab(vocab_name)
+    bench._preprocess(vocab)
+    config = bench.BenchConfig(directory=directory, limit=limit, seed=0)
+    compile_ms, cases = [], []
+    for path in bench.list_cases(directory, limit, 0):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        t0 = time.perf_counter()
+        try:
+            _, machine = bench.compile_within_limits(doc["schema"], config)
+        except InferlabError:
+            continue
+        compile_ms.append((time.perf_counter() - t0) * 1e3)
+        texts = (bench._canonical(t["data"], doc["schema"], config) for t in doc.get("tests", []) if t["valid"])
+        text = next((t for t in texts if machine.accepts(t)), None)
+        if text is not None:
+            cases.append((machine, tok.encode(text)))
+    walk = []
+    gc.disable()
+    try:
+        for machine, tokens in cases:
+            grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab)
+            row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
+            state = grammar.initial_state()
+            grammar.fill_bitmask(state, row)  # the first mask: not a walk reading
+            for t in tokens:
+                t0 = time.perf_counter()
+                grammar.fill_bitmask(state, row)
+                walk.append((time.perf_counter() - t0) * 1e6)
+                state = grammar.advance(state, t)
+    finally:
+        gc.enable()
+    return {"compile_s": sum(compile_ms) / 1e3, "compile_ms_p90": float(np.percentile(compile_ms, 90)),
+            "first_walk_us_p50": float(np.percentile(walk, 50)), "first_walk_us_p99": float(np.percentile(walk, 99)),
+            "first_walk_us_mean": float(np.mean(walk)), "schemas": len(compile_ms), "tokens": len(walk)}
+
+
+def run_side(src: Path, args) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, __file__, str(args.directory), "--limit", str(args.limit), "--vocab", args.vocab, "--child"]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(rounds: list[dict]) -> dict:
+    """Per measure, the ratio working tree / base per round: median, smallest, largest."""
+    out = {}
+    for m in MEASURES:
+        r = [x["tree"][m] / x["base"][m] for x in rounds]
+        out[m] = {"ratio_median": float(np.median(r)), "ratio_min": min(r), "ratio_max": max(r)}
+    return out
+
+
+def write_new(path: Path, data: dict, force: bool) -> None:
+    """Atomically, with the umask's permissions; an existing file only with force."""
+    if path.exists() and not force:
+        raise SystemExit(f"commit_ab: {path} exists (use --force to replace it)")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("directory", type=Path)
+    p.add_argument("--base", default="HEAD", help="the commit to compare the working tree against")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--vocab", default="qwen")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--force", action="store_true")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.directory.resolve(), args.limit, args.vocab)))
+        return 0
+    args.directory = args.directory.resolve()
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
+        try:
+            rounds = []
+            for i in range(args.rounds):
+                order = ("base", "tree") if i % 2 == 0 else ("tree", "base")
+                got = {side: run_side((base if side == "base" else repo) / "src", args) for side in order}
+                rounds.append(got)
+                print(f"round {i + 1}: " + "; ".join(f"{side} " + ", ".join(f"{m} {got[side][m]:.1f}" for m in MEASURES)
+                                                     for side in ("base", "tree")), file=sys.stderr)
+        finally:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(base)], check=True)
+    result = {"base": args.base, "limit": args.limit, "vocab": args.vocab, "rounds": rounds, "ratios": compare(rounds)}
+    print(json.dumps(result["ratios"], indent=1))
+    if args.out is not None:
+        write_new(args.out, result, args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
