@@ -70,6 +70,13 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _median_p90(s: dict, key: str, digits: int) -> str:
+    """"median / p90" of summary keys key_median and key_p90, or "-" where nothing was timed."""
+    if s[f"{key}_median"] is None:
+        return "-"
+    return f"{s[f'{key}_median']:.{digits}f} / {s[f'{key}_p90']:.{digits}f}"
+
+
 def _print_summary(results: dict, console: Console) -> None:
     table = Table(title="schema-bench by category")
     for col in ("category", "schemas", "coverage", "completeness", "soundness",
@@ -82,7 +89,7 @@ def _print_summary(results: dict, console: Console) -> None:
                       f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
                       f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
                       "-" if s["compile_ms_median"] is None else f"{s['compile_ms_median']:.1f}",
-                      "-" if s["ttfm_ms_median"] is None else f"{s['ttfm_ms_median']:.1f} / {s['ttfm_ms_p90']:.1f}",
+                      _median_p90(s, "ttfm_ms", 1),
                       "-" if mask is None else f"{mask:.1f}",
                       "-" if s["apply_us_per_token_median"] is None else f"{s['apply_us_per_token_median']:.1f}")
     console.print(table)
@@ -104,16 +111,16 @@ def _print_peers(results: dict, console: Console) -> None:
         return
     table = Table(title="inferlab and its peers, same schemas and tokens (all categories)")
     for col in ("engine", "coverage", "completeness", "soundness", "first mask ms (median / p90)",
-                "mask µs/token (median)", "first walk µs/token (p50 / p99 of all tokens)"):
+                "compile + first mask ms (median / p90)", "mask µs/token (median)",
+                "first walk µs/token (p50 / p99 of all tokens)"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     for name, s in [("inferlab", summary["all"]), *summary["all"]["peers"].items()]:
-        first = "-" if s["first_mask_ms_median"] is None else \
-            f"{s['first_mask_ms_median']:.2f} / {s['first_mask_ms_p90']:.2f}"
         mask = s["mask_us_per_token_median"]
         table.add_row(name, f"{_pct(s['coverage'])} ({s['compiled']}/{s['schemas']})",
                       f"{_pct(s['completeness'])} ({s['valid_accepted']}/{s['valid']})",
                       f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
-                      first, "-" if mask is None else f"{mask:.1f}",
+                      _median_p90(s, "first_mask_ms", 2), _median_p90(s, "ttfm_ms", 1),
+                      "-" if mask is None else f"{mask:.1f}",
                       "-" if s["first_walk_us_p50"] is None else f"{s['first_walk_us_p50']:.1f} / {s['first_walk_us_p99']:.1f}")
     console.print(table)
     for name, info in results.get("peers", {}).items():
