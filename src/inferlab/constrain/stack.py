@@ -69,7 +69,7 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
-ROW_LISTS = 8192                  # configurations' rows kept as lists for the Python walk (~2 KB each)
+ROW_LISTS = 8192                  # rows kept as lists for the Python walk, per kind (~2 KB each)
 DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass,
 DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
@@ -768,10 +768,12 @@ class StackGrammar:
         return got
 
     def _dfa_rows(self, a: int, q: int, deep: bool) -> tuple[list[int], bytes]:
-        """State q of automaton a as _narrow_rows's handles (cached): -1 dead, -2 - t for a plain
-        target t, -2 - n - t for one that can push or pop."""
+        """State q of automaton a as _narrow_rows's handles (cached, a bounded number): -1 dead,
+        -2 - t for a plain target t, -2 - n - t for one that can push or pop."""
         got = self._drows.get((a, q, deep))
         if got is None:
+            if len(self._drows) >= ROW_LISTS:
+                self._drows.clear()
             whole = self._dfa_codes.get((a, deep))
             if whole is None and self.machine.dfas[a].n_states <= DFA_CODES_STATES:
                 seen = self._dfa_seen[(a, deep)] = self._dfa_seen.get((a, deep), 0) + 1
@@ -782,7 +784,7 @@ class StackGrammar:
             got = self._drows[(a, q, deep)] = codes[i].tolist(), live[at[i]:at[i + 1]]
         return got
 
-    def _handles(self, a: int, deep: bool, trans: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
+    def _handles(self, a: int, deep: bool, trans: np.ndarray) -> tuple[np.ndarray, bytes, list[int]]:
         """_dfa_rows's handles of the rows `trans` (k, 256) of automaton a, in one numpy pass
         (a small automaton's all at once): (codes (k, 256), every row's live bytes end to end,
         their offsets (k + 1,))."""
