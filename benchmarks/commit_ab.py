@@ -93,15 +93,11 @@ def compare(rounds: list[dict]) -> dict:
 
 def write_new(path: Path, data: dict, force: bool) -> None:
     """Atomically, with the umask's permissions; an existing file only with force."""
+    from inferlab.measure import atomic_write_json  # (the parent's inferlab: not at module level, which the child shares)
+
     if path.exists() and not force:
         raise SystemExit(f"commit_ab: {path} exists (use --force to replace it)")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
+    atomic_write_json(path, data)
 
 
 def main(argv: list[str]) -> int:

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +34,7 @@ from inferlab.cli.schema_bench import _load_vocab
 from inferlab.constrain import bench, token_split
 from inferlab.constrain.stack import StackMachine
 from inferlab.errors import InferlabError
+from inferlab.measure import atomic_write_json
 from inferlab.measure.progress import progress_bar
 
 
@@ -108,10 +107,7 @@ def main(argv: list[str]) -> int:
         if r["reason"] is not None:
             print(f"{r['name']}: {r['reason']}", file=sys.stderr)
     if args.out is not None:
-        fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=args.out.name)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"summary": summary, "schemas": rows}, f, indent=1)
-        os.replace(tmp, args.out)
+        atomic_write_json(args.out, {"summary": summary, "schemas": rows})
     return 0
 
 
@@ -154,10 +150,7 @@ def _ab_delta(cases, vocab, config, out: Path | None) -> int:
                "without_us_median": float(np.median([r["without_us"] for r in rows]))}
     print(json.dumps(summary, indent=1))
     if out is not None:
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"summary": summary, "schemas": rows}, f, indent=1)
-        os.replace(tmp, out)
+        atomic_write_json(out, {"summary": summary, "schemas": rows})
     return 0
 
 

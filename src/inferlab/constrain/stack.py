@@ -186,8 +186,7 @@ class StackMachine:
         if len(self.configs[cid]) == 1:  # most configurations: one stack whose top can't push or pop
             st = self.configs[cid][0]
             a, s = st[-1][0], st[-1][1]
-            if self.maps[a] is None and self.counts[a] is None and s not in self.calls[a] \
-                    and not (len(st) > 1 and self.accepting[a][s]):
+            if self.maps[a] is None and self.counts[a] is None and self.plain(a, len(st) > 1)[s]:
                 out = self._closures[cid] = self.configs[cid]
                 return out
         seen: set[Stack] = set()
@@ -346,7 +345,7 @@ class StackMachine:
     def plain(self, a: int, deep: bool) -> np.ndarray:
         """(S,) bool: automaton a's states that can neither push nor pop (no call; not accepting
         where a frame lies below): a configuration of one stack with such a top is closed as it
-        is, and a byte only moves its top (closure's fast path). Counts and maps aside."""
+        is (closure's fast path), and a byte only moves its top. Counts and maps aside."""
         key = (a, deep)
         out = self._plain.get(key)
         if out is None:
@@ -743,7 +742,7 @@ class StackGrammar:
         stacks = m.configs[cid]
         top = stacks[0][-1]
         a = top[0]
-        if len(stacks) > 1 or len(top) > 2 or m.counts[a] is not None or m.maps[a] is not None:
+        if len(stacks) > 1 or m.counts[a] is not None or m.maps[a] is not None:  # (a numbered frame is one of those)
             return self._config_rows(cid), self._config_rows
         prefix, deep, n = stacks[0][:-1], len(stacks[0]) > 1, m.dfas[a].n_states
         if not m.plain(a, deep)[top[1]]:
