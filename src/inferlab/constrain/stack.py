@@ -137,28 +137,45 @@ class StackMachine:
         return any(self.calls)
 
     def _productive(self) -> list[bool]:
-        """Automata with at least one complete text (calls only through productive automata)."""
+        """Automata with at least one complete text (calls only through productive automata).
+
+        A least fixpoint in one pass over the states: each automaton's search from its start
+        is resumed, not redone, when a callee it waits on turns out productive."""
         n = len(self.dfas)
         prod = [False] * n
-        changed = True
-        while changed:
-            changed = False
-            for a in range(n):
-                if prod[a]:
-                    continue
-                seen, work = {self.starts[a]}, [self.starts[a]]
-                while work and not prod[a]:
-                    s = work.pop()
-                    if self.accepting[a][s]:
-                        prod[a] = changed = True
-                        break
-                    nxt = set(np.flatnonzero(self.text_trans[a][s] >= 0).tolist())
-                    targets = self.text_trans[a][s][list(nxt)].tolist() if nxt else []
-                    targets += [r for callee, r in self.calls[a].get(s, ()) if prod[callee]]
-                    for t in targets:
-                        if t not in seen:
-                            seen.add(t)
-                            work.append(t)
+        seen = [{self.starts[a]} for a in range(n)]
+        work = [[self.starts[a]] for a in range(n)]
+        waiting: dict[int, list[tuple[int, int]]] = {}  # callee -> (caller, return state) blocked on it
+
+        def reaches_accept(a: int) -> bool:
+            trans, accepting, calls, seen_a, work_a = self.text_trans[a], self.accepting[a], self.calls[a], seen[a], work[a]
+            while work_a:
+                s = work_a.pop()
+                if accepting[s]:
+                    return True
+                targets = [t for t in set(trans[s].tolist()) if t >= 0]
+                for callee, ret in calls.get(s, ()):
+                    if prod[callee]:
+                        targets.append(ret)
+                    else:
+                        waiting.setdefault(callee, []).append((a, ret))
+                for t in targets:
+                    if t not in seen_a:
+                        seen_a.add(t)
+                        work_a.append(t)
+            return False
+
+        queue = list(range(n))
+        while queue:
+            a = queue.pop()
+            if prod[a] or not reaches_accept(a):
+                continue
+            prod[a] = True
+            for caller, ret in waiting.pop(a, ()):
+                if not prod[caller] and ret not in seen[caller]:
+                    seen[caller].add(ret)
+                    work[caller].append(ret)
+                    queue.append(caller)
         return prod
 
     def intern(self, stacks) -> int:
