@@ -562,6 +562,8 @@ class StackGrammar:
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
+        self._counted: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # _counted_bits' walks
+        self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
@@ -718,14 +720,22 @@ class StackGrammar:
         if narrow is not None:
             return narrow
         tops = {st[-1] for st in m.closure(cid)}
-        if any(m.counts[f[0]] is not None and not self._far_from_max(f) for f in tops):
-            return self._walk_mask(cid)
-        frames = [self._frame(a, s) for a, s in sorted({f[:2] for f in tops})]
+        left: dict[tuple[int, int], int] = {}  # counted frames near their max: the items a token may still begin
+        for f in tops:
+            if m.counts[f[0]] is not None and not self._far_from_max(f):
+                if m.frame_table(f[0]) is None:
+                    return self._walk_mask(cid)
+                left[f[:2]] = max(left.get(f[:2], -1), m.counts[f[0]][1] - 1 - f[2])
+        for f in tops:  # the same frame far from its max on another stack: every count allowed
+            if f[:2] in left and m.counts[f[0]] is not None and self._far_from_max(f):
+                del left[f[:2]]
+        keys_ = sorted({f[:2] for f in tops})
+        frames = [self._frame(a, s) for a, s in keys_]
         if any(f.keep is None for f in frames):
             return self._walk_mask(cid)
         words = np.zeros(self.words, dtype=np.uint32)
-        for f in frames:
-            words |= f.accepted
+        for (a, s), f in zip(keys_, frames):
+            words |= f.accepted if (a, s) not in left else self._counted_bits(a, s, left[(a, s)])
         keep = np.unique(np.concatenate([f.keep for f in frames])) if frames else np.zeros(0, np.int64)
         if len(keep):
             words |= self._walk_mask(cid, keep).view(np.uint32)
@@ -817,6 +827,32 @@ class StackGrammar:
         next item may always start (StackMachine.frame_table)."""
         hi = self.machine.counts[frame[0]][1]
         return self.machine.frame_table(frame[0]) is not None and (hi is None or hi - frame[2] > self.reach + 2)
+
+    def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
+        """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
+        `left` more items (token_split.counted_tokens, walked once per (a, s); cached, LRU)."""
+        key = (a, s, left)
+        out = self._counted_masks.get(key)
+        if out is None:
+            walk = self._counted.get((a, s))
+            if walk is None:
+                m = self.machine
+                t = m.frame_table(a)
+                restart = (t >= 0) & (m.text_trans[a] < 0)  # merged in: an item's end reads the next's first byte
+                hi = m.counts[a][1]
+                cap = max(0, min(hi - 1, self.reach + 1))  # near the max, left <= reach + 1
+                tokens, items = token_split.counted_tokens(self.vocab.trie(), t, restart, s, cap)
+                walk = self._counted[(a, s)] = tokens, items
+                if len(self._counted) > self._cache_rows:
+                    self._counted.pop(next(iter(self._counted)))
+            tokens, items = walk
+            out = self._counted_masks[key] = token_split.token_bits(
+                tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(), self.words)
+            if len(self._counted_masks) > self._cache_rows:
+                self._counted_masks.popitem(last=False)
+        else:
+            self._counted_masks.move_to_end(key)
+        return out
 
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
         """The split of frame (automaton a, state s), built on first need, cached (LRU)."""

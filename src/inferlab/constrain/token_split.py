@@ -264,6 +264,34 @@ def _walk_frame(trie, trans: np.ndarray, exits, first: np.ndarray | None, words:
     return FrameTokens(token_bits(tokens, trie, words), _paths(trie, seeds, exit_bytes))
 
 
+def counted_tokens(trie, trans: np.ndarray, restart: np.ndarray, state: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens whose bytes all walk inside a counted automaton's frame from `state`, with the
+    items each begins after the current one: (tokens, items), sorted by items, those beginning
+    more than `cap` left out. trans (S, 256): the frame's transitions (StackMachine.frame_table);
+    restart (S, 256) bool: the edges that end an item and begin the next. A frame `left` items
+    from its max allows, of these, the tokens[:searchsorted(items, left, 'right')].
+
+    One walk of the trie through the product of the states and the items begun, value
+    q + S * items (-1 past cap), so every count near the max shares it."""
+    n = len(trans)
+    levels = trie.levels
+    if not levels:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    items = np.arange(cap + 1)[:, None, None] + restart[None]              # (cap + 1, S, 256)
+    table = np.where((trans[None] >= 0) & (items <= cap), trans[None] + n * items, -1)
+    table = table.reshape(-1, 256).astype(np.int32)                        # ((cap + 1) * S, 256)
+    tokens, begun = [], []
+    for d, node, x in walk_trie(levels, table[state][levels[0].byte], lambda ids: table):
+        alive = np.flatnonzero(x >= 0) if node is None else node
+        value = x[alive] if node is None else x
+        end = levels[d].end_token[alive]
+        tokens.append(end[end >= 0])
+        begun.append(value[end >= 0] // n)
+    tokens, begun = np.concatenate(tokens), np.concatenate(begun)
+    order = np.argsort(begun, kind="stable")
+    return tokens[order].astype(np.int64), begun[order].astype(np.int64)
+
+
 # A *delta* state: its row agrees with a loop state's row on all but a few bytes. The states of
 # "any key but the declared names" are such: a name's next byte (or its closing quote) differs,
 # every other byte falls into the string's content loop. A token whose first byte the two rows
