@@ -100,6 +100,41 @@ def test_walks_equal_brute_force_at_qwen():
     assert check_walks(Vocabulary.from_tokenizer(load_vocab("qwen")), 11) > 0
 
 
+def brute_force_counted(vocab: Vocabulary, trans: np.ndarray, restart: np.ndarray, state: int, cap: int) -> dict[int, int]:
+    """{token: items it begins} for the tokens whose bytes all walk from `state`, each byte on a
+    restart edge beginning one more item, those beginning more than cap left out."""
+    out = {}
+    for t, data in enumerate(vocab.token_bytes):
+        if not data or t in vocab.special_ids:
+            continue
+        s, items = state, 0
+        for b in data:
+            items += bool(restart[s, b])
+            s = int(trans[s, b])
+            if s < 0 or items > cap:
+                break
+        if s >= 0 and items <= cap:
+            out[t] = items
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_counted_tokens_equal_brute_force(seed):
+    """Every state of random automata with random restart edges, at several caps: the tokens and
+    the items each begins, sorted by items."""
+    rng = np.random.default_rng(seed)
+    vocab = random_vocab(seed)
+    trie = vocab.trie()
+    for states, density in [(3, 0.9), (6, 0.3)]:
+        trans = random_automaton(rng, states, density)
+        restart = (trans >= 0) & (rng.random(trans.shape) < 0.3)
+        for s in range(states):
+            for cap in (0, 1, 3, 9):
+                tokens, items = token_split.counted_tokens(trie, trans, restart, s, cap)
+                assert dict(zip(tokens.tolist(), items.tolist())) == brute_force_counted(vocab, trans, restart, s, cap)
+                assert len(set(tokens.tolist())) == len(tokens) and (np.diff(items) >= 0).all()
+
+
 def test_shape_cache_is_bounded_and_least_recently_used_first_out():
     cache = token_split.ShapeCache(limit=250)
     a, b, c = (SimpleNamespace(nbytes=100) for _ in range(3))

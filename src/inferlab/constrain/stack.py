@@ -29,7 +29,10 @@ only the configurations visited are ever built.
 A *counted* automaton (schema.compile_grammar: a string's maxLength) matches item{min,max}: its
 frame carries the number of items done, so long bounded strings cost one small DFA, not one state
 per count. Masks are keyed by the configuration with each count clamped to what one token can
-still change (mask_key): counts that far from both bounds give the same mask.
+still change (mask_key): counts that far from both bounds give the same mask. Nearer its max,
+the tokens that stay inside the frame are those that begin few enough items: one walk per
+(automaton, state) counts the items each token begins (token_split.counted_tokens), and every
+count shares it.
 
 A *map* automaton (CompiledGrammar.maps: the extra members of an object, one member per pass)
 counts its members the same way: its frame begins a member by calling a key automaton (without
@@ -569,7 +572,7 @@ class StackGrammar:
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
         self._dfa_seen: dict[tuple[int, bool], int] = {}                     # its states handled one by one so far
-        self.reach = max(map(len, vocab.token_bytes), default=1)  # bytes of the longest token
+        self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
 
     def stats(self) -> GrammarStats:
         m = self.machine
