@@ -8,7 +8,9 @@ times it). The base commit is checked out in a temporary git worktree, removed a
 
     python benchmarks/commit_ab.py ../shared/jsonschemabench --base 566be68 --rounds 3 --vocab qwen
 
-It prints, and writes with --out (never over an existing file without --force), per round and
+With --max-length N, only those of the first `--limit` schemas that hold a maxLength of at most
+N (a scan of the schema, before any compile): strings bounded near one token's length, where a
+counted frame is near its max from the start. It prints, and writes with --out (never over an existing file without --force), per round and
 side the compile time summed over schemas and its p90, the pooled first walk's p50, p99 and mean,
 and per measure the ratio working tree / base: its median over rounds, with the smallest and
 largest.
@@ -30,7 +32,22 @@ import numpy as np
 MEASURES = ("compile_s", "compile_ms_p90", "first_walk_us_p50", "first_walk_us_p99", "first_walk_us_mean")
 
 
-def child(directory: Path, limit: int, vocab_name: str) -> dict:
+def bounded_strings(schema, max_length: int) -> bool:
+    """Does the schema hold a maxLength of at most max_length anywhere (a cheap scan, no compile)?"""
+    work = [schema]
+    while work:
+        x = work.pop()
+        if isinstance(x, dict):
+            n = x.get("maxLength")
+            if isinstance(n, int) and not isinstance(n, bool) and n <= max_length:
+                return True
+            work.extend(x.values())
+        elif isinstance(x, list):
+            work.extend(x)
+    return False
+
+
+def child(directory: Path, limit: int, vocab_name: str, max_length: int | None = None) -> dict:
     """One side's readings, with the inferlab on PYTHONPATH (the commit under test)."""
     import gc
 
@@ -45,6 +62,8 @@ def child(directory: Path, limit: int, vocab_name: str) -> dict:
     compile_ms, cases = [], []
     for path in bench.list_cases(directory, limit, 0):
         doc = json.loads(path.read_text(encoding="utf-8"))
+        if max_length is not None and not bounded_strings(doc["schema"], max_length):
+            continue
         t0 = time.perf_counter()
         try:
             _, machine = bench.compile_within_limits(doc["schema"], config)
@@ -78,6 +97,8 @@ def child(directory: Path, limit: int, vocab_name: str) -> dict:
 def run_side(src: Path, args) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
     cmd = [sys.executable, __file__, str(args.directory), "--limit", str(args.limit), "--vocab", args.vocab, "--child"]
+    if args.max_length is not None:
+        cmd += ["--max-length", str(args.max_length)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -107,12 +128,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--vocab", default="qwen")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="only the schemas with a maxLength of at most this (strings bounded near a token's length)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--force", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.directory.resolve(), args.limit, args.vocab)))
+        print(json.dumps(child(args.directory.resolve(), args.limit, args.vocab, args.max_length)))
         return 0
     args.directory = args.directory.resolve()
     repo = Path(__file__).resolve().parents[1]
@@ -129,7 +152,8 @@ def main(argv: list[str]) -> int:
                                                      for side in ("base", "tree")), file=sys.stderr)
         finally:
             subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(base)], check=True)
-    result = {"base": args.base, "limit": args.limit, "vocab": args.vocab, "rounds": rounds, "ratios": compare(rounds)}
+    result = {"base": args.base, "limit": args.limit, "max_length": args.max_length, "vocab": args.vocab, "rounds": rounds,
+              "ratios": compare(rounds)}
     print(json.dumps(result["ratios"], indent=1))
     if args.out is not None:
         write_new(args.out, result, args.force)
