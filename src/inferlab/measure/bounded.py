@@ -7,7 +7,10 @@ reads the child's resident set (/proc/PID/statm) every POLL_S and kills it past 
 Why not RLIMIT_AS: it bounds address space, which native libraries reserve far beyond what they
 touch (xgrammar's first compile in a child maps ~150-350 MB it barely uses), and a Rust allocator
 that hits it aborts without saying why. The bound is on the child's RSS as the kernel counts it,
-pages shared with the parent included; the child's peak (wait4's ru_maxrss) is the same quantity.
+pages shared with the parent included. The child's peak is the larger of wait4's ru_maxrss, the
+same quantity, and the largest RSS the watch read: the kernel's high-water mark is synced from
+counters that can run a few pages ahead of it, so a child killed past the bound may show a
+ru_maxrss just under it.
 What the child writes on stderr (a native library's warnings) goes to a file, not over the
 parent's progress bar, and comes back as Outcome.stderr_lines.
 
@@ -92,7 +95,7 @@ def _run_forked(fn, memory_bytes: int, timeout_s: float, err_fd: int) -> Outcome
     os.close(write_fd)
     reaped = False
     try:
-        data, refusal = _watch(pid, read_fd, memory_bytes, timeout_s)
+        data, refusal, seen = _watch(pid, read_fd, memory_bytes, timeout_s)
         _, status, usage = os.wait4(pid, 0)
         reaped = True
     finally:
@@ -100,7 +103,7 @@ def _run_forked(fn, memory_bytes: int, timeout_s: float, err_fd: int) -> Outcome
         if not reaped:  # interrupted (Ctrl-C): no child outlives the run
             _kill(pid)
             os.wait4(pid, 0)
-    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    peak_mb = max(usage.ru_maxrss / 1024, seen / 2**20)  # (ru_maxrss: KiB on Linux)
     if refusal is None:
         refusal = _crash(status, data)
     if refusal is not None:
@@ -140,24 +143,27 @@ def _child(fn, write_fd: int) -> None:
         os._exit(0)
 
 
-def _watch(pid: int, read_fd: int, memory_bytes: int, timeout_s: float) -> tuple[bytes, str | None]:
-    """Read the child's result until it closes the pipe, or kill it past a bound: (bytes, refusal)."""
+def _watch(pid: int, read_fd: int, memory_bytes: int, timeout_s: float) -> tuple[bytes, str | None, int]:
+    """Read the child's result until it closes the pipe, or kill it past a bound: (bytes, refusal,
+    the largest resident set read, bytes)."""
     chunks = []
+    seen = 0
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             _kill(pid)
-            return b"", f"exceeded {timeout_s:g} s"
+            return b"", f"exceeded {timeout_s:g} s", seen
         ready, _, _ = select.select([read_fd], [], [], min(POLL_S, left))
         if ready:
             chunk = os.read(read_fd, 1 << 16)
             if not chunk:
-                return b"".join(chunks), None
+                return b"".join(chunks), None, seen
             chunks.append(chunk)
-        if _rss_bytes(pid) > memory_bytes:
+        seen = max(seen, _rss_bytes(pid))
+        if seen > memory_bytes:
             _kill(pid)
-            return b"", f"exceeded {fmt_binary(memory_bytes)}"
+            return b"", f"exceeded {fmt_binary(memory_bytes)}", seen
 
 
 def _rss_bytes(pid: int) -> int:
