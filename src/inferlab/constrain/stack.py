@@ -565,7 +565,7 @@ class StackGrammar:
         self._advance: dict[tuple[int, int], int] = {}
         self._keys: dict[int, int] = {}
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
-        self._counted: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # _counted_bits' walks
+        self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
@@ -652,14 +652,7 @@ class StackGrammar:
 
     def _row(self, key: int) -> np.ndarray:
         """The (words,) int32 row of mask key `key`, built on first need, cached (LRU)."""
-        row = self._masks.get(key)
-        if row is None:
-            row = self._masks[key] = self._build_mask(key)
-            if len(self._masks) > self._cache_rows:
-                self._masks.popitem(last=False)
-        else:
-            self._masks.move_to_end(key)
-        return row
+        return _lru(self._masks, key, lambda: self._build_mask(key), self._cache_rows)
 
     def _refused(self, state: State, out: np.ndarray) -> tuple[int, ...]:
         """The tokens allowed in the configuration's row `out` that the written keys refuse."""
@@ -724,21 +717,24 @@ class StackGrammar:
             return narrow
         tops = {st[-1] for st in m.closure(cid)}
         left: dict[tuple[int, int], int] = {}  # counted frames near their max: the items a token may still begin
+        far = set()                            # counted frames (on some stack) far from it: any count
         for f in tops:
-            if m.counts[f[0]] is not None and not self._far_from_max(f):
-                if m.frame_table(f[0]) is None:
-                    return self._walk_mask(cid)
+            if m.counts[f[0]] is None:
+                continue
+            if self._far_from_max(f):
+                far.add(f[:2])
+            elif m.frame_table(f[0]) is None:
+                return self._walk_mask(cid)
+            else:
                 left[f[:2]] = max(left.get(f[:2], -1), m.counts[f[0]][1] - 1 - f[2])
-        for f in tops:  # the same frame far from its max on another stack: every count allowed
-            if f[:2] in left and m.counts[f[0]] is not None and self._far_from_max(f):
-                del left[f[:2]]
-        keys_ = sorted({f[:2] for f in tops})
-        frames = [self._frame(a, s) for a, s in keys_]
+        pairs = sorted({f[:2] for f in tops})
+        frames = [self._frame(a, s) for a, s in pairs]
         if any(f.keep is None for f in frames):
             return self._walk_mask(cid)
         words = np.zeros(self.words, dtype=np.uint32)
-        for (a, s), f in zip(keys_, frames):
-            words |= f.accepted if (a, s) not in left else self._counted_bits(a, s, left[(a, s)])
+        for (a, s), f in zip(pairs, frames):
+            near = (a, s) in left and (a, s) not in far
+            words |= self._counted_bits(a, s, left[(a, s)]) if near else f.accepted
         keep = np.unique(np.concatenate([f.keep for f in frames])) if frames else np.zeros(0, np.int64)
         if len(keep):
             words |= self._walk_mask(cid, keep).view(np.uint32)
@@ -833,43 +829,26 @@ class StackGrammar:
 
     def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
         """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
-        `left` more items (token_split.counted_tokens, walked once per (a, s); cached, LRU)."""
-        key = (a, s, left)
-        out = self._counted_masks.get(key)
-        if out is None:
-            walk = self._counted.get((a, s))
-            if walk is None:
-                m = self.machine
-                t = m.frame_table(a)
-                restart = (t >= 0) & (m.text_trans[a] < 0)  # merged in: an item's end reads the next's first byte
-                hi = m.counts[a][1]
-                cap = max(0, min(hi - 1, self.reach + 1))  # near the max, left <= reach + 1
-                tokens, items = token_split.counted_tokens(self.vocab.trie(), t, restart, s, cap)
-                walk = self._counted[(a, s)] = tokens, items
-                if len(self._counted) > self._cache_rows:
-                    self._counted.pop(next(iter(self._counted)))
-            tokens, items = walk
-            out = self._counted_masks[key] = token_split.token_bits(
-                tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(), self.words)
-            if len(self._counted_masks) > self._cache_rows:
-                self._counted_masks.popitem(last=False)
-        else:
-            self._counted_masks.move_to_end(key)
-        return out
+        `left` more items (token_split.counted_tokens, walked once per (a, s); both cached, LRU)."""
+        def bits() -> np.ndarray:
+            tokens, items = _lru(self._counted, (a, s), lambda: self._counted_walk(a, s), self._cache_rows)
+            return token_split.token_bits(tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(),
+                                          self.words)
+        return _lru(self._counted_masks, (a, s, left), bits, self._cache_rows)
+
+    def _counted_walk(self, a: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+        m = self.machine
+        t = m.frame_table(a)
+        restart = (t >= 0) & (m.text_trans[a] < 0)  # merged in: an item's end reads the next's first byte
+        cap = max(0, min(m.counts[a][1] - 1, self.reach + 1))  # near the max, left <= reach + 1
+        return token_split.counted_tokens(self.vocab.trie(), t, restart, s, cap)
 
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
         """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
-        out = self._frames.get((a, s))
-        if out is None:
-            m, trie = self.machine, self.vocab.trie()
-            out = self._frames[(a, s)] = token_split.frame_tokens(
-                trie, m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(trie),
-                split_of=lambda base: self._frame(a, base))
-            if len(self._frames) > self._cache_rows:
-                self._frames.popitem(last=False)
-        else:
-            self._frames.move_to_end((a, s))
-        return out
+        m, trie = self.machine, self.vocab.trie()
+        return _lru(self._frames, (a, s), lambda: token_split.frame_tokens(
+            trie, m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(trie),
+            split_of=lambda base: self._frame(a, base)), self._cache_rows)
 
     def _walk_mask(self, cid: int, keep: np.ndarray | None = None) -> np.ndarray:
         """The tokens allowed from configuration `cid` (and EOS where it can end) by a walk of the
@@ -901,6 +880,18 @@ class StackGrammar:
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])
         return token_split.token_bits(allowed, trie, self.words).view(np.int32)
+
+
+def _lru(cache: OrderedDict, key, build, limit: int):
+    """cache[key], built by build() on first need; the least recently used entry out past limit."""
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = build()
+        if len(cache) > limit:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return out
 
 
 def check_grammar_size(machine: StackMachine, max_states: int) -> None:
