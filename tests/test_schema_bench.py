@@ -274,13 +274,27 @@ def test_time_to_first_mask_adds_the_compile_where_a_mask_was_timed():
     from inferlab.constrain.bench import SchemaResult, summarize
     rs = [SchemaResult("A---a", "A", True, compile_ms=10.0, first_mask_ms=1.0),
           SchemaResult("A---b", "A", True, compile_ms=30.0, first_mask_ms=2.0),
-          SchemaResult("A---c", "A", True, compile_ms=100.0),  # no valid instance: no mask timed
+          SchemaResult("A---c", "A", True, compile_ms=100.0),  # a peer whose first mask raised: none
           SchemaResult("A---d", "A", False, reason="enum at #: a refusal", refuse_ms=5.0)]
     s = summarize(rs)["all"]
     assert s["ttfm_ms_median"] == pytest.approx(21.5)   # (11 + 32) / 2
     assert s["ttfm_ms_p90"] == pytest.approx(29.9)      # 11 + 0.9 * (32 - 11)
     assert s["compile_ms_median"] == pytest.approx(30.0)
     assert s["compile_ms_p90"] == pytest.approx(86.0)   # 30 + 0.8 * (100 - 30): rank 1.8 of 0..2
+
+
+def test_a_schema_without_a_valid_instance_still_has_its_first_mask_timed(tmp_path):
+    """TTFM covers every compiled schema: the first mask needs no instance; the walks need one."""
+    from inferlab.cli.schema_bench import _load_vocab
+    write_case(tmp_path, "Alpha---only_invalid", {"type": "integer"}, [(False, "x")])
+    write_case(tmp_path, "Alpha---none", {"type": "boolean"}, [])
+    results = run_bench(BenchConfig(directory=tmp_path, mask_samples=1, mask_min_sample_s=0.001),
+                        vocab=_load_vocab("512"))
+    for r in results["schemas"]:
+        assert r["compiled"] and r["first_mask_ms"] > 0, r
+        assert r["first_walk_us"] == [] and r["mask_us_per_token"] is None
+    s = results["summary"]["all"]
+    assert s["ttfm_ms_median"] is not None and s["first_walk_tokens"] == 0
 
 
 def test_the_timed_lookup_and_apply_writes_what_the_bitmask_allows(bench_dir):
