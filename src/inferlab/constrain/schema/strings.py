@@ -10,7 +10,7 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
-from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
+from inferlab.constrain.schema.common import _STRING, SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 
 
 # Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
@@ -47,6 +47,8 @@ class StringsMixin:
         if ast is None:
             if self.calls_on() and hi is not None and hi >= self.count_min:
                 return f'"{self.counted(_CHAR, lo, hi)}"'
+            if self.calls_on() and lo == 0 and hi is None:
+                return self.outline(_STRING, force=True)
             return f'"{_repeat(_CHAR, lo, hi)}"'
         if lo > 0 or hi is not None:
             limited = _with_length(ast, lo, hi)
