@@ -113,6 +113,7 @@ class StackMachine:
             text.append(t)
         self.text_trans = text
         self.accepting = [d.accepting for d in dfas]
+        self.reads = [(t >= 0).any(axis=1) for t in text]  # (S,) bool per automaton: a state with a text edge
         self.starts = [d.start for d in dfas]
         self.calls = [call_edges(d) for d in dfas]
         self.productive = self._productive()
@@ -236,8 +237,14 @@ class StackMachine:
                     work.append((st[:-1] + ((a, ret), entry), pushed | {callee}))
             if len(st) > 1 and self.accepting[a][s]:
                 work.append((st[:-1], pushed))
-        out = self._closures[cid] = tuple(sorted(seen))
+        # A stack whose top reads no byte and cannot end (a state whose only edges are calls)
+        # adds nothing its pushes do not: left out, its frame would be split and walked for naught.
+        out = self._closures[cid] = tuple(sorted(st for st in seen if self._live_top(st[-1])))
         return out
+
+    def _live_top(self, frame: Frame) -> bool:
+        a, s = frame[0], frame[1]
+        return len(frame) > 2 or bool(self.accepting[a][s]) or bool(self.reads[a][s])
 
     def _map_closure(self, st: Stack, pushed: frozenset, work: list) -> None:
         """A map frame (automaton, state, members begun): at its start, begin a member (the
