@@ -16,6 +16,7 @@ MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset
 INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
 
 _CALL = re.compile(r"\(\?&(\d+)\)")
+INLINE_CALLS = 32  # nested calls an item of unique strings is inlined through
 
 
 class ArraysMixin:
@@ -142,18 +143,24 @@ class ArraysMixin:
                 return base + "; an item with finitely many completions could run out of unused values)"
         return None
 
-    def inlined(self, regex: str) -> str | None:
-        """A call-free item regex: the callee's regex where the item is one plain call, else None
-        where it holds calls (a counted string, a map, a recursion)."""
-        whole = _CALL.fullmatch(regex)
-        if whole is not None:
-            k = int(whole.group(1))
-            if k in self.counts or k in self.maps or k in self.uniques.values():
-                return None
-            regex = self.automata[k]
-            if regex == _NOTHING:  # a $ref target still being compiled
-                return None
-        return None if _CALL.search(regex) else regex
+    def inlined(self, regex: str, seen: frozenset = frozenset()) -> str | None:
+        """A call-free item regex: each plain call (an outlined string, a $ref target) replaced
+        by its callee's regex, itself inlined; None where a call is of a counted string, a map,
+        an array of unique strings or a recursion (not tracked as text), or past INLINE_CALLS
+        nested calls."""
+        def callee(match) -> str:
+            k = int(match.group(1))
+            if k in seen or len(seen) >= INLINE_CALLS or k in self.counts or k in self.maps or k in self.uniques.values() \
+                    or self.automata[k] == _NOTHING:  # (_NOTHING: a $ref target still being compiled)
+                raise LookupError(k)
+            inner = self.inlined(self.automata[k], seen | {k})
+            if inner is None:
+                raise LookupError(k)
+            return f"(?:{inner})"
+        try:
+            return _CALL.sub(callee, regex)
+        except LookupError:
+            return None
 
     def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
         comma = self.tok(",")

@@ -10,18 +10,29 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
-from inferlab.constrain.schema.common import _STRING, SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
+from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 
 
 # Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
 # product counts characters in thousands of states, costs seconds and is over the regex limits).
 INTERSECT_LENGTH_MAX = 16
+STRING_OUTLINE_CHARS = 60  # stack mode: a longer string regex is an automaton of its own
 
 
 class StringsMixin:
     """Strings: ECMA-262 patterns -> the regex dialect, length bounds, formats (mixed into _Compiler)."""
 
     def compile_string(self, node, ptr, stack) -> str:
+        """Stack mode: a string's regex longer than STRING_OUTLINE_CHARS is a call of its own
+        automaton, one per distinct text (every UTF-8 character class is dozens of NFA states,
+        and an object's regex would hold a copy per property and per branch of its optional
+        members); the stack machine's masks split at the call."""
+        out = self.string_regex(node, ptr, stack)
+        if self.calls_on() and len(out) > STRING_OUTLINE_CHARS:
+            return self.outline(out, force=True)
+        return out
+
+    def string_regex(self, node, ptr, stack) -> str:
         lo = node.get("minLength", 0)
         hi = node.get("maxLength")
         for key, v in (("minLength", lo), ("maxLength", hi)):
@@ -47,8 +58,6 @@ class StringsMixin:
         if ast is None:
             if self.calls_on() and hi is not None and hi >= self.count_min:
                 return f'"{self.counted(_CHAR, lo, hi)}"'
-            if self.calls_on() and lo == 0 and hi is None:
-                return self.outline(_STRING, force=True)
             return f'"{_repeat(_CHAR, lo, hi)}"'
         if lo > 0 or hi is not None:
             limited = _with_length(ast, lo, hi)
