@@ -75,6 +75,7 @@ MAX_FORCED_BYTES = 4096
 ROW_LISTS = 8192                  # rows kept as lists for the Python walk, per kind (~2 KB each)
 DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass,
 DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
+ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -186,13 +187,26 @@ class StackMachine:
         key = tuple(sorted(set(stacks)))
         cid = self.ids.get(key)
         if cid is None:
-            cid = self.ids[key] = len(self.configs)
-            self.configs.append(key)
-            self._closures.append(None)
-            if cid >= len(self.table):
-                grown = np.full((2 * len(self.table), 256), -2, dtype=np.int32)
-                grown[:len(self.table)] = self.table
-                self.table = grown
+            cid = self._add(key)
+        return cid
+
+    def intern_one(self, stack: Stack) -> int:
+        """intern([stack]) without the sort: most configurations are one stack."""
+        key = (stack,)
+        cid = self.ids.get(key)
+        if cid is None:
+            cid = self._add(key)
+        return cid
+
+    def _add(self, key: tuple[Stack, ...]) -> int:
+        cid = self.ids[key] = len(self.configs)
+        self.configs.append(key)
+        self._closures.append(None)
+        if cid >= len(self.table):
+            grown = np.empty((2 * len(self.table), 256), dtype=np.int32)
+            grown[:len(self.table)] = self.table
+            grown[len(self.table):] = -2
+            self.table = grown
         return cid
 
     def closure(self, cid: int) -> tuple[Stack, ...]:
@@ -389,20 +403,28 @@ class StackMachine:
         if row[0] != -2:
             return row
         stacks = self.closure(cid)
-        out = np.full(256, -1, dtype=np.int32)
         if len(stacks) == 1:  # most configurations: one stack, its top's targets grouped once
             st = stacks[0]
-            (a, s), extra = st[-1][:2], st[-1][2:]
+            (a, s), extra, below = st[-1][:2], st[-1][2:], st[:-1]
             row = self.text_trans[a][s]
             live = np.flatnonzero(row >= 0)
-            targets = row[live].tolist()
-            ids: dict[int, int] = {}
-            for t in targets:
-                if t not in ids:
-                    ids[t] = self.intern([st[:-1] + ((a, t) + extra,)])
-            out[live] = [ids[t] for t in targets]
-            self.table[cid] = out  # (the table may have grown in intern: write after)
-            return self.table[cid]
+            if len(live) > ROW_LOOP_BYTES:  # (a string's content: many bytes, few targets)
+                targets, inverse = np.unique(row[live], return_inverse=True)
+                ids = [self.intern_one(below + ((a, t) + extra,)) for t in targets.tolist()]
+                out = np.asarray(ids, dtype=np.int32)[inverse]
+            else:
+                seen: dict[int, int] = {}
+                out = []
+                for t in row[live].tolist():
+                    i = seen.get(t)
+                    if i is None:
+                        i = seen[t] = self.intern_one(below + ((a, t) + extra,))
+                    out.append(i)
+            table = self.table  # (it may have grown in intern: read after)
+            table[cid] = -1
+            table[cid, live] = out
+            return table[cid]
+        out = np.full(256, -1, dtype=np.int32)
         targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
@@ -786,7 +808,7 @@ class StackGrammar:
                 return self._config_rows(v)
             if v >= -1 - n:
                 return self._dfa_rows(a, -2 - v, deep)
-            return self._config_rows(m.intern([prefix + ((a, -2 - n - v),)]))
+            return self._config_rows(m.intern_one(prefix + ((a, -2 - n - v),)))
         return self._dfa_rows(a, top[1], deep), rows
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
