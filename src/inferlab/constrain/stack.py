@@ -75,6 +75,7 @@ MAX_FORCED_BYTES = 4096
 ROW_LISTS = 8192                  # rows kept as lists for the Python walk, per kind (~2 KB each)
 DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass,
 DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
+DFA_CODES_SMALL = 64              # (at once up to this many states: one pass costs about one state's)
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
@@ -831,7 +832,8 @@ class StackGrammar:
             whole = self._dfa_codes.get((a, deep))
             if whole is None and self.machine.dfas[a].n_states <= DFA_CODES_STATES:
                 seen = self._dfa_seen[(a, deep)] = self._dfa_seen.get((a, deep), 0) + 1
-                if seen > DFA_CODES_AFTER:  # (not before: a first mask touches a few states)
+                if seen > DFA_CODES_AFTER or self.machine.dfas[a].n_states <= DFA_CODES_SMALL:
+                    # (a large one not before: a first mask touches a few of its states)
                     whole = self._dfa_codes[(a, deep)] = self._handles(a, deep, self.machine.text_trans[a])
             codes, live, at = whole if whole is not None else self._handles(a, deep, self.machine.text_trans[a][q:q + 1])
             i = q if whole is not None else 0
