@@ -128,6 +128,8 @@ that call each other, which lifts these narrowings and limits:
   compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
 - unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
 - a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- a string's regex over 60 characters (strings.STRING_OUTLINE_CHARS: the UTF-8 character class
+  alone is more) is an automaton of its own, one per distinct text, not a copy per use;
 - a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over
   MEMBER_BLOCK members are compiled a block at a time, so size grows with the schema, not with
   nesting times uses;
