@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from inferlab.constrain import regex as rx
 from inferlab.constrain import token_split
+from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
-from inferlab.constrain.stack import NARROW_NODES, StackGrammar, build_machine
+from inferlab.constrain.stack import NARROW_NODES, StackGrammar, StackMachine, build_machine
 from inferlab.constrain.vocab import Vocabulary
 from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
 
@@ -321,6 +322,19 @@ def test_grammar_accepts_the_flat_regex_language(schema, rng):
 
 def nested_tree(depth):
     return {"v": depth % 10} if depth == 0 else {"v": depth % 10, "kids": [nested_tree(depth - 1)]}
+
+
+def test_a_state_waiting_only_on_a_call_that_cannot_be_made_is_a_dead_end():
+    """Automaton 1 calls itself before any byte: no text completes it. After "a", automaton 0
+    waits on that call alone, so its closure holds no stack (closures leave out stacks whose top
+    reads nothing and cannot end), and the row refuses every byte. Hand-derived, not read off
+    the code: neither "a" nor "ax" is a text of the grammar."""
+    m = StackMachine([compile_regex("a(?&1)"), compile_regex("(?&1)x")])
+    assert m.productive == [False, False]
+    after = m.walk(b"a")
+    assert m.closure(after) == ()
+    assert (m.row(after) == -1).all()
+    assert not m.accepts("a") and not m.accepts("ax")
 
 
 def test_recursion_has_no_depth_cap():

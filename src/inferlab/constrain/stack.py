@@ -426,6 +426,9 @@ class StackMachine:
             table[cid, live] = out
             return table[cid]
         out = np.full(256, -1, dtype=np.int32)
+        if not stacks:  # every stack's top waits on a call that cannot be made: a dead end
+            self.table[cid] = out
+            return self.table[cid]
         targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live):
