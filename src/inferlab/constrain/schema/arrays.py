@@ -19,6 +19,10 @@ _CALL = re.compile(r"\(\?&(\d+)\)")
 INLINE_CALLS = 32  # nested calls an item of unique strings is inlined through
 
 
+class _NotText(Exception):
+    """An item's call that inlined() cannot replace by text."""
+
+
 class ArraysMixin:
     """Arrays: prefixItems/items, minItems/maxItems, uniqueItems (mixed into _Compiler)."""
 
@@ -150,16 +154,16 @@ class ArraysMixin:
         nested calls."""
         def callee(match) -> str:
             k = int(match.group(1))
-            if k in seen or len(seen) >= INLINE_CALLS or k in self.counts or k in self.maps or k in self.uniques.values() \
-                    or self.automata[k] == _NOTHING:  # (_NOTHING: a $ref target still being compiled)
-                raise LookupError(k)
+            opaque = k in self.counts or k in self.maps or k in self.uniques.values()
+            if opaque or k in seen or len(seen) >= INLINE_CALLS or self.automata[k] == _NOTHING:
+                raise _NotText  # (_NOTHING: a $ref target still being compiled)
             inner = self.inlined(self.automata[k], seen | {k})
             if inner is None:
-                raise LookupError(k)
+                raise _NotText
             return f"(?:{inner})"
         try:
             return _CALL.sub(callee, regex)
-        except LookupError:
+        except _NotText:
             return None
 
     def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
