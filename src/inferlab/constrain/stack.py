@@ -600,7 +600,6 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-        self._member: np.ndarray | None = None  # (trie nodes,) bool scratch of _walk_mask
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
@@ -891,25 +890,17 @@ class StackGrammar:
         m = self.machine
         trie = self.vocab.trie()
         levels = trie.levels
-        member = None
-        if keep is not None:
-            offsets = token_split.level_offsets(trie)
-            if self._member is None:
-                self._member = np.zeros(offsets[-1], dtype=bool)
-            self._member[keep] = True
-            member = lambda d, nodes: self._member[offsets[d] + nodes]  # noqa: E731
 
         def rows(ids):
             m.ensure_rows(ids)
             return m.table  # (read after: the table may have grown)
         tokens = []
-        try:
-            first = m.row(cid)[levels[0].byte] if levels else None  # (N_0,) a configuration per node, -1 dead
-            for d, node, x in token_split.walk_trie(levels, first, rows, member):
+        if levels:
+            first = m.row(cid)[levels[0].byte]  # (N_0,) a configuration per node, -1 dead
+            walk = token_split.walk_trie(levels, first, rows) if keep is None else \
+                token_split.walk_nodes(trie, first, rows, keep)
+            for d, node, x in walk:
                 tokens.append(token_split.live_tokens(levels, d, node, x)[1])
-        finally:
-            if keep is not None:
-                self._member[keep] = False
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])

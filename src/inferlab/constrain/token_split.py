@@ -59,24 +59,20 @@ def level_offsets(trie) -> np.ndarray:
     return out
 
 
-def walk_trie(levels, first: np.ndarray, rows, member=None):
+def walk_trie(levels, first: np.ndarray, rows):
     """Yield (depth, nodes, x) per trie level: x the value (a state; -1 dead) of each node of
     `nodes`, or of every node of the level where nodes is None (dense).
 
     first: (N_0,) the value of each depth-0 node. rows(ids) -> the transition table (ids, 256)
-    indexes, after making sure the rows of the live values `ids` exist. member(d, nodes) -> bool:
-    restricts the walk to those nodes (always sparse)."""
+    indexes, after making sure the rows of the live values `ids` exist."""
     x, node = first, None
-    if member is not None:
-        node = np.flatnonzero((x >= 0) & member(0, np.arange(len(x))))
-        x = x[node]
     for d, lv in enumerate(levels):
         yield d, node, x
         live = int(np.count_nonzero(x >= 0)) if node is None else len(node)
         if d + 1 == len(levels) or not live:
             return
         nxt = levels[d + 1]
-        if member is None and live * DENSE_SHARE >= len(lv.byte):
+        if live * DENSE_SHARE >= len(lv.byte):
             if node is not None:
                 x, node = _scatter(x, node, len(lv.byte)), None
             table = rows(x[x >= 0])
@@ -86,20 +82,44 @@ def walk_trie(levels, first: np.ndarray, rows, member=None):
             if node is None:
                 node = np.flatnonzero(x >= 0)
                 x = x[node]
-            node, x = _children(lv, nxt, node, x, rows, None if member is None else (lambda c: member(d + 1, c)))
+            node, x = _children(lv, nxt, node, x, rows)
 
 
-def _children(lv, nxt, node: np.ndarray, x: np.ndarray, rows, member=None) -> tuple[np.ndarray, np.ndarray]:
+def _children(lv, nxt, node: np.ndarray, x: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
     """One sparse trie step: the live children (node ids at the next level, their values) of
-    the live `node` with values `x`; member(children) -> bool restricts them."""
+    the live `node` with values `x`."""
     rep, child = _expand(lv.child_start[node], lv.child_count[node])
-    if member is not None:
-        inside = member(child)
-        rep, child = rep[inside], child[inside]
     parent = x[rep]
     x = rows(parent)[parent, nxt.byte[child]]                            # (children,)
     keep = x >= 0
     return child[keep], x[keep]
+
+
+def walk_nodes(trie, first: np.ndarray, rows, keep: np.ndarray):
+    """walk_trie over the global trie node ids `keep` alone (sorted; a node's parent is kept
+    with it, as _paths keeps them): yield (depth, nodes, x), sparse. A level steps from the kept
+    nodes of the next level to their live parents, not from the live nodes to all their
+    children: a context-dependent path's ancestors are a string's content, thousands of
+    children each, of which the kept are a few."""
+    levels, offsets = trie.levels, level_offsets(trie)
+    at = np.searchsorted(keep, offsets)                                   # (levels + 1,) keep's slice per level
+    node = keep[at[0]:at[1]]
+    x = first[node]
+    node, x = node[x >= 0], x[x >= 0]
+    for d in range(len(levels)):
+        if not len(node):
+            return
+        yield d, node, x
+        if d + 1 == len(levels):
+            return
+        nxt = levels[d + 1]
+        child = keep[at[d + 1]:at[d + 2]] - offsets[d + 1]
+        parent = nxt.parent[child]
+        pos = np.minimum(np.searchsorted(node, parent), len(node) - 1)   # node is sorted
+        live = node[pos] == parent
+        child, xp = child[live], x[pos[live]]
+        x = rows(xp)[xp, nxt.byte[child]]                                 # (children,)
+        node, x = child[x >= 0], x[x >= 0]
 
 
 def walk_sparse(levels, starts: list, rows):
@@ -390,14 +410,16 @@ REGION_MIN_BYTES = 32  # a state reading fewer bytes walks few tokens: no region
 @dataclass(frozen=True, eq=False)
 class Shape:
     accepted: np.ndarray  # (words,) uint32: tokens whose walk stays inside the region
-    seeds: list           # per depth: (nodes, rows of exit_bytes) at region states that may push or pop
-    exit_bytes: np.ndarray  # (B, 256) bool: the exit bytes of the region's states that have some
+    # the context-dependent paths (_paths) of the walk inside the region, None: too many. A
+    # frame's are these and those of its own walk after the region: _paths of a union of seeds
+    # is the union of theirs, so the region's thousands of seeds are not expanded per frame
+    paths: np.ndarray | None
     leave: list           # per depth: (nodes, region index of the parent's state): the walk leaves there
 
     @property
     def nbytes(self) -> int:
-        return self.accepted.nbytes + self.exit_bytes.nbytes + sum(a.nbytes for part in (self.seeds, self.leave)
-                                                                   for pair in part for a in pair)
+        own = 0 if self.paths is None else self.paths.nbytes
+        return self.accepted.nbytes + own + sum(a.nbytes for pair in self.leave for a in pair)
 
 
 SHAPE_CACHE_BYTES = 64 << 20  # shapes kept per vocabulary (LRU); one is ~19 KB to ~2 MB at 151k tokens
@@ -531,9 +553,7 @@ def _shape(trie, table: np.ndarray, shape_rows: np.ndarray, shape_bytes: np.ndar
         seeds.append(seed)
     while leave and not len(leave[-1][0]):
         leave.pop()
-    while seeds and not len(seeds[-1][0]):
-        seeds.pop()
-    return Shape(token_bits(np.concatenate(accepted), trie, words), seeds, shape_bytes, leave)
+    return Shape(token_bits(np.concatenate(accepted), trie, words), _paths(trie, seeds, shape_bytes), leave)
 
 
 def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int, shapes: dict, sig) -> FrameTokens:
@@ -547,19 +567,18 @@ def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int
     exit_row, exit_bytes = exits
     starts = [(node, trans[states[src], levels[d].byte[node]]) for d, (node, src) in enumerate(shape.leave)]
     accepted = [np.zeros(0, np.int32)]
-    seeds = list(shape.seeds)
-    offset = len(shape.exit_bytes)
+    seeds = []                                   # per depth, as _paths reads them
     for d, node, x in walk_sparse(levels, starts, lambda ids: trans):
-        end, (at, rows) = _split_level(levels, d, node, x, exit_row)
+        end, seed = _split_level(levels, d, node, x, exit_row)
         accepted.append(end)
-        if len(at):
-            seeds += [(at[:0], rows[:0])] * (d + 1 - len(seeds))
-            seeds[d] = (np.concatenate([seeds[d][0], at]), np.concatenate([seeds[d][1], rows + offset]))
-    while seeds and not len(seeds[-1][0]):  # (_paths stops after the last seed)
-        seeds.pop()
+        if len(seed[0]):
+            seeds += [(seed[0][:0], seed[1][:0])] * (d - len(seeds)) + [seed]
     words_out = shape.accepted | token_bits(np.concatenate(accepted), trie, words)
-    both = np.concatenate([shape.exit_bytes, exit_bytes]) if offset else exit_bytes
-    return FrameTokens(words_out, _paths(trie, seeds, both))
+    own = _paths(trie, seeds, exit_bytes)
+    if shape.paths is None or own is None:
+        return FrameTokens(words_out, None)
+    keep = np.union1d(shape.paths, own)
+    return FrameTokens(words_out, None if len(keep) > _paths_limit(trie) else keep)
 
 
 def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
