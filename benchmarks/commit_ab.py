@@ -1,19 +1,25 @@
-"""Two commits' compile and first-walk times, interleaved: one run, ratios per round.
+"""Two commits' compile and first-walk times, interleaved schema by schema: ratios per round.
 
-Each round runs this file's child at the base commit and at the working tree (alternating which
-goes first), each a fresh process that compiles the first `--limit` schemas of the stratified
-sample (as schema-bench does, the cyclic GC left to the library) and walks a fresh grammar's
-first masks over each compiled schema's first accepted valid instance (gc off, as schema-bench
-times it). The base commit is checked out in a temporary git worktree, removed after:
+Each round starts this file's child at the base commit and at the working tree, fresh processes
+that load the vocabulary, then takes the first `--limit` schemas of the stratified sample one at
+a time: each side in turn (alternating which goes first, schema by schema and round by round)
+compiles it (as schema-bench does, the cyclic GC left to the library) and walks a fresh grammar's
+first masks over its first accepted valid instance (gc off, as schema-bench times it). Only one
+side works at a time, and the two sides' readings of a schema are a fraction of a second apart,
+so a slow spell of a shared host falls on both: a round per process each would put minutes
+between them. Caches shared across schemas (region shapes, small automata) grow in the same
+order in both, from empty each round. The base commit is checked out in a temporary git
+worktree, removed after:
 
     python benchmarks/commit_ab.py ../shared/jsonschemabench --base 566be68 --rounds 3 --vocab qwen
 
 With --max-length N, only those of the first `--limit` schemas that hold a maxLength of at most
 N (a scan of the schema, before any compile): strings bounded near one token's length, where a
-counted frame is near its max from the start. It prints, and writes with --out (never over an existing file without --force), per round and
-side the compile time summed over schemas and its p90, the pooled first walk's p50, p99 and mean,
-and per measure the ratio working tree / base: its median over rounds, with the smallest and
-largest.
+counted frame is near its max from the start. It prints, and writes with --out (never over an
+existing file without --force), per round and side the compile time summed over schemas and its
+p90, the pooled first walk's p50, p99 and mean, and per measure the ratio working tree / base:
+its median over rounds, with the smallest and largest. Run it with --base HEAD on a clean tree
+to see the spread that identical code shows on the host.
 """
 
 from __future__ import annotations
@@ -47,60 +53,104 @@ def bounded_strings(schema, max_length: int) -> bool:
     return False
 
 
-def child(directory: Path, limit: int, vocab_name: str, max_length: int | None = None) -> dict:
-    """One side's readings, with the inferlab on PYTHONPATH (the commit under test)."""
-    import gc
-
+def child(directory: Path, limit: int, vocab_name: str, max_length: int | None = None) -> None:
+    """One side, with the inferlab on PYTHONPATH (the commit under test): after "ready", reads a
+    schema's index per stdin line and answers with one JSON line, {"compile_ms": float or null
+    (refused or skipped), "walk_us": [per token]}."""
     from inferlab.cli.schema_bench import _load_vocab
     from inferlab.constrain import bench
-    from inferlab.constrain.stack import StackGrammar, StackMachine
-    from inferlab.errors import InferlabError
 
     vocab, tok = _load_vocab(vocab_name)
     bench._preprocess(vocab)
     config = bench.BenchConfig(directory=directory, limit=limit, seed=0)
-    compile_ms, cases = [], []
-    for path in bench.list_cases(directory, limit, 0):
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if max_length is not None and not bounded_strings(doc["schema"], max_length):
-            continue
-        t0 = time.perf_counter()
-        try:
-            _, machine = bench.compile_within_limits(doc["schema"], config)
-        except InferlabError:
-            continue
-        compile_ms.append((time.perf_counter() - t0) * 1e3)
-        texts = (bench._canonical(t["data"], doc["schema"], config) for t in doc.get("tests", []) if t["valid"])
-        text = next((t for t in texts if machine.accepts(t)), None)
-        if text is not None:
-            cases.append((machine, tok.encode(text)))
-    walk = []
-    gc.disable()
+    paths = bench.list_cases(directory, limit, 0)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        doc = json.loads(paths[int(line)].read_text(encoding="utf-8"))
+        print(json.dumps(one_schema(doc, config, max_length, vocab, tok)), flush=True)
+
+
+def one_schema(doc, config, max_length, vocab, tok) -> dict:
+    """A schema's compile time and its first walk's per-token fill times (in the child: the
+    modules are the commit under test's)."""
+    import gc
+
+    from inferlab.constrain import bench
+    from inferlab.constrain.stack import StackGrammar, StackMachine
+    from inferlab.errors import InferlabError
+
+    none = {"compile_ms": None, "walk_us": []}
+    if max_length is not None and not bounded_strings(doc["schema"], max_length):
+        return none
+    t0 = time.perf_counter()
     try:
-        for machine, tokens in cases:
-            grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab)
-            row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
-            state = grammar.initial_state()
+        _, machine = bench.compile_within_limits(doc["schema"], config)
+    except InferlabError:
+        return none
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    texts = (bench._canonical(t["data"], doc["schema"], config) for t in doc.get("tests", []) if t["valid"])
+    text = next((t for t in texts if machine.accepts(t)), None)
+    walk = []
+    if text is not None:
+        grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab)
+        row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
+        state = grammar.initial_state()
+        gc.disable()
+        try:
             grammar.fill_bitmask(state, row)  # the first mask: not a walk reading
-            for t in tokens:
+            for t in tok.encode(text):
                 t0 = time.perf_counter()
                 grammar.fill_bitmask(state, row)
                 walk.append((time.perf_counter() - t0) * 1e6)
                 state = grammar.advance(state, t)
-    finally:
-        gc.enable()
+        finally:
+            gc.enable()
+    return {"compile_ms": compile_ms, "walk_us": walk}
+
+
+def summary(readings: list[dict]) -> dict:
+    """One side's round: the measures over its schemas."""
+    compile_ms = [r["compile_ms"] for r in readings if r["compile_ms"] is not None]
+    walk = [us for r in readings for us in r["walk_us"]]
     return {"compile_s": sum(compile_ms) / 1e3, "compile_ms_p90": float(np.percentile(compile_ms, 90)),
             "first_walk_us_p50": float(np.percentile(walk, 50)), "first_walk_us_p99": float(np.percentile(walk, 99)),
             "first_walk_us_mean": float(np.mean(walk)), "schemas": len(compile_ms), "tokens": len(walk)}
 
 
-def run_side(src: Path, args) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+def start_side(src: Path, args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}  # (the same set and dict orders in both)
     cmd = [sys.executable, __file__, str(args.directory), "--limit", str(args.limit), "--vocab", args.vocab, "--child"]
     if args.max_length is not None:
         cmd += ["--max-length", str(args.max_length)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "ready":
+        raise SystemExit(f"commit_ab: the child at {src} did not start")
+    return proc
+
+
+def ask(proc: subprocess.Popen, i: int) -> dict:
+    proc.stdin.write(f"{i}\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit("commit_ab: a child ended early")
+    return json.loads(line)
+
+
+def run_round(k: int, sources: dict[str, Path], n: int, args) -> dict:
+    """Round k: both sides, schema by schema, the first side alternating."""
+    procs = {side: start_side(src, args) for side, src in sources.items()}
+    readings = {side: [] for side in procs}
+    try:
+        for i in range(n):
+            order = ("base", "tree") if (i + k) % 2 == 0 else ("tree", "base")
+            for side in order:
+                readings[side].append(ask(procs[side], i))
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    return {side: summary(r) for side, r in readings.items()}
 
 
 def compare(rounds: list[dict]) -> dict:
@@ -135,7 +185,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.directory.resolve(), args.limit, args.vocab, args.max_length)))
+        child(args.directory.resolve(), args.limit, args.vocab, args.max_length)
         return 0
     args.directory = args.directory.resolve()
     repo = Path(__file__).resolve().parents[1]
@@ -143,10 +193,12 @@ def main(argv: list[str]) -> int:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
         try:
+            from inferlab.constrain.bench import list_cases  # (the parent's: it only counts the schemas)
+
+            n = len(list_cases(args.directory, args.limit, 0))
             rounds = []
             for i in range(args.rounds):
-                order = ("base", "tree") if i % 2 == 0 else ("tree", "base")
-                got = {side: run_side((base if side == "base" else repo) / "src", args) for side in order}
+                got = run_round(i, {"base": base / "src", "tree": repo / "src"}, n, args)
                 rounds.append(got)
                 print(f"round {i + 1}: " + "; ".join(f"{side} " + ", ".join(f"{m} {got[side][m]:.1f}" for m in MEASURES)
                                                      for side in ("base", "tree")), file=sys.stderr)
