@@ -410,9 +410,11 @@ class StackMachine:
             row = self.text_trans[a][s]
             live = np.flatnonzero(row >= 0)
             if len(live) > ROW_LOOP_BYTES:  # (a string's content: many bytes, few targets)
-                targets, inverse = np.unique(row[live], return_inverse=True)
-                ids = [self.intern_one(below + ((a, t) + extra,)) for t in targets.tolist()]
-                out = np.asarray(ids, dtype=np.int32)[inverse]
+                to = row[live]
+                targets = np.flatnonzero(np.bincount(to))  # (sorted, distinct: a sort-free unique)
+                lut = np.empty(int(targets[-1]) + 1, dtype=np.int32)
+                lut[targets] = [self.intern_one(below + ((a, t) + extra,)) for t in targets.tolist()]
+                out = lut[to]
             else:
                 seen: dict[int, int] = {}
                 out = []
@@ -767,7 +769,8 @@ class StackGrammar:
         for (a, s), f in zip(pairs, frames):
             near = (a, s) in left and (a, s) not in far
             words |= self._counted_bits(a, s, left[(a, s)]) if near else f.accepted
-        keep = np.unique(np.concatenate([f.keep for f in frames])) if frames else np.zeros(0, np.int64)
+        keeps = [f.keep for f in frames if len(f.keep)]  # (each sorted, distinct: most masks have one)
+        keep = keeps[0] if len(keeps) == 1 else np.unique(np.concatenate(keeps)) if keeps else np.zeros(0, np.int64)
         if len(keep):
             words |= self._walk_mask(cid, keep).view(np.uint32)
         elif self.eos_id >= 0 and m.can_end(cid):
