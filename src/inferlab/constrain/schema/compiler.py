@@ -24,7 +24,7 @@ from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, chec
 
 class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, extra_keys, any_depth,
-                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = 64):
+                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = COUNT_MIN):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
         if max_ref_depth < 1:
