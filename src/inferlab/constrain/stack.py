@@ -602,7 +602,6 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-        self._counted_last: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (a, s) -> its last row's (end, bits)
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
@@ -866,22 +865,11 @@ class StackGrammar:
 
     def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
         """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
-        `left` more items (token_split.counted_tokens, walked once per (a, s); both cached, LRU).
-        Built from the last such row of (a, s): a string written a character at a time asks for
-        left, left - 1, ... and the tokens between two counts are few next to the ~all of the
-        vocabulary that a row holds (token_bits of a union is the OR of theirs)."""
+        `left` more items (token_split.counted_tokens, walked once per (a, s); both cached, LRU)."""
         def bits() -> np.ndarray:
             tokens, items = _lru(self._counted, (a, s), lambda: self._counted_walk(a, s), self._cache_rows)
-            end = int(np.searchsorted(items, left, side="right"))  # tokens[:end] begin <= left items
-            last = self._counted_last.get((a, s))
-            if last is None:
-                out = token_split.token_bits(tokens[:end], self.vocab.trie(), self.words)
-            elif last[0] <= end:
-                out = last[1] | token_split.token_bits(tokens[last[0]:end], self.vocab.trie(), self.words)
-            else:
-                out = last[1] & ~token_split.token_bits(tokens[end:last[0]], self.vocab.trie(), self.words)
-            self._counted_last[(a, s)] = end, out
-            return out
+            return token_split.token_bits(tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(),
+                                          self.words)
         return _lru(self._counted_masks, (a, s, left), bits, self._cache_rows)
 
     def _counted_walk(self, a: int, s: int) -> tuple[np.ndarray, np.ndarray]:
