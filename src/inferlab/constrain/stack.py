@@ -602,6 +602,8 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        self._items: dict[int, int] = {}                                    # _item per automaton
+        self._item_of: dict[tuple, int] = {}                                # its key -> the first with it
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
@@ -865,19 +867,34 @@ class StackGrammar:
 
     def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
         """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
-        `left` more items (token_split.counted_tokens, walked once per (a, s); both cached, LRU)."""
+        `left` more items (token_split.counted_tokens, walked once per (item automaton, s); both
+        cached, LRU)."""
+        i = self._item(a)
+
         def bits() -> np.ndarray:
-            tokens, items = _lru(self._counted, (a, s), lambda: self._counted_walk(a, s), self._cache_rows)
+            tokens, items = _lru(self._counted, (i, s), lambda: self._counted_walk(i, s), self._cache_rows)
             return token_split.token_bits(tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(),
                                           self.words)
-        return _lru(self._counted_masks, (a, s, left), bits, self._cache_rows)
+        return _lru(self._counted_masks, (i, s, left), bits, self._cache_rows)
+
+    def _item(self, a: int) -> int:
+        """The first counted automaton whose frame reads as a's (the same transitions, accepting
+        states and start): the strings of a schema with different maxLengths share one counted
+        walk and its rows (Snowplow's sp_339 has 16 of them)."""
+        got = self._items.get(a)
+        if got is None:
+            m = self.machine
+            key = (m.text_trans[a].tobytes(), np.asarray(m.accepting[a]).tobytes(), m.starts[a])
+            got = self._items[a] = self._item_of.setdefault(key, a)
+        return got
 
     def _counted_walk(self, a: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """counted_tokens up to the most items a token may begin near any max (left <= reach + 1),
+        so that every bound shares it: a bound's own list is a prefix of it (sorted by items)."""
         m = self.machine
         t = m.frame_table(a)
         restart = (t >= 0) & (m.text_trans[a] < 0)  # merged in: an item's end reads the next's first byte
-        cap = max(0, min(m.counts[a][1] - 1, self.reach + 1))  # near the max, left <= reach + 1
-        return token_split.counted_tokens(self.vocab.trie(), t, restart, s, cap)
+        return token_split.counted_tokens(self.vocab.trie(), t, restart, s, self.reach + 1)
 
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
         """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
