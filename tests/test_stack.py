@@ -425,6 +425,25 @@ def test_counted_strings_equal_unrolled(schema):
         walk_pair(counted, flat, rng)
 
 
+def test_twin_automata_share_their_splits_and_counted_walks_exactly():
+    """Strings of one character class with different bounds are twin automata (the same frames):
+    one split and one counted walk serve all of them. The masks along random walks still equal
+    the unrolled flat DFA's, where no automaton is counted or shared."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 20},
+                                               "b": {"type": "string", "minLength": 2, "maxLength": 5},
+                                               "c": {"type": "string", "maxLength": 11}},
+              "required": ["a", "b", "c"], "additionalProperties": False}
+    vocab = small_vocab(6)
+    counted = StackGrammar(build_machine(compile_grammar(schema, count_min=2)), vocab)
+    m = counted.machine
+    strings = [a for a in range(m.n_automata) if m.counts[a] is not None]
+    assert len(strings) == 3 and {counted._twin(a) for a in strings} == {strings[0]}
+    flat = StackGrammar(build_machine(compile_grammar(schema, count_min=10**9)), vocab)
+    rng = random.Random(11)
+    for _ in range(25):
+        walk_pair(counted, flat, rng)
+
+
 @pytest.mark.slow  # ~2-3 s; the fixed counted cases run by default
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(SCHEMAS, st.randoms(use_true_random=False))

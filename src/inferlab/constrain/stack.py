@@ -77,6 +77,7 @@ DFA_CODES_STATES = 1024           # an automaton up to this many states gets its
 DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
 DFA_CODES_SMALL = 64              # (at once up to this many states: one pass costs about one state's)
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
+TWIN_STATES = 256                 # automata up to this size are matched with their twins (_twin)
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -602,8 +603,9 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-        self._items: dict[int, int] = {}                                    # _item per automaton
-        self._item_of: dict[tuple, int] = {}                                # its key -> the first with it
+        self._twins: dict[int, int] = {}                                    # _twin per automaton
+        self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
+        self._counted_last: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (twin, s) -> its last row's (end, bits)
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
@@ -867,25 +869,41 @@ class StackGrammar:
 
     def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
         """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
-        `left` more items (token_split.counted_tokens, walked once per (item automaton, s); both
-        cached, LRU)."""
-        i = self._item(a)
+        `left` more items (token_split.counted_tokens, walked once per (twin, s); both
+        cached, LRU). Built from the last such row of (twin, s): a string written a character at a
+        time asks for left, left - 1, ..., and the tokens between two counts are few next to the
+        ~all of the vocabulary a row holds (token_bits of a union is the OR of theirs)."""
+        i = self._twin(a)
 
         def bits() -> np.ndarray:
             tokens, items = _lru(self._counted, (i, s), lambda: self._counted_walk(i, s), self._cache_rows)
-            return token_split.token_bits(tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(),
-                                          self.words)
+            end = int(np.searchsorted(items, left, side="right"))  # tokens[:end] begin <= left items
+            trie, last = self.vocab.trie(), self._counted_last.get((i, s))
+            if last is None:
+                out = token_split.token_bits(tokens[:end], trie, self.words)
+            elif last[0] <= end:
+                out = last[1] | token_split.token_bits(tokens[last[0]:end], trie, self.words)
+            else:
+                out = last[1] & ~token_split.token_bits(tokens[end:last[0]], trie, self.words)
+            self._counted_last[(i, s)] = end, out
+            return out
         return _lru(self._counted_masks, (i, s, left), bits, self._cache_rows)
 
-    def _item(self, a: int) -> int:
-        """The first counted automaton whose frame reads as a's (the same transitions, accepting
-        states and start): the strings of a schema with different maxLengths share one counted
-        walk and its rows (Snowplow's sp_339 has 16 of them)."""
-        got = self._items.get(a)
+    def _twin(self, a: int) -> int:
+        """The first automaton (of at most TWIN_STATES states) whose frames split as a's: the same
+        transitions, accepting states, start, counting and exits. Its frame splits, counted walks
+        and rows serve both: Snowplow's sp_339 has 16 counted strings of one character class, each
+        a ~10 ms frame split and counted walk of its own before."""
+        got = self._twins.get(a)
         if got is None:
             m = self.machine
-            key = (m.text_trans[a].tobytes(), np.asarray(m.accepting[a]).tobytes(), m.starts[a])
-            got = self._items[a] = self._item_of.setdefault(key, a)
+            got = a
+            if m.dfas[a].n_states <= TWIN_STATES:
+                row, exit_bytes = m.exits(a)
+                key = (m.text_trans[a].tobytes(), np.asarray(m.accepting[a]).tobytes(), m.starts[a],
+                       m.counts[a] is None, row.tobytes(), exit_bytes.tobytes())
+                got = self._twin_of.setdefault(key, a)
+            self._twins[a] = got
         return got
 
     def _counted_walk(self, a: int, s: int) -> tuple[np.ndarray, np.ndarray]:
@@ -897,8 +915,9 @@ class StackGrammar:
         return token_split.counted_tokens(self.vocab.trie(), t, restart, s, self.reach + 1)
 
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
-        """The split of frame (automaton a, state s), built on first need, cached (LRU)."""
-        m, trie = self.machine, self.vocab.trie()
+        """The split of frame (automaton a, state s), built on first need, cached (LRU), shared
+        with its twin (_twin)."""
+        m, trie, a = self.machine, self.vocab.trie(), self._twin(a)
         return _lru(self._frames, (a, s), lambda: token_split.frame_tokens(
             trie, m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(trie),
             split_of=lambda base: self._frame(a, base)), self._cache_rows)
