@@ -36,10 +36,12 @@ MAX_AUTOMATA = 20_000
 # Stack mode: a string maxLength from here on is counted by the frame, not unrolled. An unrolled
 # string is a chain of states, one per character, and a mask at each character walks the whole
 # vocabulary again (~8 ms at 151k tokens); a counted one walks it once per state of one character
-# and takes a prefix of that list per count (StackGrammar._counted_bits). On the schemas of the
-# 400-schema sample with a maxLength of 16..63, 16 instead of 64 cut the first walk's mean by a
-# quarter and compile time by a seventh (benchmarks/commit_ab.py --max-length 63).
-COUNT_MIN = 16
+# and takes a prefix of that list per count (StackGrammar._counted_bits), shared by every string
+# of the schema with the same character class (StackGrammar._twin). Measured with
+# benchmarks/commit_ab.py --limit 400, three rounds each: 16 instead of 64 on the schemas with a
+# maxLength of at most 63 (first walk mean 0.74 of 64's, compile 0.85), then with twins 8 instead
+# of 16 on those with one of at most 15 (first walk p99 0.52-0.62, mean 0.79-0.92 of 16's).
+COUNT_MIN = 8
 
 
 MEMBER_BLOCK = 32  # stack mode: objects with more members are compiled a block at a time
