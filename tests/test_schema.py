@@ -537,3 +537,15 @@ def test_a_float_with_a_zero_fraction_is_an_integer_from_draft_06_on(dialect, in
     text = canonical_json(instance, schema)
     assert text == ('{"n":12345}' if integer else '{"n":12345.0}')
     assert build_machine(compile_grammar(schema)).accepts(text) is integer
+
+
+def test_a_pattern_python_would_warn_about_compiles_silently_as_ecma():
+    """`[[a-z]+` is, in ECMA-262, one or more of "[" or a-z; Python's re only checks its syntax and
+    warns (FutureWarning: possible nested set), which a user of the compiler must not see."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        machine = build_machine(compile_grammar({"type": "string", "pattern": "[[a-z]+"}))
+    assert machine.accepts('"[ab["') and machine.accepts('"z"')
+    assert not machine.accepts('""') and not machine.accepts('"]"') and not machine.accepts('"A"')

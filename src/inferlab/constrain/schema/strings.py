@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from functools import lru_cache
 from inferlab.constrain import formats
 from inferlab.constrain import regex as rx
@@ -92,7 +93,9 @@ class StringsMixin:
         if _group_nesting(pattern) > MAX_REGEX_DEPTH:  # before re.compile, which recurses per group
             raise self.error("pattern", ptr, f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)")
         try:
-            re.compile(pattern)
+            with warnings.catch_warnings():  # Python's own notes on "[[" or "--" in a class: the
+                warnings.simplefilter("ignore", FutureWarning)  # pattern is parsed as ECMA-262 below
+                re.compile(pattern)
         except re.error as exc:
             raise self.error("pattern", ptr, f"not a valid regex ({exc})") from None
         try:
