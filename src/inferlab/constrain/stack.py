@@ -605,7 +605,6 @@ class StackGrammar:
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         self._twins: dict[int, int] = {}                                    # _twin per automaton
         self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
-        self._counted_last: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (twin, s) -> its last row's (end, bits)
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
@@ -869,24 +868,14 @@ class StackGrammar:
 
     def _counted_bits(self, a: int, s: int, left: int) -> np.ndarray:
         """(words,) uint32: the tokens that stay inside counted frame (a, s) and begin at most
-        `left` more items (token_split.counted_tokens, walked once per (twin, s); both
-        cached, LRU). Built from the last such row of (twin, s): a string written a character at a
-        time asks for left, left - 1, ..., and the tokens between two counts are few next to the
-        ~all of the vocabulary a row holds (token_bits of a union is the OR of theirs)."""
+        `left` more items (token_split.counted_tokens, walked once per (twin, s); both cached,
+        LRU)."""
         i = self._twin(a)
 
         def bits() -> np.ndarray:
             tokens, items = _lru(self._counted, (i, s), lambda: self._counted_walk(i, s), self._cache_rows)
-            end = int(np.searchsorted(items, left, side="right"))  # tokens[:end] begin <= left items
-            trie, last = self.vocab.trie(), self._counted_last.get((i, s))
-            if last is None:
-                out = token_split.token_bits(tokens[:end], trie, self.words)
-            elif last[0] <= end:
-                out = last[1] | token_split.token_bits(tokens[last[0]:end], trie, self.words)
-            else:
-                out = last[1] & ~token_split.token_bits(tokens[end:last[0]], trie, self.words)
-            self._counted_last[(i, s)] = end, out
-            return out
+            return token_split.token_bits(tokens[:np.searchsorted(items, left, side="right")], self.vocab.trie(),
+                                          self.words)
         return _lru(self._counted_masks, (i, s, left), bits, self._cache_rows)
 
     def _twin(self, a: int) -> int:
