@@ -100,6 +100,66 @@ def test_walks_equal_brute_force_at_qwen():
     assert check_walks(Vocabulary.from_tokenizer(load_vocab("qwen")), 11) > 0
 
 
+def node_bytes(trie) -> list[bytes]:
+    """Each global trie node id's path (the bytes from the root), from the levels' parents."""
+    out, prev = [], []
+    for d, lv in enumerate(trie.levels):
+        cur = [(prev[p] if d else b"") + bytes([b]) for p, b in zip(lv.parent.tolist() if d else [0] * len(lv.byte),
+                                                                       lv.byte.tolist())]
+        out += cur
+        prev = cur
+    return out
+
+
+def brute_force_split(vocab: Vocabulary, trans: np.ndarray, exit_row: np.ndarray, exit_bytes: np.ndarray,
+                      state: int) -> tuple[set[int], set[bytes]]:
+    """FrameTokens's contract from every token's bytes: the tokens that walk inside the automaton,
+    and the paths of the context-dependent ones. A token is context-dependent from byte i on when
+    the walk of its first i bytes is alive at a state that may push or pop there and byte i is one
+    that may be read after; its path's prefixes up to i are kept, and every trie path through
+    its first i + 1 bytes."""
+    paths = set(node_bytes(vocab.trie()))
+    kept: set[bytes] = set()
+    for t, data in enumerate(vocab.token_bytes):
+        if not data or t in vocab.special_ids:
+            continue
+        q = state
+        for i in range(1, len(data)):
+            q = int(trans[q, data[i - 1]])
+            if q < 0:
+                break
+            if exit_row[q] >= 0 and exit_bytes[exit_row[q], data[i]]:
+                kept.update(data[:j] for j in range(1, i + 1))
+                kept.update(p for p in paths if p.startswith(data[:i + 1]))
+    return brute_force(vocab, trans, state), kept
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_narrow_frames_equal_brute_force(seed):
+    """The split of a state reading few bytes, walked in Python (token_split._narrow_frame), on
+    random automata whose states may push or pop before random bytes."""
+    rng = np.random.default_rng(seed)
+    vocab = random_vocab(seed)
+    trie, words = vocab.trie(), (vocab.vocab_size + 31) // 32
+    paths = node_bytes(trie)
+    walked = 0
+    for states, density in [(6, 0.02), (10, 0.05), (4, 0.08)]:
+        trans = random_automaton(rng, states, density)
+        trans[:, [ord("a"), ord('"')]] = rng.integers(0, states, size=(states, 2))  # (paths through the trie)
+        exit_row = np.where(rng.random(states) < 0.5, np.arange(states), -1).astype(np.int32)
+        exit_bytes = rng.random((states, 256)) < 0.1
+        for s in range(states):
+            split = token_split._narrow_frame(trie, trans, (exit_row, exit_bytes), s, words)
+            if split is None:
+                continue
+            walked += 1
+            accepted, kept = brute_force_split(vocab, trans, exit_row, exit_bytes, s)
+            bits = np.unpackbits(split.accepted.view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits).tolist()) == accepted
+            assert split.keep is None or {paths[n] for n in split.keep.tolist()} == kept
+    assert walked > 0
+
+
 def brute_force_counted(vocab: Vocabulary, trans: np.ndarray, restart: np.ndarray, state: int, cap: int) -> dict[int, int]:
     """{token: items it begins} for the tokens whose bytes all walk from `state`, each byte on a
     restart edge beginning one more item, those beginning more than cap left out."""

@@ -169,13 +169,14 @@ def trie_view(trie) -> TrieView:
     return out
 
 
-def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
+def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None) -> list[int] | None:
     """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
     trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
     few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
     first, rows(v) -> (row, live): a state's row (256 next states, -1 dead, any other int a
     state handle for rows; indexable by byte) and the bytes it reads (bytes); asked once per
-    state. None once more than `budget` children were looked at: a wide walk, for numpy."""
+    state. None once more than `budget` children were looked at: a wide walk, for numpy.
+    visited: where given, gets (depth, node, value) of every node walked that has children."""
     view = trie_view(trie)
     row, live = first
     nodes = [view.root[b] for b in live if view.root[b] >= 0]
@@ -193,6 +194,8 @@ def narrow_tokens(trie, first, rows, budget: int) -> list[int] | None:
             k = count[node]
             if not k:
                 continue
+            if visited is not None:
+                visited.append((d, node, v))
             got = seen.get(v)
             if got is None:
                 got = seen[v] = rows(v)
@@ -269,7 +272,42 @@ def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], 
                 return _shaped_frame(trie, trans, exits, order, words, shapes, sig)
     if base is not None:
         return delta_frame(trie, trans, exits, state, base, split_of(base), words)
+    if levels and np.count_nonzero(trans[state] >= 0) < REGION_MIN_BYTES:
+        narrow = _narrow_frame(trie, trans, exits, state, words)
+        if narrow is not None:
+            return narrow
     return _walk_frame(trie, trans, exits, trans[state][levels[0].byte] if levels else None, words)
+
+
+FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer trie children
+
+
+def _narrow_frame(trie, trans: np.ndarray, exits, state: int, words: int) -> FrameTokens | None:
+    """The split of a state that reads few bytes (structure, literal text) by narrow_tokens:
+    a few hundred trie nodes in Python cost less than numpy's calls per trie level. None past
+    FRAME_NARROW_NODES children looked at."""
+    exit_row, exit_bytes = exits
+    cache: dict = {}
+
+    def rows(q: int) -> tuple[list[int], bytes]:
+        got = cache.get(q)
+        if got is None:
+            got = cache[q] = trans[q].tolist(), np.flatnonzero(trans[q] >= 0).astype(np.uint8).tobytes()
+        return got
+    visited: list = []
+    tokens = narrow_tokens(trie, rows(state), rows, FRAME_NARROW_NODES, visited)
+    if tokens is None:
+        return None
+    by_depth: dict[int, tuple[list, list]] = {}   # the seeds: nodes with children at a state that may push or pop
+    for d, node, q in visited:
+        if exit_row[q] >= 0:
+            nodes, rws = by_depth.setdefault(d, ([], []))
+            nodes.append(node)
+            rws.append(exit_row[q])
+    none = (np.zeros(0, np.int64), np.zeros(0, exit_row.dtype))
+    seeds = [(np.asarray(by_depth[d][0], np.int64), np.asarray(by_depth[d][1], exit_row.dtype)) if d in by_depth
+             else none for d in range(max(by_depth) + 1)] if by_depth else []
+    return FrameTokens(token_bits(np.asarray(tokens, dtype=np.int64), trie, words), _paths(trie, seeds, exit_bytes))
 
 
 def _walk_frame(trie, trans: np.ndarray, exits, first: np.ndarray | None, words: int) -> FrameTokens:
