@@ -38,6 +38,7 @@ import numpy as np
 from inferlab.constrain.index import _expand
 
 DENSE_SHARE = 4  # walk a trie level densely from 1/4 of its nodes live
+FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer trie children
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,21 +280,15 @@ def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], 
     return _walk_frame(trie, trans, exits, trans[state][levels[0].byte] if levels else None, words)
 
 
-FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer trie children
-
 
 def _narrow_frame(trie, trans: np.ndarray, exits, state: int, words: int) -> FrameTokens | None:
     """The split of a state that reads few bytes (structure, literal text) by narrow_tokens:
     a few hundred trie nodes in Python cost less than numpy's calls per trie level. None past
     FRAME_NARROW_NODES children looked at."""
     exit_row, exit_bytes = exits
-    cache: dict = {}
 
-    def rows(q: int) -> tuple[list[int], bytes]:
-        got = cache.get(q)
-        if got is None:
-            got = cache[q] = trans[q].tolist(), np.flatnonzero(trans[q] >= 0).astype(np.uint8).tobytes()
-        return got
+    def rows(q: int) -> tuple[list[int], bytes]:  # (narrow_tokens asks once per state)
+        return trans[q].tolist(), np.flatnonzero(trans[q] >= 0).astype(np.uint8).tobytes()
     visited: list = []
     tokens = narrow_tokens(trie, rows(state), rows, FRAME_NARROW_NODES, visited)
     if tokens is None:
