@@ -896,12 +896,14 @@ class StackGrammar:
         return got
 
     def _counted_walk(self, a: int, s: int) -> tuple[np.ndarray, np.ndarray]:
-        """counted_tokens up to the most items a token may begin near any max (left <= reach + 1),
-        so that every bound shares it: a bound's own list is a prefix of it (sorted by items)."""
+        """counted_tokens up to the most items a token may begin near any of the machine's maxes
+        (left <= reach + 1, and < the largest max), so that every twin's bound shares it: a bound's
+        own list is a prefix of it (sorted by items)."""
         m = self.machine
         t = m.frame_table(a)
         restart = (t >= 0) & (m.text_trans[a] < 0)  # merged in: an item's end reads the next's first byte
-        return token_split.counted_tokens(self.vocab.trie(), t, restart, s, self.reach + 1)
+        top = max(c[1] for c in m.counts if c is not None and c[1] is not None)
+        return token_split.counted_tokens(self.vocab.trie(), t, restart, s, max(0, min(top - 1, self.reach + 1)))
 
     def _frame(self, a: int, s: int) -> token_split.FrameTokens:
         """The split of frame (automaton a, state s), built on first need, cached (LRU), shared

@@ -293,15 +293,13 @@ def _narrow_frame(trie, trans: np.ndarray, exits, state: int, words: int) -> Fra
     tokens = narrow_tokens(trie, rows(state), rows, FRAME_NARROW_NODES, visited)
     if tokens is None:
         return None
-    by_depth: dict[int, tuple[list, list]] = {}   # the seeds: nodes with children at a state that may push or pop
+    seeds: list = []  # per depth: (nodes, exit rows) of the nodes with children at a state that may push or pop
     for d, node, q in visited:
         if exit_row[q] >= 0:
-            nodes, rws = by_depth.setdefault(d, ([], []))
-            nodes.append(node)
-            rws.append(exit_row[q])
-    none = (np.zeros(0, np.int64), np.zeros(0, exit_row.dtype))
-    seeds = [(np.asarray(by_depth[d][0], np.int64), np.asarray(by_depth[d][1], exit_row.dtype)) if d in by_depth
-             else none for d in range(max(by_depth) + 1)] if by_depth else []
+            seeds += [([], []) for _ in range(d + 1 - len(seeds))]
+            seeds[d][0].append(node)
+            seeds[d][1].append(exit_row[q])
+    seeds = [(np.asarray(nodes, np.int64), np.asarray(rws, exit_row.dtype)) for nodes, rws in seeds]
     return FrameTokens(token_bits(np.asarray(tokens, dtype=np.int64), trie, words), _paths(trie, seeds, exit_bytes))
 
 
@@ -378,10 +376,8 @@ def delta_frame(trie, trans: np.ndarray, exits, state: int, base: int, split: Fr
     roots = levels[0].byte
     own = _walk_frame(trie, trans, exits, np.where(np.isin(roots, differ), trans[state][roots], -1), words)
     accepted = (split.accepted & ~first_byte_bits(trie, differ, words)) | own.accepted
-    if split.keep is None or own.keep is None:
-        return FrameTokens(accepted, None)
-    keep = np.union1d(split.keep[~np.isin(node_roots(trie)[split.keep], differ)], own.keep)
-    return FrameTokens(accepted, None if len(keep) > _paths_limit(trie) else keep)
+    kept = None if split.keep is None else split.keep[~np.isin(node_roots(trie)[split.keep], differ)]
+    return FrameTokens(accepted, _union_paths(trie, kept, own.keep))
 
 
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -607,11 +603,7 @@ def _shaped_frame(trie, trans: np.ndarray, exits, states: np.ndarray, words: int
         if len(seed[0]):
             seeds += [(seed[0][:0], seed[1][:0])] * (d - len(seeds)) + [seed]
     words_out = shape.accepted | token_bits(np.concatenate(accepted), trie, words)
-    own = _paths(trie, seeds, exit_bytes)
-    if shape.paths is None or own is None:
-        return FrameTokens(words_out, None)
-    keep = np.union1d(shape.paths, own)
-    return FrameTokens(words_out, None if len(keep) > _paths_limit(trie) else keep)
+    return FrameTokens(words_out, _union_paths(trie, shape.paths, _paths(trie, seeds, exit_bytes)))
 
 
 def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
@@ -647,6 +639,15 @@ def _paths(trie, seeds: list, exit_bytes: np.ndarray) -> np.ndarray | None:
         up = levels[d].parent[cur] if d else up
     out = np.unique(np.concatenate(parts))
     return None if len(out) > limit else out
+
+
+def _union_paths(trie, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """The union of two splits' context-dependent paths (sorted global ids), None where either
+    is None or the union is past _paths_limit: what _paths gives for the union of their seeds."""
+    if a is None or b is None:
+        return None
+    keep = np.union1d(a, b)
+    return None if len(keep) > _paths_limit(trie) else keep
 
 
 def _paths_limit(trie) -> int:
