@@ -225,15 +225,15 @@ class KeyIndex:
         return np.concatenate(out)  # (a token may repeat: the caller filters, then dedupes)
 
     def _written(self, objs) -> np.ndarray:
-        """The candidates from the keys written alone (repeats, and every written key quoted),
-        per open objects' keys (cached: they change at a key's end, not at each byte)."""
+        """The candidates from the keys written alone (repeats, and every written key quoted; an
+        id may come more than once), per open objects' keys (cached: they change at a key's end,
+        not at each byte)."""
         out = self._by_objs.get(objs)
         if out is None:
             if len(self._by_objs) >= WRITTEN_CACHE:
                 self._by_objs.clear()
-            none = self.repeats[:0]
-            parts = [self.repeats] + [self.quoted.get(name, none) for names in objs for name in names or ()]
-            out = self._by_objs[objs] = np.unique(np.concatenate(parts))
+            parts = [self.repeats] + [self.quoted[name] for names in objs for name in names or () if name in self.quoted]
+            out = self._by_objs[objs] = np.concatenate(parts) if len(parts) > 1 else self.repeats
         return out
 
 

@@ -105,6 +105,7 @@ class StackMachine:
         self.counts = list(counts) if counts else [None] * len(dfas)
         self.maps = list(maps) if maps else [None] * len(dfas)
         self.uniques = frozenset(uniques)  # automata that are arrays of unique strings
+        self.numbered = any(c is not None for c in self.counts) or any(m is not None for m in self.maps)
         self._opens_unique: dict[int, bool] = {}
         for k, c in enumerate(self.counts):
             if (c is not None or self.maps[k] is not None) and (dfas[k].trans == dfas[k].start).any():
@@ -434,15 +435,27 @@ class StackMachine:
             return self.table[cid]
         targets = np.stack([self.text_trans[st[-1][0]][st[-1][1]] for st in stacks])   # (K, 256)
         live = np.flatnonzero((targets >= 0).any(axis=0))
-        if len(live):
+        if len(live) > ROW_LOOP_BYTES:  # (a string's content on some stack: group columns with numpy)
             cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
             _, first, inverse = np.unique(cols.view(np.dtype((np.void, 4 * len(stacks)))).reshape(-1),
                                           return_index=True, return_inverse=True)  # the distinct columns
-            ids = [self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col) if t >= 0)
-                   for col in cols[first].tolist()]
+            ids = [self._next(stacks, col) for col in cols[first].tolist()]
             out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
+        elif len(live):
+            seen: dict[tuple, int] = {}
+            ids = []
+            for col in map(tuple, targets[:, live].T.tolist()):
+                i = seen.get(col)
+                if i is None:
+                    i = seen[col] = self._next(stacks, col)
+                ids.append(i)
+            out[live] = ids
         self.table[cid] = out  # (the table may have grown in intern: write after)
         return self.table[cid]
+
+    def _next(self, stacks: tuple[Stack, ...], col) -> int:
+        """The configuration after a byte whose targets, per stack, are `col` (-1: the stack dies)."""
+        return self.intern(st[:-1] + ((st[-1][0], t) + st[-1][2:],) for st, t in zip(stacks, col) if t >= 0)
 
     def step(self, cid: int, byte: int) -> int:
         return int(self.row(cid)[byte])
@@ -466,9 +479,9 @@ class StackMachine:
         """The configuration with each count clamped where `reach` more items cannot tell it
         apart from the true one: both have the same token masks when a token is at most
         `reach` bytes (an item is at least one byte)."""
-        if not any(c is not None for c in self.counts) and not any(m is not None for m in self.maps):
+        if not self.numbered:
             return cid
-        stacks = []
+        stacks, clamped = [], False
         for st in self.configs[cid]:
             frames = []
             for f in st:
@@ -482,10 +495,11 @@ class StackMachine:
                         c = max(lo - margin - 1, floor)
                     elif c >= lo and hi - c > margin:
                         c = max(lo, floor)
+                    clamped |= c != f[2]
                     f = (f[0], f[1], c)
                 frames.append(f)
             stacks.append(tuple(frames))
-        return self.intern(stacks)
+        return self.intern(stacks) if clamped else cid
 
     def frame_table(self, a: int) -> np.ndarray | None:
         """(S, 256) int32: automaton a's text transitions as seen inside one frame. A counted

@@ -346,10 +346,11 @@ def counted_tokens(trie, trans: np.ndarray, restart: np.ndarray, state: int, cap
 # A *delta* state: its row agrees with a loop state's row on all but a few bytes. The states of
 # "any key but the declared names" are such: a name's next byte (or its closing quote) differs,
 # every other byte falls into the string's content loop. A token whose first byte the two rows
-# agree on is in the same state after that byte from either, so its fate is the loop state's:
-# only the subtrees of the differing first bytes are walked, and the rest is the loop state's
-# split (its region shape is shared by every string of the process), instead of a shape per
-# trie state of every schema's names.
+# agree on is in the same state after that byte from either, so its fate is the loop state's,
+# and so is that of any token once the two walks meet again (a name's prefix left for the loop):
+# only the trie nodes where they differ are walked, and the rest is the loop state's split (its
+# region shape is shared by every string of the process), instead of a shape per trie state of
+# every schema's names.
 DELTA_BYTES = 16
 
 
@@ -369,48 +370,59 @@ def delta_base(trans: np.ndarray, state: int) -> int | None:
 
 
 def delta_frame(trie, trans: np.ndarray, exits, state: int, base: int, split: FrameTokens, words: int) -> FrameTokens:
-    """frame_tokens of `state` from `split`, the split of its delta_base `base`: the base's tokens
-    and paths under the first bytes the rows agree on, and a walk of the other subtrees."""
-    levels = trie.levels
-    differ = np.flatnonzero(trans[state] != trans[base])                   # the differing bytes
+    """frame_tokens of `state` from `split`, the split of its delta_base `base`: the walk from
+    `state` goes on only where its state differs from the base's walk at the same trie node (the
+    subtrees of the differing first bytes, as deep as a declared name's prefix goes on), and
+    everywhere else the base's tokens and paths hold. Its paths are the base's and the walk's own:
+    a superset of the state's own (the base's may hold a subtree whole that the state holds in
+    part; a path kept for naught is walked for naught, never wrong)."""
+    levels, offsets = trie.levels, level_offsets(trie)
+    exit_row, exit_bytes = exits
     roots = levels[0].byte
-    own = _walk_frame(trie, trans, exits, np.where(np.isin(roots, differ), trans[state][roots], -1), words)
-    accepted = (split.accepted & ~first_byte_bits(trie, differ, words)) | own.accepted
-    kept = None if split.keep is None else split.keep[~np.isin(node_roots(trie)[split.keep], differ)]
-    return FrameTokens(accepted, _union_paths(trie, kept, own.keep))
+    node = np.flatnonzero(trans[state][roots] != trans[base][roots])      # depth-0 nodes of the differing bytes
+    x, y = trans[state][roots[node]], trans[base][roots[node]]            # the state's walk, the base's
+    accepted, seeds, decided, dead = [], [], [], []
+    for d, lv in enumerate(levels):
+        if not len(node):
+            break
+        end = lv.end_token[node]
+        decided.append(end[end >= 0])            # these nodes' tokens are the state's to decide
+        live = x >= 0
+        dead.append(offsets[d] + node[~live])    # a subtree dead here, maybe not from the base
+        node, x, y = node[live], x[live], y[live]
+        tokens, seed = _split_level(levels, d, node, x, exit_row)
+        accepted.append(tokens)
+        seeds.append(seed)
+        if d + 1 == len(levels):
+            break
+        nxt = levels[d + 1]
+        rep, child = _expand(lv.child_start[node], lv.child_count[node])
+        byte, yp = nxt.byte[child], y[rep]
+        xc = trans[x[rep], byte]                                            # (children,)
+        yc = np.where(yp >= 0, trans[np.maximum(yp, 0), byte], -1)
+        go = xc != yc                            # where both walks meet, the base's subtree holds
+        node, x, y = child[go], xc[go], yc[go]
+    cleared = np.concatenate(decided + [subtree_tokens(trie, np.concatenate(dead))]) if decided else np.zeros(0, np.int64)
+    own = token_bits(np.concatenate(accepted), trie, words) if accepted else np.zeros(words, np.uint32)
+    out = (split.accepted & ~token_bits(cleared, trie, words)) | own
+    return FrameTokens(out, _union_paths(trie, split.keep, _paths(trie, seeds, exit_bytes)))
 
 
-_ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def node_roots(trie) -> np.ndarray:
-    """(nodes,) uint8: the first byte of each global trie node id's path (computed once per trie)."""
-    out = _ROOTS.get(trie)
-    if out is None:
-        per = [trie.levels[0].byte.astype(np.uint8)] if trie.levels else []
-        for lv in trie.levels[1:]:
-            per.append(per[-1][lv.parent])
-        out = _ROOTS[trie] = np.concatenate(per) if per else np.zeros(0, np.uint8)
-    return out
-
-
-_FIRST_BITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def first_byte_bits(trie, bytes_: np.ndarray, words: int) -> np.ndarray:
-    """(words,) uint32: the bits of the tokens (and their duplicates) whose first byte is one of
-    `bytes_`; each byte's bits built on first need, kept per trie."""
-    cache = _FIRST_BITS.setdefault(trie, {})
-    out = np.zeros(words, dtype=np.uint32)
-    for b in bytes_.tolist():
-        bits = cache.get(b)
-        if bits is None:
-            roots, tokens = node_roots(trie), []
-            for lv, start in zip(trie.levels, level_offsets(trie)):
-                tokens.append(lv.end_token[lv.end_nodes[roots[start + lv.end_nodes] == b]])
-            bits = cache[b] = token_bits(np.concatenate(tokens), trie, words)
-        out |= bits
-    return out
+def subtree_tokens(trie, nodes: np.ndarray) -> np.ndarray:
+    """The tokens of the subtrees of the global trie node ids `nodes` (none inside another's):
+    one preorder interval each (dfs_order)."""
+    if not len(nodes):
+        return np.zeros(0, np.int32)
+    ends = _ENDS.get(trie)
+    if ends is None:
+        ends = _ENDS[trie] = np.concatenate([lv.end_token for lv in trie.levels])
+    pre, size, order = dfs_order(trie)
+    _, ranks = _expand(pre[nodes], size[nodes])
+    out = ends[order[ranks]]
+    return out[out >= 0]
 
 
 def _split_level(levels, d: int, node, x, exit_row: np.ndarray):
