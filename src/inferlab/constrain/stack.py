@@ -574,8 +574,10 @@ class StackMachine:
         return out
 
     def ensure_rows(self, cids: np.ndarray) -> None:
-        for cid in np.unique(cids[self.table[cids, 0] == -2]).tolist():
-            self.row(cid)
+        missing = cids[self.table[cids, 0] == -2]
+        if len(missing):
+            for cid in sorted(set(missing.tolist())):
+                self.row(cid)
 
 
 def _canonical(name: bytes) -> bytes:
