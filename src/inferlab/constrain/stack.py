@@ -580,6 +580,9 @@ class StackMachine:
                 self.row(cid)
 
 
+_BIT = np.uint32(1) << np.arange(32, dtype=np.uint32)  # (32,) a token's bit within its word
+
+
 def _canonical(name: bytes) -> bytes:
     """A key's decoded UTF-8 bytes -> its canonical JSON spelling (what map keys are written in)."""
     return json.dumps(name.decode("utf-8"), ensure_ascii=False)[1:-1].encode("utf-8")
@@ -728,7 +731,7 @@ class StackGrammar:
         elif not len(cands):
             return ()
         else:
-            cands = cands[((words[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1).astype(bool)]
+            cands = cands[(words[cands >> 5] & _BIT[cands & 31]) != 0]
         return tuple(t for t in dict.fromkeys(cands.tolist())
                      if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
 
