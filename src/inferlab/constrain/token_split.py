@@ -44,8 +44,9 @@ FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer 
 @dataclass(frozen=True, eq=False)
 class FrameTokens:
     accepted: np.ndarray      # (ceil(V/32),) uint32 bits: decided inside the automaton, allowed
-    keep: np.ndarray | None   # sorted global trie node ids on context-dependent paths; None: too
-    #                           many (the configuration's mask is then one walk of the whole trie)
+    keep: np.ndarray | None   # sorted global trie node ids on context-dependent paths (at least:
+    #                           delta_frame's may hold more); None: too many (the configuration's
+    #                           mask is then one walk of the whole trie)
 
 
 _OFFSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
