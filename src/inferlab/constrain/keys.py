@@ -167,6 +167,7 @@ class KeyIndex:
         closing, quoted = defaultdict(list), defaultdict(list)
         first_byte, after_quote = defaultdict(list), defaultdict(list)
         many, two, repeats, any_quote = [], [], [], []
+        self.parts: dict[int, tuple[tuple[bytes, ...], frozenset, bool, bool]] = {}  # may_close_repeat
         self.member_start = np.asarray([t for t, data in enumerate(token_bytes) if any(c in data for c in b'", \t\n\r')],
                                        dtype=np.int64)
         for t, data in enumerate(token_bytes):
@@ -182,16 +183,16 @@ class KeyIndex:
                 two.append(t)
             if len(quotes) >= 3:
                 many.append(t)
-            inside = []
-            for k, j in enumerate(quotes):
-                u = unescape(data[:j])
-                if u is not None:
-                    closing[u].append(t)
-                inside += [u for u in (unescape(data[i + 1:j]) for i in quotes[:k]) if u is not None]
+            closes = tuple(u for u in (unescape(data[:j]) for j in quotes) if u is not None)
+            for u in closes:
+                closing[u].append(t)
+            inside = [u for k, j in enumerate(quotes) for u in (unescape(data[i + 1:j]) for i in quotes[:k])
+                      if u is not None]
             for u in set(inside):
                 quoted[u].append(t)
             if len(set(inside)) < len(inside):
                 repeats.append(t)
+            self.parts[t] = closes, frozenset(inside), len(set(inside)) < len(inside), len(quotes) >= 3
         self.closing = {u: np.asarray(ts, dtype=np.int64) for u, ts in closing.items()}
         self.quoted = {u: np.asarray(ts, dtype=np.int64) for u, ts in quoted.items()}
         self.many_quotes = np.asarray(many, dtype=np.int64)
@@ -200,6 +201,9 @@ class KeyIndex:
         self.after_quote = {b: np.asarray(ts, dtype=np.int64) for b, ts in after_quote.items()}
         self.repeats = np.asarray(repeats, dtype=np.int64)
         self.any_quote = np.asarray(any_quote, dtype=np.int64)
+        self.has_quote = bytearray(len(token_bytes))  # (V,) 1 for a token with a quote
+        for t in any_quote:
+            self.has_quote[t] = 1
         self._by_objs: dict[tuple, np.ndarray] = {}  # _written
 
     def candidates(self, ctx: KeyContext) -> np.ndarray | None:
@@ -223,6 +227,18 @@ class KeyIndex:
             if name.startswith(prefix):
                 out.append(self.closing.get(name[len(prefix):], none))
         return np.concatenate(out)  # (a token may repeat: the caller filters, then dedupes)
+
+    def may_close_repeat(self, t: int, ctx: KeyContext) -> bool:
+        """Is token t (one with a quote) among candidates(ctx)? The same test, for one token:
+        a mask of a few tokens asks it of each rather than building the candidates."""
+        closes, inside, repeat, many = self.parts[t]
+        objs, key = ctx[0], ctx[1]
+        if repeat or any(u in names for names in objs if names is not None for u in inside):
+            return True
+        if key is None:
+            return False
+        prefix = unescape(key)
+        return prefix is None or many or any(prefix + u in objs[-1] for u in closes)
 
     def _written(self, objs) -> np.ndarray:
         """The candidates from the keys written alone (repeats, and every written key quoted; an

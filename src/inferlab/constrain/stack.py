@@ -73,9 +73,8 @@ MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
 ROW_LISTS = 8192                  # rows kept as lists for the Python walk, per kind (~2 KB each)
-DFA_CODES_STATES = 1024           # an automaton up to this many states gets its walk handles in one pass,
-DFA_CODES_AFTER = 8               # once this many of its states were handled one by one
-DFA_CODES_SMALL = 64              # (at once up to this many states: one pass costs about one state's)
+QUOTED_ROWS = 65536               # narrow rows whose tokens with a quote are kept (a few ids each)
+DFA_BLOCK = 64                    # an automaton's walk handles are made for this many states in one pass
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 TWIN_STATES = 256                 # automata up to this size are matched with their twins (_twin)
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
@@ -581,6 +580,7 @@ class StackMachine:
 
 
 _BIT = np.uint32(1) << np.arange(32, dtype=np.uint32)  # (32,) a token's bit within its word
+_DEAD_ROW = [-1] * 256  # a handle row with no live byte (_dfa_rows copies it)
 
 
 def _canonical(name: bytes) -> bytes:
@@ -626,8 +626,8 @@ class StackGrammar:
         self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
-        self._dfa_codes: dict[tuple[int, bool], tuple] = {}                  # _handles per small automaton
-        self._dfa_seen: dict[tuple[int, bool], int] = {}                     # its states handled one by one so far
+        self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
+        self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
 
     def stats(self) -> GrammarStats:
@@ -696,7 +696,7 @@ class StackGrammar:
             if key is None:
                 key = self._keys[state[0]] = self.machine.mask_key(state[0], self.reach)
             np.copyto(out, self._row(key))
-            hit = self._cleared[state] = key, self._refused(state, out)
+            hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
                 self._cleared.popitem(last=False)
         else:
@@ -710,9 +710,15 @@ class StackGrammar:
         """The (words,) int32 row of mask key `key`, built on first need, cached (LRU)."""
         return _lru(self._masks, key, lambda: self._build_mask(key), self._cache_rows)
 
-    def _refused(self, state: State, out: np.ndarray) -> tuple[int, ...]:
-        """The tokens allowed in the configuration's row `out` that the written keys refuse."""
+    def _refused(self, state: State, key: int, out: np.ndarray) -> tuple[int, ...]:
+        """The tokens allowed in the row `out` of mask key `key` that the written keys refuse."""
         m = self.machine
+        quoted = self._quoted.get(key)
+        if quoted is not None and not (m.finite_maps and m.holds_finite_map(state[0])):
+            # a narrow row: its few tokens with a quote are the candidates below, tested one by one
+            index = self.key_index
+            return tuple(t for t in quoted if (m.finite_maps or index.may_close_repeat(t, state[1]))
+                         and m.feed(state, self.vocab.token_bytes[t]) is None)
         if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
             cands = self._prefix_candidates(state[1])
         elif m.finite_maps and m.holds_finite_map(state[0]):
@@ -808,12 +814,20 @@ class StackGrammar:
         first, rows = self._narrow_rows(cid)
         if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
             return None                                    # a wide walk, seldom under the budget
-        tokens = token_split.narrow_tokens(self.vocab.trie(), first, rows, self.narrow_nodes)
+        trie = self.vocab.trie()
+        tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes)
         if tokens is None:
             return None
+        tokens = token_split.with_duplicates(tokens, trie)
+        if len(self._quoted) >= QUOTED_ROWS:
+            self._quoted.clear()
+        has_quote = self.key_index.has_quote
+        self._quoted[cid] = [t for t in tokens if has_quote[t]]
         if self.eos_id >= 0 and m.can_end(cid):
             tokens.append(self.eos_id)
-        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), self.vocab.trie(), self.words).view(np.int32)
+        if len(tokens) * 8 < self.words:
+            return token_split.few_bits(tokens, self.words).view(np.int32)
+        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), trie, self.words).view(np.int32)
 
     def _narrow_rows(self, cid: int):
         """(first, rows) for narrow_tokens from configuration `cid`. Where it is one stack whose
@@ -856,28 +870,31 @@ class StackGrammar:
         if got is None:
             if len(self._drows) >= ROW_LISTS:
                 self._drows.clear()
-            whole = self._dfa_codes.get((a, deep))
-            if whole is None and self.machine.dfas[a].n_states <= DFA_CODES_STATES:
-                seen = self._dfa_seen[(a, deep)] = self._dfa_seen.get((a, deep), 0) + 1
-                if seen > DFA_CODES_AFTER or self.machine.dfas[a].n_states <= DFA_CODES_SMALL:
-                    # (a large one not before: a first mask touches a few of its states)
-                    whole = self._dfa_codes[(a, deep)] = self._handles(a, deep, self.machine.text_trans[a])
-            codes, live, at = whole if whole is not None else self._handles(a, deep, self.machine.text_trans[a][q:q + 1])
-            i = q if whole is not None else 0
-            got = self._drows[(a, q, deep)] = codes[i].tolist(), live[at[i]:at[i + 1]]
+                self._dfa_blocks.clear()
+            block = self._dfa_blocks.get((a, deep, q // DFA_BLOCK))
+            if block is None:
+                block = self._dfa_blocks[(a, deep, q // DFA_BLOCK)] = self._handles(a, deep, q - q % DFA_BLOCK)
+            codes, live, at = block
+            lo, hi = at[q % DFA_BLOCK], at[q % DFA_BLOCK + 1]
+            row = _DEAD_ROW.copy()
+            for b, c in zip(live[lo:hi], codes[lo:hi]):
+                row[b] = c
+            got = self._drows[(a, q, deep)] = row, live[lo:hi]
         return got
 
-    def _handles(self, a: int, deep: bool, trans: np.ndarray) -> tuple[np.ndarray, bytes, list[int]]:
-        """_dfa_rows's handles of the rows `trans` (k, 256) of automaton a, in one numpy pass
-        (a small automaton's all at once): (codes (k, 256), every row's live bytes end to end,
-        their offsets (k + 1,))."""
+    def _handles(self, a: int, deep: bool, first: int) -> tuple[list[int], bytes, list[int]]:
+        """_dfa_rows's handles of automaton a's states first .. first + DFA_BLOCK - 1, in one numpy
+        pass over their rows (a walk meets about a third of an automaton's states, so a block
+        costs less than its states one by one): (every live byte's handle end to end, those
+        bytes, each state's offset into both (k + 1,))."""
         plain = self.machine.plain(a, deep)
         n = len(plain)
-        codes = np.where(trans < 0, -1, np.where(plain[np.maximum(trans, 0)], -2 - trans, -2 - n - trans))
+        trans = self.machine.text_trans[a][first:first + DFA_BLOCK]              # (k, 256)
         rows, cols = np.nonzero(trans >= 0)                                    # row-major: by row, then byte
+        to = trans[rows, cols]
         at = np.zeros(len(trans) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(trans)), out=at[1:])
-        return codes, cols.astype(np.uint8).tobytes(), at.tolist()
+        return np.where(plain[to], -2 - to, -2 - n - to).tolist(), cols.astype(np.uint8).tobytes(), at.tolist()
 
     def _far_from_max(self, frame: Frame) -> bool:
         """A counted frame whose items cannot reach their max within one token: inside it, the

@@ -256,6 +256,33 @@ def token_bits(tokens: np.ndarray, trie, words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
+_SAME_BYTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def with_duplicates(tokens: list[int], trie) -> list[int]:
+    """`tokens` and the tokens with the same bytes as one of them (token_bits's expansion, for a
+    short list in Python)."""
+    if not len(trie.duplicates):
+        return tokens
+    same = _SAME_BYTES.get(trie)
+    if same is None:
+        same = _SAME_BYTES[trie] = {}
+        for dup, primary in trie.duplicates.tolist():
+            same.setdefault(primary, []).append(dup)
+    return tokens + [d for t in tokens for d in same.get(t, ())]
+
+
+def few_bits(tokens: list[int], words: int) -> np.ndarray:
+    """(words,) uint32 bits of a short list of distinct tokens, set word by word in Python (a few
+    tokens cost less than numpy's calls)."""
+    word: dict[int, int] = {}
+    for t in tokens:
+        word[t >> 5] = word.get(t >> 5, 0) | (1 << (t & 31))
+    out = np.zeros(words, dtype=np.uint32)
+    out[list(word)] = list(word.values())
+    return out
+
+
 def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], state: int, words: int,
                  shapes: dict | None = None, split_of=None) -> FrameTokens:
     """The split for one (automaton, state): trans (S, 256) the automaton's transitions inside a
