@@ -97,6 +97,16 @@ def step(ctx: KeyContext, b: int, unique: bool = False) -> KeyContext | None:
     return ctx
 
 
+def closes_repeat(ctx: KeyContext, data: bytes) -> bool:
+    """Does `data`, read from `ctx`, close a repeated key? (step byte by byte, with no array of
+    unique strings opened: the caller's grammar has none.)"""
+    for b in data:
+        ctx = step(ctx, b)
+        if ctx is None:
+            return True
+    return False
+
+
 def written(ctx: KeyContext) -> tuple[frozenset, bytes | None]:
     """(the keys of the innermost object, the raw bytes of the key being written or None)."""
     objs, key = ctx[0], ctx[1]

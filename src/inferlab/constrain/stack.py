@@ -77,6 +77,7 @@ QUOTED_ROWS = 65536               # narrow rows whose tokens with a quote are ke
 DFA_BLOCK = 64                    # an automaton's walk handles are made for this many states in one pass
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 TWIN_STATES = 256                 # automata up to this size are matched with their twins (_twin)
+KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -718,7 +719,7 @@ class StackGrammar:
             # a narrow row: its few tokens with a quote are the candidates below, tested one by one
             index = self.key_index
             return tuple(t for t in quoted if (m.finite_maps or index.may_close_repeat(t, state[1]))
-                         and m.feed(state, self.vocab.token_bytes[t]) is None)
+                         and self._refuses(state, t))
         if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
             cands = self._prefix_candidates(state[1])
         elif m.finite_maps and m.holds_finite_map(state[0]):
@@ -738,8 +739,16 @@ class StackGrammar:
             return ()
         else:
             cands = cands[(words[cands >> 5] & _BIT[cands & 31]) != 0]
-        return tuple(t for t in dict.fromkeys(cands.tolist())
-                     if t != self.eos_id and self.machine.feed(state, self.vocab.token_bytes[t]) is None)
+        return tuple(t for t in dict.fromkeys(cands.tolist()) if t != self.eos_id and self._refuses(state, t))
+
+    def _refuses(self, state: State, t: int) -> bool:
+        """Is token t, allowed by the configuration's row, refused from `state`? Where no finite
+        map prunes and no array of unique strings is tracked, only the written keys can refuse
+        it: their steps alone say so, without stepping (and building) the configurations."""
+        m = self.machine
+        if not m.finite_maps and not m.uniques:
+            return keys.closes_repeat(state[1], self.vocab.token_bytes[t])
+        return m.feed(state, self.vocab.token_bytes[t]) is None
 
     def _prefix_candidates(self, ctx) -> np.ndarray:
         """Where no finite map can run out of keys within a token (keys_plenty): the tokens
@@ -825,9 +834,15 @@ class StackGrammar:
         self._quoted[cid] = [t for t in tokens if has_quote[t]]
         if self.eos_id >= 0 and m.can_end(cid):
             tokens.append(self.eos_id)
+        return self._list_bits(tokens)
+
+    def _list_bits(self, tokens: list[int]) -> np.ndarray:
+        """(words,) int32 bits of distinct tokens, duplicates included (with_duplicates)."""
         if len(tokens) * 8 < self.words:
             return token_split.few_bits(tokens, self.words).view(np.int32)
-        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), trie, self.words).view(np.int32)
+        bits = np.zeros(self.words * 32, dtype=np.uint8)
+        bits[tokens] = 1
+        return np.packbits(bits, bitorder="little").view(np.int32)
 
     def _narrow_rows(self, cid: int):
         """(first, rows) for narrow_tokens from configuration `cid`. Where it is one stack whose
@@ -960,6 +975,12 @@ class StackGrammar:
         def rows(ids):
             m.ensure_rows(ids)
             return m.table  # (read after: the table may have grown)
+        if levels and keep is not None and len(keep) <= KEPT_PY_NODES:
+            kept = token_split.kept_tokens(trie, self._config_rows(cid)[0], self._config_rows, keep.tolist())
+            kept = token_split.with_duplicates(kept, trie)
+            if self.eos_id >= 0 and m.can_end(cid):
+                kept.append(self.eos_id)
+            return self._list_bits(kept)
         tokens = []
         if levels:
             first = m.row(cid)[levels[0].byte]  # (N_0,) a configuration per node, -1 dead

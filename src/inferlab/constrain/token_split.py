@@ -124,6 +124,32 @@ def walk_nodes(trie, first: np.ndarray, rows, keep: np.ndarray):
         node, x = child[x >= 0], x[x >= 0]
 
 
+def kept_tokens(trie, first: list[int], rows, keep: list[int]) -> list[int]:
+    """walk_nodes's tokens, node by node in Python: where few nodes are kept, numpy's calls per
+    level cost more than the walk. first: the start's row (256 values, -1 dead); rows(v) ->
+    (row, live) as narrow_tokens asks it; keep: sorted global node ids, each parent kept with it
+    (so a level's parents are walked before it)."""
+    view = trie_view(trie)
+    offsets, x, tokens, d = view.offsets, {}, [], 0
+    for g in keep:
+        while g >= offsets[d + 1]:
+            d += 1
+        node = g - offsets[d]
+        if d == 0:
+            v = first[view.byte[0][node]]
+        else:
+            up = x.get(offsets[d - 1] + view.parent[d][node])
+            if up is None:
+                continue
+            v = rows(up)[0][view.byte[d][node]]
+        if v < 0:
+            continue
+        x[g] = v
+        if view.end[d][node] >= 0:
+            tokens.append(view.end[d][node])
+    return tokens
+
+
 def walk_sparse(levels, starts: list, rows):
     """Yield (depth, nodes, x) per trie level of a sparse walk that begins, at each depth d, at
     the live nodes starts[d] = (node ids, values) besides the children of the nodes before
@@ -152,6 +178,8 @@ class TrieView:
     count: tuple[memoryview, ...]        # per level: each node's children
     end: tuple[memoryview, ...]          # per level: each node's token, -1 none
     root: tuple[int, ...]                # (256,) the depth-0 node of each byte, -1 none
+    parent: tuple[memoryview, ...]       # per level: each node's parent (-1 at depth 0)
+    offsets: tuple[int, ...]             # level_offsets as ints
 
 
 _VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -167,7 +195,9 @@ def trie_view(trie) -> TrieView:
         out = _VIEWS[trie] = TrieView(tuple(lv.byte.tobytes() for lv in levels),
                                       tuple(memoryview(lv.child_start) for lv in levels),
                                       tuple(memoryview(lv.child_count) for lv in levels),
-                                      tuple(memoryview(lv.end_token) for lv in levels), tuple(root))
+                                      tuple(memoryview(lv.end_token) for lv in levels), tuple(root),
+                                      tuple(memoryview(lv.parent) for lv in levels),
+                                      tuple(level_offsets(trie).tolist()))
     return out
 
 
