@@ -629,6 +629,7 @@ class StackGrammar:
         self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
         self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
+        self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
 
     def stats(self) -> GrammarStats:
@@ -817,24 +818,35 @@ class StackGrammar:
     def _narrow_mask(self, cid: int) -> np.ndarray | None:
         """The mask of configuration `cid` by a walk of the trie through the configurations in
         Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at, or
-        where it reads token_split.REGION_MIN_BYTES first bytes or more."""
+        where it reads token_split.REGION_MIN_BYTES first bytes or more. A walk that never left
+        its top automaton's plain states (_narrow_rows) is a function of that top frame alone:
+        kept per frame, for every configuration with it on top."""
         m = self.machine
-
-        first, rows = self._narrow_rows(cid)
-        if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
-            return None                                    # a wide walk, seldom under the budget
-        trie = self.vocab.trie()
-        tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes)
-        if tokens is None:
-            return None
-        tokens = token_split.with_duplicates(tokens, trie)
+        top = self._plain_top(cid)
+        got = self._plain_masks.get(top) if top is not None else None
+        if got is None:
+            crossed: list[int] = []
+            first, rows = self._narrow_rows(cid, top, crossed)
+            if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
+                return None                                    # a wide walk, seldom under the budget
+            trie = self.vocab.trie()
+            tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes)
+            if tokens is None:
+                return None
+            tokens = token_split.with_duplicates(tokens, trie)
+            has_quote = self.key_index.has_quote
+            quoted = [t for t in tokens if has_quote[t]]
+            if self.eos_id >= 0 and m.can_end(cid):
+                tokens.append(self.eos_id)
+            got = self._list_bits(tokens), quoted
+            if top is not None and not crossed:
+                if len(self._plain_masks) >= self._cache_rows:
+                    self._plain_masks.clear()
+                self._plain_masks[top] = got
         if len(self._quoted) >= QUOTED_ROWS:
             self._quoted.clear()
-        has_quote = self.key_index.has_quote
-        self._quoted[cid] = [t for t in tokens if has_quote[t]]
-        if self.eos_id >= 0 and m.can_end(cid):
-            tokens.append(self.eos_id)
-        return self._list_bits(tokens)
+        self._quoted[cid] = got[1]
+        return got[0]
 
     def _list_bits(self, tokens: list[int]) -> np.ndarray:
         """(words,) int32 bits of distinct tokens, duplicates included (with_duplicates)."""
@@ -844,29 +856,37 @@ class StackGrammar:
         bits[tokens] = 1
         return np.packbits(bits, bitorder="little").view(np.int32)
 
-    def _narrow_rows(self, cid: int):
-        """(first, rows) for narrow_tokens from configuration `cid`. Where it is one stack whose
-        top frame neither counts nor maps, the walk goes through that automaton's own DFA rows
-        (shared by every stack below, no configuration built) while the states it reaches can
-        neither push nor pop (StackMachine.plain): handle -2 - q for DFA state q; a state that can
-        is handle -2 - n - q (n states), its configuration built only when the walk gets there."""
+    def _plain_top(self, cid: int) -> tuple[int, int, bool] | None:
+        """(automaton, state, a frame below) of configuration `cid` where it is one stack whose
+        top frame neither counts nor maps and can neither push nor pop (StackMachine.plain)."""
         m = self.machine
         stacks = m.configs[cid]
         top = stacks[0][-1]
-        a = top[0]
+        a, deep = top[0], len(stacks[0]) > 1
         if len(stacks) > 1 or m.counts[a] is not None or m.maps[a] is not None:  # (a numbered frame is one of those)
+            return None
+        return (a, top[1], deep) if m.plain(a, deep)[top[1]] else None
+
+    def _narrow_rows(self, cid: int, top: tuple[int, int, bool] | None, crossed: list[int]):
+        """(first, rows) for narrow_tokens from configuration `cid` (its _plain_top). From a plain
+        top, the walk goes through that automaton's own DFA rows (shared by every stack below, no
+        configuration built) while the states it reaches can neither push nor pop: handle
+        -2 - q for DFA state q; a state that can is handle -2 - n - q (n states), its
+        configuration built only when the walk gets there (and noted in `crossed`)."""
+        m = self.machine
+        if top is None:
             return self._config_rows(cid), self._config_rows
-        prefix, deep, n = stacks[0][:-1], len(stacks[0]) > 1, m.dfas[a].n_states
-        if not m.plain(a, deep)[top[1]]:
-            return self._config_rows(cid), self._config_rows
+        a, q, deep = top
+        prefix, n = m.configs[cid][0][:-1], m.dfas[a].n_states
 
         def rows(v: int) -> tuple[list[int], bytes]:
             if v >= 0:
                 return self._config_rows(v)
             if v >= -1 - n:
                 return self._dfa_rows(a, -2 - v, deep)
+            crossed.append(v)
             return self._config_rows(m.intern_one(prefix + ((a, -2 - n - v),)))
-        return self._dfa_rows(a, top[1], deep), rows
+        return self._dfa_rows(a, q, deep), rows
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
         """Configuration `cid`'s row as a list and the bytes it reads (cached, a bounded number)."""
