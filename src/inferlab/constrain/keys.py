@@ -168,7 +168,8 @@ class KeyIndex:
     """Tokens by the keys they could close: `closing[u]`, tokens whose bytes before one of their
     quotes decode to u (a key being written ends with them); `quoted[u]`, tokens holding a whole
     quoted string that decodes to u; `repeats`, tokens holding one quoted string twice;
-    `many_quotes`, tokens with three or more quotes (they can close a key and write another);
+    `many_quotes`, tokens with a comma, `{` or `[` between their first quote and two more (they
+    can close a key and write another: a key opens only after one of those);
     `two_quotes`, those with two or more; `member_start`, tokens with a quote, a comma or white
     space (only they can begin a member); `first_byte[b]`, tokens beginning with byte b; and
     `after_quote[b]`, tokens with a quote followed by byte b."""
@@ -191,7 +192,9 @@ class KeyIndex:
                 after_quote[b].append(t)
             if len(quotes) >= 2:
                 two.append(t)
-            if len(quotes) >= 3:
+            # a key (or unique item) opens only after a comma, `{` or `[`, and needs two quotes after
+            can_open = len(quotes) >= 3 and any(c in data[quotes[0] + 1:quotes[-2]] for c in b",{[")
+            if can_open:
                 many.append(t)
             closes = tuple(u for u in (unescape(data[:j]) for j in quotes) if u is not None)
             for u in closes:
@@ -202,7 +205,7 @@ class KeyIndex:
                 quoted[u].append(t)
             if len(set(inside)) < len(inside):
                 repeats.append(t)
-            self.parts[t] = closes, frozenset(inside), len(set(inside)) < len(inside), len(quotes) >= 3
+            self.parts[t] = closes, frozenset(inside), len(set(inside)) < len(inside), can_open
         self.closing = {u: np.asarray(ts, dtype=np.int64) for u, ts in closing.items()}
         self.quoted = {u: np.asarray(ts, dtype=np.int64) for u, ts in quoted.items()}
         self.many_quotes = np.asarray(many, dtype=np.int64)
@@ -238,17 +241,30 @@ class KeyIndex:
                 out.append(self.closing.get(name[len(prefix):], none))
         return np.concatenate(out)  # (a token may repeat: the caller filters, then dedupes)
 
-    def may_close_repeat(self, t: int, ctx: KeyContext) -> bool:
-        """Is token t (one with a quote) among candidates(ctx)? The same test, for one token:
-        a mask of a few tokens asks it of each rather than building the candidates."""
-        closes, inside, repeat, many = self.parts[t]
+    def may_close_repeat(self, tokens: list[int], ctx: KeyContext) -> list[int]:
+        """Those of `tokens` (each with a quote) that are among candidates(ctx): the same test,
+        token by token, for a mask of a few tokens rather than building the candidates."""
         objs, key = ctx[0], ctx[1]
-        if repeat or any(u in names for names in objs if names is not None for u in inside):
-            return True
-        if key is None:
-            return False
-        prefix = unescape(key)
-        return prefix is None or many or any(prefix + u in objs[-1] for u in closes)
+        written = [names for names in objs if names]
+        prefix = None if key is None else unescape(key)
+        if key is not None and prefix is None:
+            return list(tokens)
+        last = objs[-1] if key is not None else None
+        out = []
+        for t in tokens:  # (loops, not any(): a few tokens, each a few checks)
+            closes, inside, repeat, many = self.parts[t]
+            hit = repeat or many and key is not None
+            for names in written if inside and not hit else ():
+                if not inside.isdisjoint(names):
+                    hit = True
+                    break
+            for u in closes if key is not None and not hit else ():
+                if prefix + u in last:
+                    hit = True
+                    break
+            if hit:
+                out.append(t)
+        return out
 
     def _written(self, objs) -> np.ndarray:
         """The candidates from the keys written alone (repeats, and every written key quoted; an

@@ -718,9 +718,8 @@ class StackGrammar:
         quoted = self._quoted.get(key)
         if quoted is not None and not (m.finite_maps and m.holds_finite_map(state[0])):
             # a narrow row: its few tokens with a quote are the candidates below, tested one by one
-            index = self.key_index
-            return tuple(t for t in quoted if (m.finite_maps or index.may_close_repeat(t, state[1]))
-                         and self._refuses(state, t))
+            cands = quoted if m.finite_maps else self.key_index.may_close_repeat(quoted, state[1])
+            return tuple(t for t in cands if self._refuses(state, t))
         if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
             cands = self._prefix_candidates(state[1])
         elif m.finite_maps and m.holds_finite_map(state[0]):
