@@ -171,8 +171,9 @@ class KeyIndex:
     `many_quotes`, tokens with a comma, `{` or `[` between their first quote and two more (they
     can close a key and write another: a key opens only after one of those);
     `two_quotes`, those with two or more; `member_start`, tokens with a quote, a comma or white
-    space (only they can begin a member); `first_byte[b]`, tokens beginning with byte b; and
-    `after_quote[b]`, tokens with a quote followed by byte b."""
+    space (only they can begin a member); `first_byte[b]`, tokens beginning with byte b;
+    `after_quote[b]`, tokens with a quote followed by byte b; `has_quote[t]`, 1 where token t
+    holds a quote; and `parts[t]`, what the sets above say of token t (may_close_repeat)."""
 
     def __init__(self, token_bytes):
         closing, quoted = defaultdict(list), defaultdict(list)
