@@ -204,9 +204,10 @@ class KeyIndex:
                       if u is not None]
             for u in set(inside):
                 quoted[u].append(t)
-            if len(set(inside)) < len(inside):
+            repeat = len(set(inside)) < len(inside)
+            if repeat:
                 repeats.append(t)
-            self.parts[t] = closes, frozenset(inside), len(set(inside)) < len(inside), can_open
+            self.parts[t] = closes, frozenset(inside), repeat, can_open
         self.closing = {u: np.asarray(ts, dtype=np.int64) for u, ts in closing.items()}
         self.quoted = {u: np.asarray(ts, dtype=np.int64) for u, ts in quoted.items()}
         self.many_quotes = np.asarray(many, dtype=np.int64)

@@ -848,12 +848,10 @@ class StackGrammar:
         return got[0]
 
     def _list_bits(self, tokens: list[int]) -> np.ndarray:
-        """(words,) int32 bits of distinct tokens, duplicates included (with_duplicates)."""
+        """(words,) int32 bits of a token list, duplicates included (with_duplicates)."""
         if len(tokens) * 8 < self.words:
             return token_split.few_bits(tokens, self.words).view(np.int32)
-        bits = np.zeros(self.words * 32, dtype=np.uint8)
-        bits[tokens] = 1
-        return np.packbits(bits, bitorder="little").view(np.int32)
+        return token_split.token_bits(np.asarray(tokens, dtype=np.int64), self.vocab.trie(), self.words).view(np.int32)
 
     def _plain_top(self, cid: int) -> tuple[int, int, bool] | None:
         """(automaton, state, a frame below) of configuration `cid` where it is one stack whose
