@@ -59,7 +59,8 @@ def numpy_walk(trie, trans: np.ndarray, state: int) -> set[int]:
 
 def python_walk(trie, trans: np.ndarray, state: int, budget: int) -> set[int] | None:
     def rows(s):
-        return trans[s].tolist(), np.flatnonzero(trans[s] >= 0).astype(np.uint8).tobytes()
+        live = [b for b in range(256) if trans[s][b] >= 0]  # (the bytes read, each one's next state)
+        return [int(trans[s][b]) for b in live], bytes(live)
     out = token_split.narrow_tokens(trie, rows(state), rows, budget)
     return None if out is None else set(out)
 

@@ -72,11 +72,12 @@ State = tuple[int, tuple]         # the grammar's state: (configuration, keys.Ke
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
 MAX_FORCED_BYTES = 4096
-ROW_LISTS = 8192                  # rows kept as lists for the Python walk, per kind (~2 KB each)
+ROW_LISTS = 8192                  # sparse rows kept for the Python walk, per kind
 QUOTED_ROWS = 65536               # narrow rows whose tokens with a quote are kept (a few ids each)
 DFA_BLOCK = 64                    # an automaton's walk handles are made for this many states in one pass
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 TWIN_STATES = 256                 # automata up to this size are matched with their twins (_twin)
+SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
@@ -581,7 +582,6 @@ class StackMachine:
 
 
 _BIT = np.uint32(1) << np.arange(32, dtype=np.uint32)  # (32,) a token's bit within its word
-_DEAD_ROW = [-1] * 256  # a handle row with no live byte (_dfa_rows copies it)
 
 
 def _canonical(name: bytes) -> bytes:
@@ -626,7 +626,6 @@ class StackGrammar:
         self._twins: dict[int, int] = {}                                    # _twin per automaton
         self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
-        self._drows: dict[tuple[int, int, bool], tuple[list[int], bytes]] = {}  # _dfa_rows
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
         self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
@@ -697,19 +696,21 @@ class StackGrammar:
             key = self._keys.get(state[0])
             if key is None:
                 key = self._keys[state[0]] = self.machine.mask_key(state[0], self.reach)
-            np.copyto(out, self._row(key))
+            _write(out, self._row(key))
             hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
                 self._cleared.popitem(last=False)
         else:
             self._cleared.move_to_end(state)
-            np.copyto(out, self._row(hit[0]))
-        words = out.view(np.uint32)
-        for t in hit[1]:
-            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+            _write(out, self._row(hit[0]))
+        if hit[1]:
+            words = memoryview(out.view(np.uint32))
+            for t in hit[1]:
+                words[t >> 5] &= ~(1 << (t & 31)) & 0xFFFFFFFF
 
-    def _row(self, key: int) -> np.ndarray:
-        """The (words,) int32 row of mask key `key`, built on first need, cached (LRU)."""
+    def _row(self, key: int) -> np.ndarray | tuple[int, ...]:
+        """Mask key `key`'s (words,) int32 row, or its few tokens where a narrow walk found
+        fewer than SPARSE_TOKENS (_write), built on first need, cached (LRU)."""
         return _lru(self._masks, key, lambda: self._build_mask(key), self._cache_rows)
 
     def _refused(self, state: State, key: int, out: np.ndarray) -> tuple[int, ...]:
@@ -777,7 +778,7 @@ class StackGrammar:
         self.fill_bitmask(state, row)
         return np.flatnonzero(unpack_bitmask(row, self.vocab_size)).astype(np.int32)
 
-    def _build_mask(self, cid: int) -> np.ndarray:
+    def _build_mask(self, cid: int) -> np.ndarray | tuple[int, ...]:
         """xgrammar's split (token_split): the union of the closure's top frames' accepted rows
         (cached per (automaton, state)), then their context-dependent tokens walked through the
         configurations over the trie nodes on their paths alone. Where a frame has too many of
@@ -814,10 +815,11 @@ class StackGrammar:
             words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
         return words.view(np.int32)
 
-    def _narrow_mask(self, cid: int) -> np.ndarray | None:
+    def _narrow_mask(self, cid: int) -> np.ndarray | tuple[int, ...] | None:
         """The mask of configuration `cid` by a walk of the trie through the configurations in
-        Python (token_split.narrow_tokens), or None past self.narrow_nodes children looked at, or
-        where it reads token_split.REGION_MIN_BYTES first bytes or more. A walk that never left
+        Python (token_split.narrow_tokens), as a row or its few tokens (_row), or None past
+        self.narrow_nodes children looked at, or where it reads token_split.REGION_MIN_BYTES
+        first bytes or more. A walk that never left
         its top automaton's plain states (_narrow_rows) is a function of that top frame alone:
         kept per frame, for every configuration with it on top."""
         m = self.machine
@@ -837,7 +839,7 @@ class StackGrammar:
             quoted = [t for t in tokens if has_quote[t]]
             if self.eos_id >= 0 and m.can_end(cid):
                 tokens.append(self.eos_id)
-            got = self._list_bits(tokens), quoted
+            got = (tuple(tokens) if len(tokens) < SPARSE_TOKENS else self._list_bits(tokens)), quoted
             if top is not None and not crossed:
                 if len(self._plain_masks) >= self._cache_rows:
                     self._plain_masks.clear()
@@ -886,33 +888,25 @@ class StackGrammar:
         return self._dfa_rows(a, q, deep), rows
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
-        """Configuration `cid`'s row as a list and the bytes it reads (cached, a bounded number)."""
+        """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number)."""
         got = self._crows.get(cid)
         if got is None:
             if len(self._crows) >= ROW_LISTS:
                 self._crows.clear()
-            row = self.machine.row(cid)
-            got = self._crows[cid] = row.tolist(), np.flatnonzero(row >= 0).astype(np.uint8).tobytes()
+            got = self._crows[cid] = token_split.sparse_row(self.machine.row(cid))
         return got
 
     def _dfa_rows(self, a: int, q: int, deep: bool) -> tuple[list[int], bytes]:
-        """State q of automaton a as _narrow_rows's handles (cached, a bounded number): -1 dead,
-        -2 - t for a plain target t, -2 - n - t for one that can push or pop."""
-        got = self._drows.get((a, q, deep))
-        if got is None:
-            if len(self._drows) >= ROW_LISTS:
-                self._drows.clear()
+        """State q of automaton a as _narrow_rows's sparse row of handles: -2 - t for a plain
+        target t, -2 - n - t for one that can push or pop (a slice of its block's, _handles)."""
+        block = self._dfa_blocks.get((a, deep, q // DFA_BLOCK))
+        if block is None:
+            if len(self._dfa_blocks) >= ROW_LISTS // DFA_BLOCK:
                 self._dfa_blocks.clear()
-            block = self._dfa_blocks.get((a, deep, q // DFA_BLOCK))
-            if block is None:
-                block = self._dfa_blocks[(a, deep, q // DFA_BLOCK)] = self._handles(a, deep, q - q % DFA_BLOCK)
-            codes, live, at = block
-            lo, hi = at[q % DFA_BLOCK], at[q % DFA_BLOCK + 1]
-            row = _DEAD_ROW.copy()
-            for b, c in zip(live[lo:hi], codes[lo:hi]):
-                row[b] = c
-            got = self._drows[(a, q, deep)] = row, live[lo:hi]
-        return got
+            block = self._dfa_blocks[(a, deep, q // DFA_BLOCK)] = self._handles(a, deep, q - q % DFA_BLOCK)
+        codes, live, at = block
+        lo, hi = at[q % DFA_BLOCK], at[q % DFA_BLOCK + 1]
+        return codes[lo:hi], live[lo:hi]
 
     def _handles(self, a: int, deep: bool, first: int) -> tuple[list[int], bytes, list[int]]:
         """_dfa_rows's handles of automaton a's states first .. first + DFA_BLOCK - 1, in one numpy
@@ -993,7 +987,7 @@ class StackGrammar:
             m.ensure_rows(ids)
             return m.table  # (read after: the table may have grown)
         if levels and keep is not None and len(keep) <= KEPT_PY_NODES:
-            kept = token_split.kept_tokens(trie, self._config_rows(cid)[0], self._config_rows, keep.tolist())
+            kept = token_split.kept_tokens(trie, self._config_rows(cid), self._config_rows, keep.tolist())
             kept = token_split.with_duplicates(kept, trie)
             if self.eos_id >= 0 and m.can_end(cid):
                 kept.append(self.eos_id)
@@ -1009,6 +1003,18 @@ class StackGrammar:
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])
         return token_split.token_bits(allowed, trie, self.words).view(np.int32)
+
+
+def _write(out: np.ndarray, mask: np.ndarray | tuple[int, ...]) -> None:
+    """out (words,) int32 = a cached mask: a row copied, or a few tokens' bits set over zeros
+    (a narrow mask: setting them costs less than reading a 19 KB row that has left the cache)."""
+    if type(mask) is tuple:
+        out.fill(0)
+        words = memoryview(out.view(np.uint32))
+        for t in mask:
+            words[t >> 5] |= 1 << (t & 31)
+    else:
+        np.copyto(out, mask)
 
 
 def _lru(cache: OrderedDict, key, build, limit: int):

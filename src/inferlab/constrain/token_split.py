@@ -124,11 +124,11 @@ def walk_nodes(trie, first: np.ndarray, rows, keep: np.ndarray):
         node, x = child[x >= 0], x[x >= 0]
 
 
-def kept_tokens(trie, first: list[int], rows, keep: list[int]) -> list[int]:
+def kept_tokens(trie, first: tuple[list, bytes], rows, keep: list[int]) -> list[int]:
     """walk_nodes's tokens, node by node in Python: where few nodes are kept, numpy's calls per
-    level cost more than the walk. first: the start's row (256 values, -1 dead); rows(v) ->
-    (row, live) as narrow_tokens asks it; keep: sorted global node ids, each parent kept with it
-    (so a level's parents are walked before it)."""
+    level cost more than the walk. first, rows(v): a state's sparse row as narrow_tokens asks
+    it; keep: sorted global node ids, each parent kept with it (so a level's parents are walked
+    before it)."""
     view = trie_view(trie)
     offsets, x, tokens, d = view.offsets, {}, [], 0
     for g in keep:
@@ -136,15 +136,16 @@ def kept_tokens(trie, first: list[int], rows, keep: list[int]) -> list[int]:
             d += 1
         node = g - offsets[d]
         if d == 0:
-            v = first[view.byte[0][node]]
+            values, live = first
         else:
             up = x.get(offsets[d - 1] + view.parent[d][node])
             if up is None:
                 continue
-            v = rows(up)[0][view.byte[d][node]]
-        if v < 0:
+            values, live = rows(up)
+        i = live.find(view.byte[d][node])
+        if i < 0:
             continue
-        x[g] = v
+        x[g] = values[i]
         if view.end[d][node] >= 0:
             tokens.append(view.end[d][node])
     return tokens
@@ -205,22 +206,27 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None) -
     """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
     trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
     few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
-    first, rows(v) -> (row, live): a state's row (256 next states, -1 dead, any other int a
-    state handle for rows; indexable by byte) and the bytes it reads (bytes); asked once per
-    state. None once more than `budget` children were looked at: a wide walk, for numpy.
+    first, rows(v) -> (values, live): a state's sparse row, the bytes it reads (bytes) and the
+    next state of each (a list; any int, a state handle for rows), asked once per state: a
+    literal's state reads one byte, so its row is two short sequences, not 256 entries. None
+    once more than `budget` children were looked at: a wide walk, for numpy.
     visited: where given, gets (depth, node, value) of every node walked that has children."""
     view = trie_view(trie)
-    row, live = first
-    nodes = [view.root[b] for b in live if view.root[b] >= 0]
-    values = [row[b] for b in live if view.root[b] >= 0]
+    values, live = first
+    root = view.root
+    nodes, states = [], []
+    for b, v in zip(live, values):
+        if root[b] >= 0:
+            nodes.append(root[b])
+            states.append(v)
     seen: dict = {}
     tokens: list[int] = []
     looked = 0
     for d, end in enumerate(view.end):
         count, start = view.count[d], view.start[d]
         byte = view.byte[d + 1] if d + 1 < len(view.byte) else b""
-        next_nodes, next_values = [], []
-        for node, v in zip(nodes, values):
+        next_nodes, next_states = [], []
+        for node, v in zip(nodes, states):
             if end[node] >= 0:
                 tokens.append(end[node])
             k = count[node]
@@ -231,28 +237,34 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None) -
             got = seen.get(v)
             if got is None:
                 got = seen[v] = rows(v)
-            row, live = got
+            values, live = got
             lo = start[node]
-            if k <= len(live):  # fewer children than bytes read: look at each child
+            if k <= len(live):  # fewer children than bytes read: look each child's byte up
                 looked += k
                 for child in range(lo, lo + k):
-                    nxt = row[byte[child]]
-                    if nxt != -1:
+                    i = live.find(byte[child])
+                    if i >= 0:
                         next_nodes.append(child)
-                        next_values.append(nxt)
+                        next_states.append(values[i])
             else:  # children are sorted by byte, one per byte: find each byte read
                 looked += len(live)
-                for b in live:
+                for b, nxt in zip(live, values):
                     child = byte.find(b, lo, lo + k)
                     if child >= 0:
                         next_nodes.append(child)
-                        next_values.append(row[b])
+                        next_states.append(nxt)
             if looked > budget:
                 return None
         if not next_nodes:
             break
-        nodes, values = next_nodes, next_values
+        nodes, states = next_nodes, next_states
     return tokens
+
+
+def sparse_row(row: np.ndarray) -> tuple[list[int], bytes]:
+    """A (256,) row of next states (-1 dead) as narrow_tokens's (values, live)."""
+    live = np.flatnonzero(row >= 0)
+    return row[live].tolist(), live.astype(np.uint8).tobytes()
 
 
 def _scatter(x: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
@@ -346,7 +358,7 @@ def _narrow_frame(trie, trans: np.ndarray, exits, state: int, words: int) -> Fra
     exit_row, exit_bytes = exits
 
     def rows(q: int) -> tuple[list[int], bytes]:  # (narrow_tokens asks once per state)
-        return trans[q].tolist(), np.flatnonzero(trans[q] >= 0).astype(np.uint8).tobytes()
+        return sparse_row(trans[q])
     visited: list = []
     tokens = narrow_tokens(trie, rows(state), rows, FRAME_NARROW_NODES, visited)
     if tokens is None:
