@@ -130,6 +130,7 @@ class StackMachine:
         self._exits: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._callers: dict[int, set] | None = None
         self._plain: dict[tuple[int, bool], np.ndarray] = {}
+        self._ends: dict[int, bool] = {}  # can_end per configuration
         self.start = self.intern([((0, self.starts[0]),)])
         self._init_maps()
 
@@ -385,7 +386,10 @@ class StackMachine:
         return out
 
     def can_end(self, cid: int) -> bool:
-        return any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
+        out = self._ends.get(cid)
+        if out is None:
+            out = self._ends[cid] = any(len(st) == 1 and self.accepting[st[0][0]][st[0][1]] for st in self.closure(cid))
+        return out
 
     def plain(self, a: int, deep: bool) -> np.ndarray:
         """(S,) bool: automaton a's states that can neither push nor pop (no call; not accepting
@@ -719,6 +723,8 @@ class StackGrammar:
         quoted = self._quoted.get(key)
         if quoted is not None and not (m.finite_maps and m.holds_finite_map(state[0])):
             # a narrow row: its few tokens with a quote are the candidates below, tested one by one
+            if not quoted:
+                return ()
             cands = quoted if m.finite_maps else self.key_index.may_close_repeat(quoted, state[1])
             return tuple(t for t in cands if self._refuses(state, t))
         if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
@@ -888,12 +894,23 @@ class StackGrammar:
         return self._dfa_rows(a, q, deep), rows
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
-        """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number)."""
+        """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number).
+        Where its top is plain (_plain_top: a keep walk past a string's closing quote lands in
+        the caller's literal text), the top's DFA row with each target interned: the machine's
+        table row (closure, numpy writes) is left for the text to build if it gets there."""
         got = self._crows.get(cid)
         if got is None:
             if len(self._crows) >= ROW_LISTS:
                 self._crows.clear()
-            got = self._crows[cid] = token_split.sparse_row(self.machine.row(cid))
+            m = self.machine
+            top = self._plain_top(cid) if m.table[cid, 0] == -2 else None
+            if top is None:
+                got = token_split.sparse_row(m.row(cid))
+            else:
+                targets, live = token_split.sparse_row(m.text_trans[top[0]][top[1]])
+                below = m.configs[cid][0][:-1]
+                got = [m.intern_one(below + ((top[0], t),)) for t in targets], live
+            self._crows[cid] = got
         return got
 
     def _dfa_rows(self, a: int, q: int, deep: bool) -> tuple[list[int], bytes]:

@@ -130,24 +130,35 @@ def kept_tokens(trie, first: tuple[list, bytes], rows, keep: list[int]) -> list[
     it; keep: sorted global node ids, each parent kept with it (so a level's parents are walked
     before it)."""
     view = trie_view(trie)
-    offsets, x, tokens, d = view.offsets, {}, [], 0
+    offsets = view.offsets
+    x: dict = {}
+    seen: dict = {}  # rows(v), once per state
+    tokens: list[int] = []
+    d, lo, hi = 0, 0, offsets[1]
+    byte, parent, end = view.byte[0], view.parent[0], view.end[0]
     for g in keep:
-        while g >= offsets[d + 1]:
-            d += 1
-        node = g - offsets[d]
+        if g >= hi:  # the next level: its arrays, read once
+            while g >= offsets[d + 1]:
+                d += 1
+            lo, hi, up_lo = offsets[d], offsets[d + 1], offsets[d - 1]
+            byte, parent, end = view.byte[d], view.parent[d], view.end[d]
+        node = g - lo
         if d == 0:
             values, live = first
         else:
-            up = x.get(offsets[d - 1] + view.parent[d][node])
+            up = x.get(up_lo + parent[node])
             if up is None:
                 continue
-            values, live = rows(up)
-        i = live.find(view.byte[d][node])
+            got = seen.get(up)
+            if got is None:
+                got = seen[up] = rows(up)
+            values, live = got
+        i = live.find(byte[node])
         if i < 0:
             continue
         x[g] = values[i]
-        if view.end[d][node] >= 0:
-            tokens.append(view.end[d][node])
+        if end[node] >= 0:
+            tokens.append(end[node])
     return tokens
 
 
