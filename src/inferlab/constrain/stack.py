@@ -908,8 +908,8 @@ class StackGrammar:
                 got = token_split.sparse_row(m.row(cid))
             else:
                 targets, live = token_split.sparse_row(m.text_trans[top[0]][top[1]])
-                below = m.configs[cid][0][:-1]
-                got = [m.intern_one(below + ((top[0], t),)) for t in targets], live
+                values = _Interned(targets, m.configs[cid][0][:-1], top[0], m)
+                got = (values if len(live) > ROW_LOOP_BYTES else values.read()), live
             self._crows[cid] = got
         return got
 
@@ -1020,6 +1020,39 @@ class StackGrammar:
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])
         return token_split.token_bits(allowed, trie, self.words).view(np.int32)
+
+
+class _Interned:
+    """The values of a plain-topped configuration's sparse row (_config_rows): its top's DFA
+    targets, each interned as a configuration on first read. A walk reads a few of a wide
+    row's (a string's content: ~250 bytes, a few trie children looked up); a narrow row's are
+    read into a list at once."""
+
+    __slots__ = ("targets", "below", "a", "machine", "ids")
+
+    def __init__(self, targets: list[int], below: Stack, a: int, machine: StackMachine):
+        self.targets, self.below, self.a, self.machine, self.ids = targets, below, a, machine, {}
+
+    def __getitem__(self, i: int) -> int:
+        t = self.targets[i]
+        got = self.ids.get(t)
+        if got is None:
+            got = self.ids[t] = self.machine.intern_one(self.below + ((self.a, t),))
+        return got
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __iter__(self):
+        return iter(self.read())
+
+    def read(self) -> list[int]:
+        """Every value, in a list."""
+        ids, make = self.ids, self.machine.intern_one
+        for t in self.targets:
+            if t not in ids:
+                ids[t] = make(self.below + ((self.a, t),))
+        return [ids[t] for t in self.targets]
 
 
 def _write(out: np.ndarray, mask: np.ndarray | tuple[int, ...]) -> None:
