@@ -516,6 +516,10 @@ def split_equals_full_walk(grammar, rng, steps=25):
         key = grammar.machine.mask_key(state[0], grammar.reach)
         full = grammar._walk_mask(key)
         narrow = grammar._narrow_mask(key)
+        if isinstance(narrow, tuple):  # a narrow mask of few tokens is kept as their ids
+            bits = np.zeros(len(full) * 32, dtype=bool)
+            bits[list(narrow)] = True
+            narrow = np.packbits(bits, bitorder="little").view(np.int32)
         assert narrow is None or np.array_equal(narrow, full)
         grammar.narrow_nodes = 0
         split = grammar._build_mask(key)

@@ -828,6 +828,8 @@ class StackGrammar:
         first bytes or more. A walk that never left
         its top automaton's plain states (_narrow_rows) is a function of that top frame alone:
         kept per frame, for every configuration with it on top."""
+        if not self.narrow_nodes:
+            return None
         m = self.machine
         top = self._plain_top(cid)
         got = self._plain_masks.get(top) if top is not None else None
