@@ -78,6 +78,7 @@ DFA_BLOCK = 64                    # an automaton's walk handles are made for thi
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
 TWIN_STATES = 256                 # automata up to this size are matched with their twins (_twin)
 SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
+FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row in Python up to this many
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
@@ -739,14 +740,17 @@ class StackGrammar:
             cands = self.key_index.candidates(state[1])
             if cands is None:
                 cands = self.key_index.any_quote
-        words = out.view(np.uint32)
         if cands is None:
-            cands = np.flatnonzero(unpack_bitmask(out, self.vocab_size))
+            cands = np.flatnonzero(unpack_bitmask(out, self.vocab_size)).tolist()
         elif not len(cands):
             return ()
+        elif len(cands) <= FEW_CANDIDATES:  # (most states: a few dozen, where numpy's calls cost more)
+            words = memoryview(out.view(np.uint32))
+            cands = [t for t in cands.tolist() if words[t >> 5] >> (t & 31) & 1]
         else:
-            cands = cands[(words[cands >> 5] & _BIT[cands & 31]) != 0]
-        return tuple(t for t in dict.fromkeys(cands.tolist()) if t != self.eos_id and self._refuses(state, t))
+            words = out.view(np.uint32)
+            cands = cands[(words[cands >> 5] & _BIT[cands & 31]) != 0].tolist()
+        return tuple(t for t in dict.fromkeys(cands) if t != self.eos_id and self._refuses(state, t))
 
     def _refuses(self, state: State, t: int) -> bool:
         """Is token t, allowed by the configuration's row, refused from `state`? Where no finite
