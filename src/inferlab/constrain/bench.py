@@ -463,6 +463,8 @@ def plot_masks(results: dict):
     """The time to fill a bitmask row per token, per engine, as the share of readings at or under
     each time (log x): each first-walk token (left; rows built on the way) and each schema's
     repeated-walk median (right). A Figure, or None without mask readings (--vocab none)."""
+    from matplotlib.ticker import LogFormatter
+
     from inferlab.measure.plots import new_figure
 
     readings = mask_readings(results)
@@ -478,6 +480,7 @@ def plot_masks(results: dict):
     for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
                       (right, "repeated walks (rows built): each schema's median")):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(LogFormatter(minor_thresholds=(1, 0.4)))  # plain labels ("3", not "3×10⁰") under a decade
         ax.set_xlabel("µs to fill an int32 bitmask row")
         ax.set_ylabel("% at or under")
         ax.set_ylim(0, 100)
