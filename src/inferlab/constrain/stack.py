@@ -828,10 +828,10 @@ class StackGrammar:
     def _narrow_mask(self, cid: int) -> np.ndarray | tuple[int, ...] | None:
         """The mask of configuration `cid` by a walk of the trie through the configurations in
         Python (token_split.narrow_tokens), as a row or its few tokens (_row), or None past
-        self.narrow_nodes children looked at, or where it reads token_split.REGION_MIN_BYTES
-        first bytes or more. A walk that never left
-        its top automaton's plain states (_narrow_rows) is a function of that top frame alone:
-        kept per frame, for every configuration with it on top."""
+        self.narrow_nodes children looked at (0: never walked), or where it reads
+        token_split.REGION_MIN_BYTES first bytes or more. A walk that never left its top
+        automaton's plain states (_narrow_rows) is a function of that top frame alone: kept per
+        frame, for every configuration with it on top."""
         if not self.narrow_nodes:
             return None
         m = self.machine
@@ -1045,9 +1045,6 @@ class _Interned:
         if got is None:
             got = self.ids[t] = self.machine.intern_one(self.below + ((self.a, t),))
         return got
-
-    def __len__(self) -> int:
-        return len(self.targets)
 
     def __iter__(self):
         return iter(self.read())

@@ -218,9 +218,9 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None) -
     trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
     few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
     first, rows(v) -> (values, live): a state's sparse row, the bytes it reads (bytes) and the
-    next state of each (a list; any int, a state handle for rows), asked once per state: a
-    literal's state reads one byte, so its row is two short sequences, not 256 entries. None
-    once more than `budget` children were looked at: a wide walk, for numpy.
+    next state of each (indexable and iterable; any int, a state handle for rows), asked once
+    per state: a literal's state reads one byte, so its row is two short sequences, not 256
+    entries. None once more than `budget` children were looked at: a wide walk, for numpy.
     visited: where given, gets (depth, node, value) of every node walked that has children."""
     view = trie_view(trie)
     values, live = first
