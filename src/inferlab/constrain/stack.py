@@ -80,6 +80,7 @@ TWIN_STATES = 256                 # automata up to this size are matched with th
 SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
 FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row in Python up to this many
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
+SEEN_TOPS, SEEN_ROWS = 32, 4096   # narrow walks' shared rows (_seen_rows): top automata, rows each
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -634,6 +635,7 @@ class StackGrammar:
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
         self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
+        self._seen: dict[tuple[int, bool] | None, dict] = {}  # _seen_rows per top automaton
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
 
     def stats(self) -> GrammarStats:
@@ -843,7 +845,8 @@ class StackGrammar:
             if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
                 return None                                    # a wide walk, seldom under the budget
             trie = self.vocab.trie()
-            tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes)
+            seen, floor = self._seen_rows(top)
+            tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes, seen=seen, floor=floor)
             if tokens is None:
                 return None
             tokens = token_split.with_duplicates(tokens, trie)
@@ -898,6 +901,18 @@ class StackGrammar:
             crossed.append(v)
             return self._config_rows(m.intern_one(prefix + ((a, -2 - n - v),)))
         return self._dfa_rows(a, q, deep), rows
+
+    def _seen_rows(self, top: tuple[int, int, bool] | None) -> tuple[dict, int]:
+        """(rows by state handle, floor) that narrow walks from `top` (_plain_top; None: a
+        configuration's) share: a literal's walks read the same states (each token of it starts
+        one further on). Below floor lie the handles that need the configuration below the top."""
+        key = None if top is None else top[0::2]
+        seen = self._seen.get(key)
+        if seen is None or len(seen) > SEEN_ROWS:
+            if len(self._seen) >= SEEN_TOPS:
+                self._seen.clear()
+            seen = self._seen[key] = {}
+        return seen, (0 if top is None else -1 - self.machine.dfas[top[0]].n_states)
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
         """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number).
