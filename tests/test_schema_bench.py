@@ -343,6 +343,48 @@ def test_the_mask_plot_has_a_curve_per_engine_and_panel_and_none_without_a_vocab
     first, warm = mask_readings(results)["inferlab"]
     timed = [r for r in results["schemas"] if r["compiled"] and r["first_walk_us"]]
     assert len(first) == sum(len(r["first_walk_us"]) for r in timed) and len(warm) == len(timed)
-    left, right = plot_masks(results).axes
+    left, middle, right = plot_masks(results).axes
     assert len(left.lines) == len(right.lines) == 1
     assert left.lines[0].get_ydata()[-1] == 100  # every reading at or under the largest
+    kinds = "".join(r["first_walk_kinds"] for r in timed)
+    assert len(middle.lines) == len(set(kinds))  # a curve per kind of step met
+    assert sum(len(line.get_xdata()) for line in middle.lines) == len(first)
+
+
+def test_first_walk_tokens_are_pooled_by_what_their_step_did():
+    """Shares of tokens and of summed time, and percentiles, per kind of step (hand-derived)."""
+    from inferlab.constrain.bench import SchemaResult, summarize
+    a = SchemaResult("A---a", "A", True, first_walk_us=[2.0, 10.0, 30.0, 4.0], first_walk_kinds="sncs")
+    b = SchemaResult("A---b", "A", True, first_walk_us=[954.0], first_walk_kinds="b")
+    steps = summarize([a, b])["all"]["first_walk_by_step"]
+    assert list(steps) == ["state seen", "mask cached", "narrow walk", "frame split"]
+    assert steps["state seen"] == {"tokens": 2, "token_share": 0.4, "time_share": pytest.approx(6 / 1000),
+                                   "us_p50": 3.0, "us_p90": pytest.approx(3.8)}  # 2 + 0.9 * (4 - 2)
+    assert steps["mask cached"]["time_share"] == pytest.approx(0.03) and steps["frame split"]["token_share"] == 0.2
+    assert summarize([SchemaResult("A---c", "A", True, first_walk_us=[1.0])])["all"]["first_walk_by_step"] == {}
+
+
+def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(bench_dir):
+    """The kinds come from an untimed replay; here "s" is checked against the walk's own
+    states (the first step re-fills the initial state, filled by the first mask), and the other
+    kinds cover every new state."""
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.bench import STEP_KINDS, _first_walk_kinds
+    from inferlab.constrain.matcher import compile_json_schema
+    vocab, tok = _load_vocab("512")
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "enum": ["xy", "z"]}}},
+              "required": ["a"]}
+    tokens = tok.encode('{"a":["xy","z","xy","xy"]}')
+    grammar = compile_json_schema(schema, vocab)
+    kinds = _first_walk_kinds(grammar.machine, vocab, tokens)
+    assert len(kinds) == len(tokens) and set(kinds) <= set(STEP_KINDS)
+    state, seen = grammar.initial_state(), set()
+    seen.add(state)
+    for t, kind in zip(tokens, kinds):
+        assert (kind == "s") == (state in seen), (t, kind)
+        seen.add(state)
+        state = grammar.advance(state, t)
+    assert kinds[0] == "s" and {"n", "b"} & set(kinds)
+    results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(vocab, tok))
+    timed = [r for r in results["schemas"] if r["first_walk_us"]]
+    assert timed and all(len(r["first_walk_kinds"]) == len(r["first_walk_us"]) for r in timed)

@@ -2,8 +2,10 @@
 [--peer-memory SIZE] [--json] [--out DIR]`.
 
 Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
-coverage, completeness and soundness per category, with the top refusal reasons. --out writes
-results.json, summary.png and manifest.json (atomically; --force to replace).
+coverage, completeness and soundness per category, with the top refusal reasons, and where masks
+are timed our first walks' steps by what they did and the peers beside us. --out writes
+results.json, summary.png, masks.png (masks timed) and manifest.json (atomically; --force to
+replace).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def add_arguments(p):
                         "past it the peer refuses the schema, \"exceeded SIZE\" "
                         f"(default {fmt_binary(DEFAULT_PEER_MEMORY).replace(' ', '')})")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
-    p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, manifest.json here")
+    p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, masks.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
 
 
@@ -93,6 +95,7 @@ def _print_summary(results: dict, console: Console) -> None:
                       "-" if mask is None else f"{mask:.1f}",
                       "-" if s["apply_us_per_token_median"] is None else f"{s['apply_us_per_token_median']:.1f}")
     console.print(table)
+    _print_steps(results["summary"]["all"], console)
     _print_peers(results, console)
     refusals = results["summary"]["all"]["refusals"]
     if refusals:
@@ -102,6 +105,20 @@ def _print_summary(results: dict, console: Console) -> None:
     unsound = [r for r in results["schemas"] if r["unsound"]]
     for r in unsound:
         console.print(f"[red]UNSOUND[/red] {r['name']}: accepted invalid {r['unsound'][0]}")
+
+
+def _print_steps(s: dict, console: Console) -> None:
+    """Our first walks' tokens by what their step did: where the first walk's time goes."""
+    steps = s.get("first_walk_by_step")
+    if not steps:
+        return
+    table = Table(title=f"inferlab's first walks: {s['first_walk_tokens']:,} tokens by what their step did")
+    for col in ("step", "tokens", "share of the time", "µs (p50 / p90)"):
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for name, k in steps.items():
+        table.add_row(name, f"{k['tokens']:,} ({100 * k['token_share']:.0f}%)", f"{100 * k['time_share']:.0f}%",
+                      f"{k['us_p50']:.1f} / {k['us_p90']:.1f}")
+    console.print(table)
 
 
 def _print_peers(results: dict, console: Console) -> None:

@@ -87,12 +87,21 @@ class SchemaResult:
     step_us_per_token: float | None = None        # fill bitmask + advance (+ 2 clock reads), per token of a walk
     first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings (pooled: MaskBench's TBM)
+    first_walk_kinds: str = ""  # what each of those steps did, a letter each (STEP_KINDS; _first_walk_kinds)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
     apply_us_per_token: float | None = None  # lookup + apply to float32 logits (MatcherMask), warm: median
     apply_us_p99: float | None = None
     peak_rss_mb: float | None = None  # this process's peak while it ran ours (None: not measurable)
     peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
+
+
+STEP_KINDS = {  # a first-walk step, by what its fill did (StackGrammar: fill_kept, stats)
+    "s": "state seen",      # the state was filled before: its fill was kept
+    "c": "mask cached",     # a new state whose mask was cached (its mask key, or its top frame's)
+    "n": "narrow walk",     # a walk of a few trie nodes in Python made the mask
+    "b": "frame split",     # frame splits (or one walk of the whole trie) made it
+}
 
 
 def category_of(path: Path) -> str:
@@ -279,6 +288,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
         return
     res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     res.first_walk_us = np.round(first, 2).tolist()
+    res.first_walk_kinds = _first_walk_kinds(machine, vocabulary, tokens)
     readings, steps = [], []
     for _ in range(config.mask_samples):
         t0 = time.perf_counter_ns()
@@ -290,6 +300,25 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
     res.mask_tokens = len(tokens)
     res.mask_us_per_token, res.mask_us_p99 = float(np.median(us)), float(np.percentile(us, 99))
     res.apply_us_per_token, res.apply_us_p99 = _time_apply(grammar, tokens, config)
+
+
+def _first_walk_kinds(machine: StackMachine, vocabulary, tokens: list[int]) -> str:
+    """What each step of _time_mask's first walk did (STEP_KINDS), a letter a token: the walk
+    replayed untimed on a fresh grammar, whose caches fill as the timed walk's did (their
+    bounds count entries, never time)."""
+    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)
+    row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
+    state = grammar.initial_state()
+    grammar.fill_bitmask(state, row)  # the first mask
+    out = []
+    for t in tokens:
+        kept, before = grammar.fill_kept(state), grammar.stats()
+        grammar.fill_bitmask(state, row)
+        after = grammar.stats()
+        out.append("s" if kept else "b" if after.split_masks > before.split_masks else
+                   "n" if after.narrow_masks > before.narrow_masks else "c")
+        state = grammar.advance(state, t)
+    return "".join(out)
 
 
 def _time_apply(grammar: StackGrammar, tokens: list[int], config: BenchConfig) -> tuple[float, float]:
@@ -347,8 +376,22 @@ def _stats(rs: list, get) -> dict:
         # every token of every first walk pooled (MaskBench's "time between masks": one walk per
         # instance, nothing walked before it but the first mask)
         "first_walk_tokens": len(pooled), "first_walk_us_p50": _q(pooled, 50), "first_walk_us_p99": _q(pooled, 99),
+        "first_walk_by_step": _by_step(comp, g),
         "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }
+
+
+def _by_step(comp: list, g) -> dict:
+    """The first walks' tokens pooled by what their step did (STEP_KINDS): each kind's share of
+    the tokens and of their summed time, and its p50 / p90 (us). Empty for a peer (no kinds)."""
+    us = defaultdict(list)
+    for x in comp:
+        for kind, t in zip(g(x, "first_walk_kinds") or "", g(x, "first_walk_us")):
+            us[kind].append(t)
+    tokens, total = sum(map(len, us.values())), sum(map(sum, us.values())) or 1.0
+    return {name: {"tokens": len(us[k]), "token_share": len(us[k]) / tokens, "time_share": sum(us[k]) / total,
+                   "us_p50": _q(us[k], 50), "us_p90": _q(us[k], 90)}
+            for k, name in STEP_KINDS.items() if us[k]}
 
 
 def _q(vals: list, q: float) -> float | None:
@@ -459,10 +502,26 @@ def mask_readings(results: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {name: v for name, v in out.items() if len(v[0]) or len(v[1])}
 
 
+def step_readings(results: dict) -> dict[str, np.ndarray]:
+    """Our first-walk readings (us) pooled by what their step did (STEP_KINDS names)."""
+    out = defaultdict(list)
+    for x in results["schemas"]:
+        if x["compiled"]:
+            for kind, us in zip(x.get("first_walk_kinds") or "", x.get("first_walk_us") or []):
+                out[STEP_KINDS[kind]].append(us)
+    return {name: np.asarray(out[name], dtype=float) for name in STEP_KINDS.values() if out[name]}
+
+
+def _cdf(ax, vals: np.ndarray, label: str) -> None:
+    xs = np.sort(vals)
+    ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post", label=label)
+
+
 def plot_masks(results: dict):
     """The time to fill a bitmask row per token, per engine, as the share of readings at or under
-    each time (log x): each first-walk token (left; rows built on the way) and each schema's
-    repeated-walk median (right). A Figure, or None without mask readings (--vocab none)."""
+    each time (log x): each first-walk token (left; rows built on the way), ours again by what
+    the step did (middle), and each schema's repeated-walk median (right). A Figure, or None
+    without mask readings (--vocab none)."""
     from matplotlib.ticker import LogFormatter
 
     from inferlab.measure.plots import new_figure
@@ -470,14 +529,19 @@ def plot_masks(results: dict):
     readings = mask_readings(results)
     if not readings:
         return None
-    fig, (left, right) = new_figure(1, 2, figsize=(11, 4.2))
+    fig, (left, middle, right) = new_figure(1, 3, figsize=(16, 4.4))
     for name, (first, warm) in readings.items():
         for ax, vals in ((left, first), (right, warm)):
             if len(vals):
-                xs = np.sort(vals)
-                ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post",
-                        label=f"{name} (median {np.median(xs):,.1f} µs)")
+                _cdf(ax, vals, f"{name} (median {np.median(vals):,.1f} µs)")
+    steps = step_readings(results)
+    total = sum(v.sum() for v in steps.values()) or 1.0
+    tokens = sum(len(v) for v in steps.values())
+    for name, vals in steps.items():
+        _cdf(middle, vals, f"{name}: {100 * len(vals) / tokens:.0f}% of tokens, {100 * vals.sum() / total:.0f}% of time "
+                           f"(median {np.median(vals):,.1f} µs)")
     for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
+                      (middle, "inferlab's first walk, by what the step did"),
                       (right, "repeated walks (rows built): each schema's median")):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(LogFormatter(minor_thresholds=(1, 0.4)))  # plain labels ("3", not "3×10⁰") under a decade
@@ -486,5 +550,8 @@ def plot_masks(results: dict):
         ax.set_ylim(0, 100)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=8, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7 if ax is middle else 8, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, "no readings", transform=ax.transAxes, ha="center", color="dimgrey")
     return fig

@@ -80,7 +80,6 @@ TWIN_STATES = 256                 # automata up to this size are matched with th
 SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
 FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row in Python up to this many
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
-SEEN_TOPS, SEEN_ROWS = 32, 4096   # narrow walks' shared rows (_seen_rows): top automata, rows each
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -607,6 +606,8 @@ class GrammarStats:
     dfa_states: int
     uses_stack: bool
     configurations: int  # built so far (grows as text or masks visit them)
+    narrow_masks: int    # masks made so far by a narrow walk (_narrow_mask)
+    split_masks: int     # masks made so far by frame splits or a walk of the whole trie (_build_mask)
 
 
 class StackGrammar:
@@ -635,12 +636,12 @@ class StackGrammar:
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
         self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
-        self._seen: dict[tuple[int, bool] | None, dict] = {}  # _seen_rows per top automaton
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
+        self._narrow_made = self._split_made = 0         # stats()
 
     def stats(self) -> GrammarStats:
         m = self.machine
-        return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs))
+        return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs), self._narrow_made, self._split_made)
 
     def initial_state(self) -> State:
         return self.machine.start, keys.START
@@ -714,6 +715,11 @@ class StackGrammar:
             words = memoryview(out.view(np.uint32))
             for t in hit[1]:
                 words[t >> 5] &= ~(1 << (t & 31)) & 0xFFFFFFFF
+
+    def fill_kept(self, state: State) -> bool:
+        """Is `state`'s last fill kept (fill_bitmask's per-state cache): does its next fill write a
+        cached row, and clear cached tokens, with nothing resolved?"""
+        return state in self._cleared
 
     def _row(self, key: int) -> np.ndarray | tuple[int, ...]:
         """Mask key `key`'s (words,) int32 row, or its few tokens where a narrow walk found
@@ -799,6 +805,7 @@ class StackGrammar:
         narrow = self._narrow_mask(cid)
         if narrow is not None:
             return narrow
+        self._split_made += 1
         tops = {st[-1] for st in m.closure(cid)}
         left: dict[tuple[int, int], int] = {}  # counted frames near their max: the items a token may still begin
         far = set()                            # counted frames (on some stack) far from it: any count
@@ -845,8 +852,7 @@ class StackGrammar:
             if len(first[1]) >= token_split.REGION_MIN_BYTES:  # many first bytes (a string's content):
                 return None                                    # a wide walk, seldom under the budget
             trie = self.vocab.trie()
-            seen, floor = self._seen_rows(top)
-            tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes, seen=seen, floor=floor)
+            tokens = token_split.narrow_tokens(trie, first, rows, self.narrow_nodes)
             if tokens is None:
                 return None
             tokens = token_split.with_duplicates(tokens, trie)
@@ -855,6 +861,7 @@ class StackGrammar:
             if self.eos_id >= 0 and m.can_end(cid):
                 tokens.append(self.eos_id)
             got = (tuple(tokens) if len(tokens) < SPARSE_TOKENS else self._list_bits(tokens)), quoted
+            self._narrow_made += 1
             if top is not None and not crossed:
                 if len(self._plain_masks) >= self._cache_rows:
                     self._plain_masks.clear()
@@ -901,18 +908,6 @@ class StackGrammar:
             crossed.append(v)
             return self._config_rows(m.intern_one(prefix + ((a, -2 - n - v),)))
         return self._dfa_rows(a, q, deep), rows
-
-    def _seen_rows(self, top: tuple[int, int, bool] | None) -> tuple[dict, int]:
-        """(rows by state handle, floor) that narrow walks from `top` (_plain_top; None: a
-        configuration's) share: a literal's walks read the same states (each token of it starts
-        one further on). Below floor lie the handles that need the configuration below the top."""
-        key = None if top is None else top[0::2]
-        seen = self._seen.get(key)
-        if seen is None or len(seen) > SEEN_ROWS:
-            if len(self._seen) >= SEEN_TOPS:
-                self._seen.clear()
-            seen = self._seen[key] = {}
-        return seen, (0 if top is None else -1 - self.machine.dfas[top[0]].n_states)
 
     def _config_rows(self, cid: int) -> tuple[list[int], bytes]:
         """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number).

@@ -213,8 +213,7 @@ def trie_view(trie) -> TrieView:
     return out
 
 
-def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None, seen: dict | None = None,
-                  floor: float = -np.inf) -> list[int] | None:
+def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None) -> list[int] | None:
     """The tokens whose bytes all walk from a state with row `first`, node by node in Python, a
     trie level at a time: the walk of a narrow state (literal text, structure, numbers) visits a
     few trie nodes, where walk_trie's numpy calls per level would cost more than the walk.
@@ -222,9 +221,7 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None, s
     next state of each (indexable and iterable; any int, a state handle for rows), asked once
     per state: a literal's state reads one byte, so its row is two short sequences, not 256
     entries. None once more than `budget` children were looked at: a wide walk, for numpy.
-    visited: where given, gets (depth, node, value) of every node walked that has children.
-    seen: rows read before, by state (kept by the caller across walks); the walk adds to it the
-    rows of states >= floor (below it, a state's row is not a function of the state alone)."""
+    visited: where given, gets (depth, node, value) of every node walked that has children."""
     view = trie_view(trie)
     values, live = first
     root = view.root
@@ -233,42 +230,11 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None, s
         if root[b] >= 0:
             nodes.append(root[b])
             states.append(v)
-    seen = {} if seen is None else seen
+    seen: dict = {}
     tokens: list[int] = []
-    looked = d = 0
-    while len(nodes) == 1:  # a chain (literal text: one node a level, its state reads one byte): no lists
-        node, v = nodes[0], states[0]
-        t = view.end[d][node]
-        if t >= 0:
-            tokens.append(t)
-        k = view.count[d][node]
-        if not k:
-            return tokens
-        if visited is not None:
-            visited.append((d, node, v))
-        got = seen.get(v)
-        if got is None:
-            got = rows(v)
-            if v >= floor:
-                seen[v] = got
-        values, live = got
-        if len(live) != 1:  # (the walk below reads this node again)
-            if t >= 0:
-                tokens.pop()
-            if visited is not None:
-                visited.pop()
-            break
-        lo = view.start[d][node]
-        child = view.byte[d + 1].find(live[0], lo, lo + k)
-        looked += 1
-        if child < 0:
-            return tokens
-        if looked > budget:
-            return None
-        d += 1
-        nodes[0], states[0] = child, values[0]
-    for d in range(d, len(view.end)):
-        end, count, start = view.end[d], view.count[d], view.start[d]
+    looked = 0
+    for d, end in enumerate(view.end):
+        count, start = view.count[d], view.start[d]
         byte = view.byte[d + 1] if d + 1 < len(view.byte) else b""
         next_nodes, next_states = [], []
         for node, v in zip(nodes, states):
@@ -281,9 +247,7 @@ def narrow_tokens(trie, first, rows, budget: int, visited: list | None = None, s
                 visited.append((d, node, v))
             got = seen.get(v)
             if got is None:
-                got = rows(v)
-                if v >= floor:
-                    seen[v] = got
+                got = seen[v] = rows(v)
             values, live = got
             lo = start[node]
             if k <= len(live):  # fewer children than bytes read: look each child's byte up
