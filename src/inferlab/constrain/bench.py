@@ -553,5 +553,6 @@ def plot_masks(results: dict):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7 if ax is middle else 8, loc="lower right")
         else:
-            ax.text(0.5, 0.5, "no readings", transform=ax.transAxes, ha="center", color="dimgrey")
+            ax.text(0.5, 0.5, "no step kinds recorded" if ax is middle else "no readings", transform=ax.transAxes,
+                    ha="center", color="dimgrey")
     return fig
