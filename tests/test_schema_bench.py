@@ -364,20 +364,30 @@ def test_first_walk_tokens_are_pooled_by_what_their_step_did():
     assert summarize([SchemaResult("A---c", "A", True, first_walk_us=[1.0])])["all"]["first_walk_by_step"] == {}
 
 
+def test_first_walk_advances_are_pooled_over_tokens():
+    from inferlab.constrain.bench import SchemaResult, summarize
+    a = SchemaResult("A---a", "A", True, first_walk_us=[1.0, 1.0], first_walk_advance_us=[2.0, 6.0])
+    b = SchemaResult("A---b", "A", True, first_walk_us=[1.0], first_walk_advance_us=[40.0])
+    s = summarize([a, b])["all"]
+    assert s["first_walk_advance_us_p50"] == 6.0 and s["first_walk_advance_us_mean"] == 16.0
+    assert s["first_walk_advance_us_p99"] == pytest.approx(39.32)  # 6 + 0.98 * (40 - 6): rank 1.98 of 0..2
+    assert summarize([SchemaResult("A---c", "A", True)])["all"]["first_walk_advance_us_p50"] is None
+
+
 def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(bench_dir):
     """The kinds come from an untimed replay; here "s" is checked against the walk's own
     states (the first step re-fills the initial state, filled by the first mask), and the other
     kinds cover every new state."""
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain.bench import STEP_KINDS, _first_walk_kinds
+    from inferlab.constrain.bench import STEP_KINDS, _replay_first_walk
     from inferlab.constrain.matcher import compile_json_schema
     vocab, tok = _load_vocab("512")
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "enum": ["xy", "z"]}}},
               "required": ["a"]}
     tokens = tok.encode('{"a":["xy","z","xy","xy"]}')
     grammar = compile_json_schema(schema, vocab)
-    kinds = _first_walk_kinds(grammar.machine, vocab, tokens)
-    assert len(kinds) == len(tokens) and set(kinds) <= set(STEP_KINDS)
+    kinds, advance = _replay_first_walk(grammar.machine, vocab, tokens)
+    assert len(kinds) == len(advance) == len(tokens) and set(kinds) <= set(STEP_KINDS) and (advance > 0).all()
     state, seen = grammar.initial_state(), set()
     seen.add(state)
     for t, kind in zip(tokens, kinds):
@@ -387,4 +397,5 @@ def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(ben
     assert kinds[0] == "s" and {"n", "b"} & set(kinds)
     results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(vocab, tok))
     timed = [r for r in results["schemas"] if r["first_walk_us"]]
-    assert timed and all(len(r["first_walk_kinds"]) == len(r["first_walk_us"]) for r in timed)
+    assert timed and all(len(r["first_walk_kinds"]) == len(r["first_walk_advance_us"]) == len(r["first_walk_us"])
+                         for r in timed)

@@ -119,6 +119,10 @@ def _print_steps(s: dict, console: Console) -> None:
         table.add_row(name, f"{k['tokens']:,} ({100 * k['token_share']:.0f}%)", f"{100 * k['time_share']:.0f}%",
                       f"{k['us_p50']:.1f} / {k['us_p90']:.1f}")
     console.print(table)
+    if s.get("first_walk_advance_us_p50") is not None:
+        console.print("  advancing the grammar by each of those tokens (where our rows are built; timed apart from "
+                      f"the fills): p50 {s['first_walk_advance_us_p50']:.1f} µs, p99 {s['first_walk_advance_us_p99']:.1f} µs, "
+                      f"mean {s['first_walk_advance_us_mean']:.1f} µs")
 
 
 def _print_peers(results: dict, console: Console) -> None:

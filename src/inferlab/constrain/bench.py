@@ -32,7 +32,7 @@ from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
-from inferlab.measure.timing import token_walk_us
+from inferlab.measure.timing import gc_disabled, token_walk_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
@@ -87,7 +87,8 @@ class SchemaResult:
     step_us_per_token: float | None = None        # fill bitmask + advance (+ 2 clock reads), per token of a walk
     first_walk_us_per_token: float | None = None  # fill only, mean over the first walk (rows built lazily)
     first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings (pooled: MaskBench's TBM)
-    first_walk_kinds: str = ""  # what each of those steps did, a letter each (STEP_KINDS; _first_walk_kinds)
+    first_walk_kinds: str = ""  # what each of those steps did, a letter each (STEP_KINDS; _replay_first_walk)
+    first_walk_advance_us: list[float] = field(default_factory=list)  # advancing by each of its tokens (ours: rows built)
     mask_tokens: int = 0
     mask_us_p99: float | None = None
     apply_us_per_token: float | None = None  # lookup + apply to float32 logits (MatcherMask), warm: median
@@ -288,7 +289,8 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
         return
     res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     res.first_walk_us = np.round(first, 2).tolist()
-    res.first_walk_kinds = _first_walk_kinds(machine, vocabulary, tokens)
+    kinds, advance = _replay_first_walk(machine, vocabulary, tokens)
+    res.first_walk_kinds, res.first_walk_advance_us = kinds, np.round(advance, 2).tolist()
     readings, steps = [], []
     for _ in range(config.mask_samples):
         t0 = time.perf_counter_ns()
@@ -302,23 +304,28 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
     res.apply_us_per_token, res.apply_us_p99 = _time_apply(grammar, tokens, config)
 
 
-def _first_walk_kinds(machine: StackMachine, vocabulary, tokens: list[int]) -> str:
-    """What each step of _time_mask's first walk did (STEP_KINDS), a letter a token: the walk
-    replayed untimed on a fresh grammar, whose caches fill as the timed walk's did (their
-    bounds count entries, never time)."""
+def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int]) -> tuple[str, np.ndarray]:
+    """_time_mask's first walk again on a fresh grammar, whose caches fill as the timed walk's
+    did (their bounds count entries, never time): what each step's fill did (STEP_KINDS), a
+    letter a token, and the us each advance took (the fills untimed, gc off), where our rows for
+    the configurations a token's bytes reach are built. The timed walk times fills alone, as
+    the peers' are."""
     grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask
-    out = []
-    for t in tokens:
-        kept, before = grammar.fill_kept(state), grammar.stats()
-        grammar.fill_bitmask(state, row)
-        after = grammar.stats()
-        out.append("s" if kept else "b" if after.split_masks > before.split_masks else
-                   "n" if after.narrow_masks > before.narrow_masks else "c")
-        state = grammar.advance(state, t)
-    return "".join(out)
+    kinds, advance = [], []
+    with gc_disabled():
+        for t in tokens:
+            kept, before = grammar.fill_kept(state), grammar.stats()
+            grammar.fill_bitmask(state, row)
+            after = grammar.stats()
+            kinds.append("s" if kept else "b" if after.split_masks > before.split_masks else
+                         "n" if after.narrow_masks > before.narrow_masks else "c")
+            t0 = time.perf_counter_ns()
+            state = grammar.advance(state, t)
+            advance.append(time.perf_counter_ns() - t0)
+    return "".join(kinds), np.asarray(advance, dtype=np.float64) / 1e3  # (T,) us
 
 
 def _time_apply(grammar: StackGrammar, tokens: list[int], config: BenchConfig) -> tuple[float, float]:
@@ -377,8 +384,15 @@ def _stats(rs: list, get) -> dict:
         # instance, nothing walked before it but the first mask)
         "first_walk_tokens": len(pooled), "first_walk_us_p50": _q(pooled, 50), "first_walk_us_p99": _q(pooled, 99),
         "first_walk_by_step": _by_step(comp, g),
+        # advancing by each first-walk token (ours; a peer's is not timed): pooled as the fills are
+        **_advance_stats([us for x in comp for us in (g(x, "first_walk_advance_us") or [])]),
         "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }
+
+
+def _advance_stats(pooled: list) -> dict:
+    return {"first_walk_advance_us_p50": _q(pooled, 50), "first_walk_advance_us_p99": _q(pooled, 99),
+            "first_walk_advance_us_mean": float(np.mean(pooled)) if pooled else None}
 
 
 def _by_step(comp: list, g) -> dict:
