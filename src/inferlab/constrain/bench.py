@@ -105,6 +105,9 @@ STEP_KINDS = {  # a first-walk step, by what its fill did (StackGrammar: fill_ke
 }
 
 
+STEP_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive")  # (not the engines' colours in the other panels)
+
+
 def category_of(path: Path) -> str:
     return path.name.split("---", 1)[0] if "---" in path.name else "uncategorised"
 
@@ -526,9 +529,9 @@ def step_readings(results: dict) -> dict[str, np.ndarray]:
     return {name: np.asarray(out[name], dtype=float) for name in STEP_KINDS.values() if out[name]}
 
 
-def _cdf(ax, vals: np.ndarray, label: str) -> None:
+def _cdf(ax, vals: np.ndarray, label: str, color=None) -> None:
     xs = np.sort(vals)
-    ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post", label=label)
+    ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post", label=label, color=color)
 
 
 def plot_masks(results: dict):
@@ -551,9 +554,10 @@ def plot_masks(results: dict):
     steps = step_readings(results)
     total = sum(v.sum() for v in steps.values()) or 1.0
     tokens = sum(len(v) for v in steps.values())
+    colors = dict(zip(STEP_KINDS.values(), STEP_COLORS))  # a kind's colour whatever the kinds met
     for name, vals in steps.items():
         _cdf(middle, vals, f"{name}: {100 * len(vals) / tokens:.0f}% of tokens, {100 * vals.sum() / total:.0f}% of time "
-                           f"(median {np.median(vals):,.1f} µs)")
+                           f"(median {np.median(vals):,.1f} µs)", colors[name])
     for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
                       (middle, "inferlab's first walk, by what the step did"),
                       (right, "repeated walks (rows built): each schema's median")):
