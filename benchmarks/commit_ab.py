@@ -17,7 +17,8 @@ With --max-length N, only those of the first `--limit` schemas that hold a maxLe
 N (a scan of the schema, before any compile): strings bounded near one token's length, where a
 counted frame is near its max from the start. It prints, and writes with --out (never over an
 existing file without --force), per round and side the compile time summed over schemas and its
-p90, the pooled first walk's p50, p99 and mean, and per measure the ratio working tree / base:
+p90, the pooled first walk's p50, p99 and mean, the mean advance by a token on that walk (where
+our rows are built), and per measure the ratio working tree / base:
 its median over rounds, with the smallest and largest. Run it with --base HEAD on a clean tree
 to see the spread that identical code shows on the host.
 """
@@ -35,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-MEASURES = ("compile_s", "compile_ms_p90", "first_walk_us_p50", "first_walk_us_p99", "first_walk_us_mean")
+MEASURES = ("compile_s", "compile_ms_p90", "first_walk_us_p50", "first_walk_us_p99", "first_walk_us_mean",
+            "first_walk_advance_us_mean")
 
 
 def bounded_strings(schema, max_length: int) -> bool:
@@ -56,7 +58,7 @@ def bounded_strings(schema, max_length: int) -> bool:
 def child(directory: Path, limit: int, vocab_name: str, max_length: int | None = None) -> None:
     """One side, with the inferlab on PYTHONPATH (the commit under test): after "ready", reads a
     schema's index per stdin line and answers with one JSON line, {"compile_ms": float or null
-    (refused or skipped), "walk_us": [per token]}."""
+    (refused or skipped), "walk_us": [per token], "advance_us": [per token]}."""
     from inferlab.cli.schema_bench import _load_vocab
     from inferlab.constrain import bench
 
@@ -71,15 +73,15 @@ def child(directory: Path, limit: int, vocab_name: str, max_length: int | None =
 
 
 def one_schema(doc, config, max_length, vocab, tok) -> dict:
-    """A schema's compile time and its first walk's per-token fill times (in the child: the
-    modules are the commit under test's)."""
+    """A schema's compile time and its first walk's per-token fill and advance times (in the
+    child: the modules are the commit under test's)."""
     import gc
 
     from inferlab.constrain import bench
     from inferlab.constrain.stack import StackGrammar, StackMachine
     from inferlab.errors import InferlabError
 
-    none = {"compile_ms": None, "walk_us": []}
+    none = {"compile_ms": None, "walk_us": [], "advance_us": []}
     if max_length is not None and not bounded_strings(doc["schema"], max_length):
         return none
     t0 = time.perf_counter()
@@ -90,7 +92,7 @@ def one_schema(doc, config, max_length, vocab, tok) -> dict:
     compile_ms = (time.perf_counter() - t0) * 1e3
     texts = (bench._canonical(t["data"], doc["schema"], config) for t in doc.get("tests", []) if t["valid"])
     text = next((t for t in texts if machine.accepts(t)), None)
-    walk = []
+    walk, advance = [], []
     if text is not None:
         grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab)
         row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
@@ -102,17 +104,20 @@ def one_schema(doc, config, max_length, vocab, tok) -> dict:
                 t0 = time.perf_counter()
                 grammar.fill_bitmask(state, row)
                 walk.append((time.perf_counter() - t0) * 1e6)
-                state = grammar.advance(state, t)
+                t0 = time.perf_counter()
+                state = grammar.advance(state, t)  # (our rows for the configurations its bytes reach are built here)
+                advance.append((time.perf_counter() - t0) * 1e6)
         finally:
             gc.enable()
-    return {"compile_ms": compile_ms, "walk_us": walk}
+    return {"compile_ms": compile_ms, "walk_us": walk, "advance_us": advance}
 
 
 def summary(readings: list[dict]) -> dict:
     """One side's round: the measures over its schemas."""
     compile_ms = [r["compile_ms"] for r in readings if r["compile_ms"] is not None]
     walk = [us for r in readings for us in r["walk_us"]]
-    return {"compile_s": sum(compile_ms) / 1e3, "compile_ms_p90": float(np.percentile(compile_ms, 90)),
+    advance = [us for r in readings for us in r["advance_us"]]
+    return {"first_walk_advance_us_mean": float(np.mean(advance)),"compile_s": sum(compile_ms) / 1e3, "compile_ms_p90": float(np.percentile(compile_ms, 90)),
             "first_walk_us_p50": float(np.percentile(walk, 50)), "first_walk_us_p99": float(np.percentile(walk, 99)),
             "first_walk_us_mean": float(np.mean(walk)), "schemas": len(compile_ms), "tokens": len(walk)}
 
