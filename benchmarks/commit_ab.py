@@ -143,8 +143,10 @@ def ask(proc: subprocess.Popen, i: int) -> dict:
 
 
 def run_round(k: int, sources: dict[str, Path], n: int, args) -> dict:
-    """Round k: both sides, schema by schema, the first side alternating."""
-    procs = {side: start_side(src, args) for side, src in sources.items()}
+    """Round k: both sides, schema by schema, the first side alternating; which side's process
+    starts first alternates by round too."""
+    starts = list(sources.items())[::-1 if k % 2 else 1]
+    procs = {side: start_side(src, args) for side, src in starts}
     readings = {side: [] for side in procs}
     try:
         for i in range(n):
