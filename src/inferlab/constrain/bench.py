@@ -398,17 +398,23 @@ def _advance_stats(pooled: list) -> dict:
             "first_walk_advance_us_mean": float(np.mean(pooled)) if pooled else None}
 
 
+def _pool_by_step(recs: list, g) -> dict[str, list[float]]:
+    """The first-walk readings (us) of records `recs` pooled by what their step did (STEP_KINDS
+    names, in its order; the kinds met). Empty for a peer's (no kinds)."""
+    out = {name: [] for name in STEP_KINDS.values()}
+    for x in recs:
+        for kind, us in zip(g(x, "first_walk_kinds") or "", g(x, "first_walk_us") or []):
+            out[STEP_KINDS[kind]].append(us)
+    return {name: v for name, v in out.items() if v}
+
+
 def _by_step(comp: list, g) -> dict:
-    """The first walks' tokens pooled by what their step did (STEP_KINDS): each kind's share of
-    the tokens and of their summed time, and its p50 / p90 (us). Empty for a peer (no kinds)."""
-    us = defaultdict(list)
-    for x in comp:
-        for kind, t in zip(g(x, "first_walk_kinds") or "", g(x, "first_walk_us")):
-            us[kind].append(t)
+    """Per kind of step: its share of the first walks' tokens and of their summed time, and its
+    p50 / p90 (us)."""
+    us = _pool_by_step(comp, g)
     tokens, total = sum(map(len, us.values())), sum(map(sum, us.values())) or 1.0
-    return {name: {"tokens": len(us[k]), "token_share": len(us[k]) / tokens, "time_share": sum(us[k]) / total,
-                   "us_p50": _q(us[k], 50), "us_p90": _q(us[k], 90)}
-            for k, name in STEP_KINDS.items() if us[k]}
+    return {name: {"tokens": len(v), "token_share": len(v) / tokens, "time_share": sum(v) / total,
+                   "us_p50": _q(v, 50), "us_p90": _q(v, 90)} for name, v in us.items()}
 
 
 def _q(vals: list, q: float) -> float | None:
@@ -520,13 +526,9 @@ def mask_readings(results: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def step_readings(results: dict) -> dict[str, np.ndarray]:
-    """Our first-walk readings (us) pooled by what their step did (STEP_KINDS names)."""
-    out = defaultdict(list)
-    for x in results["schemas"]:
-        if x["compiled"]:
-            for kind, us in zip(x.get("first_walk_kinds") or "", x.get("first_walk_us") or []):
-                out[STEP_KINDS[kind]].append(us)
-    return {name: np.asarray(out[name], dtype=float) for name in STEP_KINDS.values() if out[name]}
+    """Our first-walk readings (us) pooled by what their step did (_pool_by_step)."""
+    recs = [x for x in results["schemas"] if x["compiled"]]
+    return {name: np.asarray(v, dtype=float) for name, v in _pool_by_step(recs, lambda x, k: x.get(k)).items()}
 
 
 def _cdf(ax, vals: np.ndarray, label: str, color=None) -> None:
