@@ -225,7 +225,7 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
     vocab, tok = _load_vocab("512")
     peers, _ = load_peers(vocab, tok)
     timing_keys = {"compile_ms", "first_mask_ms", "mask_us_per_token", "mask_us_p99", "first_walk_us_per_token",
-                   "first_walk_us", "peak_rss_mb"}
+                   "first_walk_us", "first_walk_advance_us", "peak_rss_mb"}
     schemas = [({"type": "integer", "minimum": 0}, [(True, "1"), (False, "-1")]),
                ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"]},
                 [(True, '{"a":"xy"}'), (False, '{"a":"long"}'), (False, '{}')]),
@@ -240,6 +240,7 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
             assert {k: v for k, v in forked.items() if k not in timing_keys} == \
                 {k: v for k, v in inproc.items() if k not in timing_keys}, (name, schema)
             assert forked["compiled"] and forked["mask_us_per_token"] > 0, name
+            assert len(forked["first_walk_advance_us"]) == len(timing) and min(forked["first_walk_advance_us"]) > 0
 
 
 @pytest.mark.parametrize("flag", [["--peer-memory", "4G"], ["--peer-memory", "4"], ["--peer-memory", "0GiB"],

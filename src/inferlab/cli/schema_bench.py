@@ -133,7 +133,7 @@ def _print_peers(results: dict, console: Console) -> None:
     table = Table(title="inferlab and its peers, same schemas and tokens (all categories)")
     for col in ("engine", "coverage", "completeness", "soundness", "first mask ms (median / p90)",
                 "compile + first mask ms (median / p90)", "mask µs/token (median)",
-                "first walk µs/token (p50 / p99 of all tokens)"):
+                "first walk µs/token (p50 / p99 of all tokens)", "its advances µs/token (p50 / mean)"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     for name, s in [("inferlab", summary["all"]), *summary["all"]["peers"].items()]:
         mask = s["mask_us_per_token_median"]
@@ -142,7 +142,9 @@ def _print_peers(results: dict, console: Console) -> None:
                       f"{_pct(s['soundness'])} ({s['invalid_rejected']}/{s['invalid']})",
                       _median_p90(s, "first_mask_ms", 2), _median_p90(s, "ttfm_ms", 1),
                       "-" if mask is None else f"{mask:.1f}",
-                      "-" if s["first_walk_us_p50"] is None else f"{s['first_walk_us_p50']:.1f} / {s['first_walk_us_p99']:.1f}")
+                      "-" if s["first_walk_us_p50"] is None else f"{s['first_walk_us_p50']:.1f} / {s['first_walk_us_p99']:.1f}",
+                      "-" if s.get("first_walk_advance_us_p50") is None else
+                      f"{s['first_walk_advance_us_p50']:.1f} / {s['first_walk_advance_us_mean']:.1f}")
     console.print(table)
     for name, info in results.get("peers", {}).items():
         if not info.get("available"):

@@ -312,7 +312,7 @@ def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int]) -> 
     did (their bounds count entries, never time): what each step's fill did (STEP_KINDS), a
     letter a token, and the us each advance took (the fills untimed, gc off), where our rows for
     the configurations a token's bytes reach are built. The timed walk times fills alone, as
-    the peers' are."""
+    the peers' are (bench_peers times their consumes the same way)."""
     grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
@@ -387,7 +387,7 @@ def _stats(rs: list, get) -> dict:
         # instance, nothing walked before it but the first mask)
         "first_walk_tokens": len(pooled), "first_walk_us_p50": _q(pooled, 50), "first_walk_us_p99": _q(pooled, 99),
         "first_walk_by_step": _by_step(comp, g),
-        # advancing by each first-walk token (ours; a peer's is not timed): pooled as the fills are
+        # advancing by each first-walk token (our grammar's advance, a peer's consume): pooled as the fills are
         **_advance_stats([us for x in comp for us in (g(x, "first_walk_advance_us") or [])]),
         "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }

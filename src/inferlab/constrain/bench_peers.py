@@ -52,6 +52,7 @@ class PeerResult:
     mask_us_p99: float | None = None
     first_walk_us_per_token: float | None = None  # fill only, the first walk of a fresh matcher
     first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings
+    first_walk_advance_us: list[float] = field(default_factory=list)  # consuming each of its tokens (_time_advances)
     peak_rss_mb: float | None = None  # the peer's child process at its peak (measure.bounded)
     messages: list[str] = field(default_factory=list)  # what the peer wrote on stderr (its warnings)
 
@@ -218,6 +219,22 @@ def _time_walk(peer: _Peer, handle, tokens: list[int]) -> tuple[float, float, np
     return float(np.median(us)), float(np.percentile(us, 99)), us[:len(tokens)]
 
 
+def _time_advances(peer: _Peer, handle, tokens: list[int]) -> np.ndarray:
+    """The first walk again on a fresh matcher, its fills untimed: the us each consume took
+    (gc off), as bench times our grammar's advances."""
+    fill, consume, _ = peer.matcher(handle)
+    out = []
+    with gc_disabled():
+        for t in tokens:
+            fill()
+            t0 = time.perf_counter_ns()
+            ok = consume(t)
+            out.append(time.perf_counter_ns() - t0)
+            if not ok:
+                raise ValueError(f"token {t} rejected on the timing walk")
+    return np.asarray(out, dtype=np.float64) / 1e3  # (T,) us
+
+
 def run_peer_bounded(peer: _Peer, schema, cases, timing_tokens, *, memory_bytes: int, timeout_s: float) -> dict:
     """run_peer in a forked child within the bounds, as a dict; a bound exceeded or a crash is the
     peer's refusal ("exceeded 4 GiB", "exceeded 120 s", "crashed (signal 6)"). Its peak RSS and
@@ -256,6 +273,7 @@ def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timi
         try:
             res.mask_us_per_token, res.mask_us_p99, first = _time_walk(peer, handle, timing_tokens)
             res.first_walk_us_per_token, res.first_walk_us = float(first.mean()), np.round(first, 2).tolist()
+            res.first_walk_advance_us = np.round(_time_advances(peer, handle, timing_tokens), 2).tolist()
         except ValueError:
             pass  # the peer rejects our valid instance: its completeness already says so
     return res
