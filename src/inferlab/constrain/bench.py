@@ -553,13 +553,12 @@ def plot_masks(results: dict):
         for ax, vals in ((left, first), (right, warm)):
             if len(vals):
                 _cdf(ax, vals, f"{name} (median {np.median(vals):,.1f} µs)")
-    steps = step_readings(results)
-    total = sum(v.sum() for v in steps.values()) or 1.0
-    tokens = sum(len(v) for v in steps.values())
+    shares = results["summary"]["all"].get("first_walk_by_step", {})  # (_by_step: an older run has none)
     colors = dict(zip(STEP_KINDS.values(), STEP_COLORS))  # a kind's colour whatever the kinds met
-    for name, vals in steps.items():
-        _cdf(middle, vals, f"{name}: {100 * len(vals) / tokens:.0f}% of tokens, {100 * vals.sum() / total:.0f}% of time "
-                           f"(median {np.median(vals):,.1f} µs)", colors[name])
+    for name, vals in step_readings(results).items():
+        k = shares[name]
+        _cdf(middle, vals, f"{name}: {100 * k['token_share']:.0f}% of tokens, {100 * k['time_share']:.0f}% of time "
+                           f"(median {k['us_p50']:,.1f} µs)", colors[name])
     for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
                       (middle, "inferlab's first walk, by what the step did"),
                       (right, "repeated walks (rows built): each schema's median")):
