@@ -50,6 +50,15 @@ def test_may_close_repeat_is_candidates_membership_and_covers_every_repeat(ctx):
         assert index.has_quote[t] == (b'"' in data)
         if closes_repeat(ctx, data):
             assert index.has_quote[t] and t in cands and t in may, (ctx, data)
+            # outside a key being written, a repeat closes only in a token holding a whole key
+            assert ctx[1] is not None or index.holds_key[t], (ctx, data)
+
+
+def test_holds_key_marks_the_tokens_with_a_whole_quoted_string():  # hand-checked
+    index = keys.KeyIndex(TOKENS)
+    held = {TOKENS[t] for t in range(len(TOKENS)) if index.holds_key[t]}
+    assert b'"a"' in held and b'""' in held and b'a":"a"' in held and b'"},"a"' in held
+    assert not held & {b'"', b'a"', b'"a', b'":', b'\\"', b'b"', b'{"a"'[:3], b'a', b'['}
 
 
 def test_the_oracle_sees_repeats():  # the test above is only as good as closes_repeat

@@ -161,7 +161,7 @@ def completions(dfa) -> list[float]:
     return out
 
 
-WRITTEN_CACHE = 4096  # KeyIndex._written's entries (open objects' keys) kept
+WRITTEN_CACHE = 4096  # KeyIndex.named's entries (open objects' keys) kept
 
 
 class KeyIndex:
@@ -173,7 +173,9 @@ class KeyIndex:
     `two_quotes`, those with two or more; `member_start`, tokens with a quote, a comma or white
     space (only they can begin a member); `first_byte[b]`, tokens beginning with byte b;
     `after_quote[b]`, tokens with a quote followed by byte b; `has_quote[t]`, 1 where token t
-    holds a quote; and `parts[t]`, what the sets above say of token t (may_close_repeat)."""
+    holds a quote; `holds_key[t]`, 1 where it holds a whole quoted string (outside a key being
+    written, only such a token can close a repeated key); and `parts[t]`, what the sets above
+    say of token t (may_close_repeat)."""
 
     def __init__(self, token_bytes):
         closing, quoted = defaultdict(list), defaultdict(list)
@@ -216,10 +218,14 @@ class KeyIndex:
         self.after_quote = {b: np.asarray(ts, dtype=np.int64) for b, ts in after_quote.items()}
         self.repeats = np.asarray(repeats, dtype=np.int64)
         self.any_quote = np.asarray(any_quote, dtype=np.int64)
+        # the candidates whatever the keys written: repeats; inside a key, also many_quotes
+        self.fixed = (self.repeats, np.concatenate([self.repeats, self.many_quotes]))
         self.has_quote = bytearray(len(token_bytes))  # (V,) 1 for a token with a quote
+        self.holds_key = bytearray(len(token_bytes))  # (V,) 1 for a token with a whole quoted string
         for t in any_quote:
             self.has_quote[t] = 1
-        self._by_objs: dict[tuple, np.ndarray] = {}  # _written
+            self.holds_key[t] = 1 if self.parts[t][1] else 0
+        self._by_objs: dict[tuple, np.ndarray] = {}  # named
 
     def candidates(self, ctx: KeyContext) -> np.ndarray | None:
         """Token ids whose walk may close a repeated key from `ctx` (a superset, an id may come
@@ -229,19 +235,26 @@ class KeyIndex:
         A repeated key closes in the token. Either it was written before (the token holds it
         quoted, or ends the key being written with it), or the token writes both: quoted twice,
         or the key being written (ended in the token) and a whole quoted key after it."""
-        objs, key = ctx[0], ctx[1]
-        base = self._written(objs)
-        if key is None:
-            return base
-        prefix = unescape(key)
-        if prefix is None:
+        varying = self.varying(ctx)
+        if varying is None:
             return None
-        none = self.repeats[:0]
-        out = [base, self.many_quotes]
-        for name in objs[-1]:
-            if name.startswith(prefix):
-                out.append(self.closing.get(name[len(prefix):], none))
-        return np.concatenate(out)  # (a token may repeat: the caller filters, then dedupes)
+        return np.concatenate([self.fixed[ctx[1] is not None]] + varying)  # (a token may repeat: the
+        #                                                         caller filters, then dedupes)
+
+    def varying(self, ctx: KeyContext) -> list[np.ndarray] | None:
+        """candidates(ctx) but for fixed[ctx[1] is not None] (a function of whether a key is being
+        written alone), in parts: the written keys quoted (named), and the tokens ending the key
+        being written as a written one; None as candidates."""
+        objs, key = ctx[0], ctx[1]
+        out = [self.named(objs)]
+        if key is not None:
+            prefix = unescape(key)
+            if prefix is None:
+                return None
+            for name in objs[-1]:
+                if name.startswith(prefix):
+                    out.append(self.closing.get(name[len(prefix):], self.repeats[:0]))
+        return out
 
     def may_close_repeat(self, tokens: list[int], ctx: KeyContext) -> list[int]:
         """Those of `tokens` (each with a quote) that are among candidates(ctx): the same test,
@@ -268,16 +281,15 @@ class KeyIndex:
                 out.append(t)
         return out
 
-    def _written(self, objs) -> np.ndarray:
-        """The candidates from the keys written alone (repeats, and every written key quoted; an
-        id may come more than once), per open objects' keys (cached: they change at a key's end,
-        not at each byte)."""
+    def named(self, objs) -> np.ndarray:
+        """The tokens holding a written key quoted (an id may come more than once), per open
+        objects' keys (cached: they change at a key's end, not at each byte)."""
         out = self._by_objs.get(objs)
         if out is None:
             if len(self._by_objs) >= WRITTEN_CACHE:
                 self._by_objs.clear()
-            parts = [self.repeats] + [self.quoted[name] for names in objs for name in names or () if name in self.quoted]
-            out = self._by_objs[objs] = np.concatenate(parts) if len(parts) > 1 else self.repeats
+            parts = [self.quoted[name] for names in objs for name in names or () if name in self.quoted]
+            out = self._by_objs[objs] = np.concatenate(parts) if parts else self.repeats[:0]
         return out
 
 

@@ -647,7 +647,9 @@ class StackGrammar:
         self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
-        self._quoted: dict[int, list[int]] = {}  # mask key -> its narrow row's tokens with a quote (_refused)
+        self._quoted: dict[int, tuple[list[int], list[int]]] = {}  # mask key -> its narrow row's tokens with
+        #                                                   a quote, and of those, with a whole quoted string (_refused)
+        self._fixed: dict[tuple[int, bool], list[int]] = {}  # _row_fixed
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
         self._narrow_made = self._split_made = 0         # stats()
@@ -744,34 +746,60 @@ class StackGrammar:
         m = self.machine
         quoted = self._quoted.get(key)
         if quoted is not None and not (m.finite_maps and m.holds_finite_map(state[0])):
-            # a narrow row: its few tokens with a quote are the candidates below, tested one by one
-            if not quoted:
-                return ()
-            cands = quoted if m.finite_maps else self.key_index.may_close_repeat(quoted, state[1])
+            # a narrow row: its few tokens with a quote are the candidates below, tested one by one;
+            # outside a key being written, only those holding a whole quoted string can repeat one
+            quoted, held = quoted
+            if m.finite_maps:
+                cands = quoted
+            else:
+                cands = held if state[1][1] is None else quoted
+                cands = self.key_index.may_close_repeat(cands, state[1]) if cands else ()
             return tuple(t for t in cands if self._refuses(state, t))
-        if m.finite_maps and m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
+        if not m.finite_maps:
+            # keys.KeyIndex.candidates in the row: the fixed part's are the same for every state of
+            # this mask key (kept), the varying parts' mostly none
+            varying = self.key_index.varying(state[1])
+            if varying is None:
+                cands = self._in_row(self.key_index.any_quote, out)
+            else:
+                cands = self._row_fixed(key, state[1][1] is not None, out)
+                for part in varying:
+                    cands = cands + self._in_row(part, out) if len(part) else cands
+            return tuple(t for t in dict.fromkeys(cands) if t != self.eos_id and self._refuses(state, t))
+        if m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
             cands = self._prefix_candidates(state[1])
-        elif m.finite_maps and m.holds_finite_map(state[0]):
+        elif m.holds_finite_map(state[0]):
             # keys can run out: within a key every allowed token is checked, else those that can
             # begin a member (a key's first byte is a quote, a comma or white space before it)
             cands = None if state[1][1] is not None else self.key_index.member_start
-        elif m.finite_maps:
-            cands = self.key_index.any_quote
         else:
-            cands = self.key_index.candidates(state[1])
-            if cands is None:
-                cands = self.key_index.any_quote
+            cands = self.key_index.any_quote
         if cands is None:
             cands = np.flatnonzero(unpack_bitmask(out, self.vocab_size)).tolist()
-        elif not len(cands):
-            return ()
-        elif len(cands) <= FEW_CANDIDATES:  # (most states: a few dozen, where numpy's calls cost more)
-            words = memoryview(out.view(np.uint32))
-            cands = [t for t in cands.tolist() if words[t >> 5] >> (t & 31) & 1]
         else:
-            words = out.view(np.uint32)
-            cands = cands[(words[cands >> 5] & _BIT[cands & 31]) != 0].tolist()
+            cands = self._in_row(cands, out)
         return tuple(t for t in dict.fromkeys(cands) if t != self.eos_id and self._refuses(state, t))
+
+    def _row_fixed(self, key: int, in_key: bool, out: np.ndarray) -> list[int]:
+        """The tokens of keys.KeyIndex.fixed[in_key] that mask key `key`'s row `out` allows
+        (cached per key: a new state with a cached row reads them, not the row)."""
+        got = self._fixed.get((key, in_key))
+        if got is None:
+            if len(self._fixed) >= QUOTED_ROWS:
+                self._fixed.clear()
+            got = self._fixed[(key, in_key)] = self._in_row(self.key_index.fixed[in_key], out)
+        return got
+
+    @staticmethod
+    def _in_row(cands: np.ndarray, out: np.ndarray) -> list[int]:
+        """Those of the token ids `cands` whose bit is set in the row `out` (words,) int32."""
+        if not len(cands):
+            return []
+        if len(cands) <= FEW_CANDIDATES:  # (most states: a few dozen, where numpy's calls cost more)
+            words = memoryview(out.view(np.uint32))
+            return [t for t in cands.tolist() if words[t >> 5] >> (t & 31) & 1]
+        words = out.view(np.uint32)
+        return cands[(words[cands >> 5] & _BIT[cands & 31]) != 0].tolist()
 
     def _refuses(self, state: State, t: int) -> bool:
         """Is token t, allowed by the configuration's row, refused from `state`? Where no finite
@@ -869,8 +897,9 @@ class StackGrammar:
             if tokens is None:
                 return None
             tokens = token_split.with_duplicates(tokens, trie)
-            has_quote = self.key_index.has_quote
-            quoted = [t for t in tokens if has_quote[t]]
+            index = self.key_index
+            quoted = [t for t in tokens if index.has_quote[t]]
+            quoted = quoted, [t for t in quoted if index.holds_key[t]]
             if self.eos_id >= 0 and m.can_end(cid):
                 tokens.append(self.eos_id)
             got = (tuple(tokens) if len(tokens) < SPARSE_TOKENS else self._list_bits(tokens)), quoted
