@@ -195,3 +195,17 @@ def test_token_walk_us_repeats_whole_walks_and_refuses_a_rejected_token():
     assert len(us) == 3 and len(walks) == 1 and consumed == [5, 6, 7] and (us >= 0).all()
     with pytest.raises(ValueError, match="token 6 rejected"):
         token_walk_us(lambda: ((lambda: None), lambda t: t != 6), [5, 6], min_total_s=0.0)
+
+
+def test_walks_us_walks_each_list_once_in_turn_and_leaves_a_refused_one_out():
+    from inferlab.measure.timing import walks_us
+
+    consumed = []
+
+    def new_walk():
+        consumed.append("start")
+        return (lambda: None), (lambda t: consumed.append(t) or t != 9)  # 9 is refused
+    us = walks_us(new_walk, [[1, 2], [3, 9, 4], [5]])
+    assert consumed == ["start", 1, 2, "start", 3, 9, "start", 5]
+    assert len(us) == 3 and (us >= 0).all()  # [1, 2] and [5]; the refused walk left out whole
+    assert len(walks_us(new_walk, [])) == 0

@@ -225,8 +225,8 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
     vocab, tok = _load_vocab("512")
     peers, _ = load_peers(vocab, tok)
     timing_keys = {"compile_ms", "first_mask_ms", "mask_us_per_token", "mask_us_p99", "first_walk_us_per_token",
-                   "first_walk_us", "first_walk_advance_us", "peak_rss_mb"}
-    schemas = [({"type": "integer", "minimum": 0}, [(True, "1"), (False, "-1")]),
+                   "first_walk_us", "first_walk_advance_us", "later_walk_us", "peak_rss_mb"}
+    schemas = [({"type": "integer", "minimum": 0}, [(True, "1"), (False, "-1"), (True, "23")]),
                ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}, "required": ["a"]},
                 [(True, '{"a":"xy"}'), (False, '{"a":"long"}'), (False, '{}')]),
                ({"type": "array", "items": {"enum": ["p", "q"]}}, [(True, '["p","q"]'), (False, '["r"]')])]
@@ -241,6 +241,8 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
                 {k: v for k, v in inproc.items() if k not in timing_keys}, (name, schema)
             assert forked["compiled"] and forked["mask_us_per_token"] > 0, name
             assert len(forked["first_walk_advance_us"]) == len(timing) and min(forked["first_walk_advance_us"]) > 0
+            later = [tokens for valid, _, tokens in cases if valid][1:]
+            assert len(forked["later_walk_us"]) == sum(map(len, later)), name  # a reading a token of each
 
 
 @pytest.mark.parametrize("flag", [["--peer-memory", "4G"], ["--peer-memory", "4"], ["--peer-memory", "0GiB"],
@@ -267,6 +269,33 @@ def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
     assert s["first_walk_tokens"] == 4
     assert s["first_walk_us_p50"] == pytest.approx(2.5)    # (2 + 3) / 2
     assert s["first_walk_us_p99"] == pytest.approx(9.79)   # 3 + 0.97 * (10 - 3), linear between ranks 2 and 3
+
+
+def test_every_valid_instance_walk_is_pooled_with_the_first():
+    """MaskBench's population: the first walks and the later instances' walks, token by token."""
+    from inferlab.constrain.bench import SchemaResult, summarize
+    a = SchemaResult("A---a", "A", True, first_walk_us=[4.0, 8.0], later_walk_us=[1.0, 1.0, 2.0])
+    b = SchemaResult("A---b", "A", True, first_walk_us=[30.0])
+    s = summarize([a, b])["all"]
+    assert s["all_walks_tokens"] == 6 and s["first_walk_tokens"] == 3
+    assert s["all_walks_us_p50"] == pytest.approx(3.0)     # sorted 1 1 2 4 8 30: (2 + 4) / 2
+    assert s["all_walks_us_mean"] == pytest.approx(46 / 6)
+    assert s["all_walks_us_p99"] == pytest.approx(28.9)    # 8 + 0.95 * (30 - 8): rank 4.95 of 0..5
+    assert summarize([SchemaResult("A---c", "A", True)])["all"]["all_walks_us_p50"] is None
+
+
+def test_later_instances_are_walked_on_the_first_ones_grammar(bench_dir):
+    """Beta---obj has two valid instances: the second is walked after the first, a reading a token;
+    the others have one."""
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.bench import _canonical
+    vocab, tok = _load_vocab("512")
+    config = BenchConfig(directory=bench_dir, mask_min_sample_s=0.001)
+    by_name = {r["name"]: r for r in run_bench(config, vocab=(vocab, tok))["schemas"]}
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert len(by_name["Beta---obj"]["later_walk_us"]) == len(tok.encode(_canonical({"a": 1, "b": 2}, schema, config)))
+    assert min(by_name["Beta---obj"]["later_walk_us"]) > 0
+    assert by_name["Alpha---int"]["first_walk_us"] and by_name["Alpha---int"]["later_walk_us"] == []
 
 
 def test_time_to_first_mask_adds_the_compile_where_a_mask_was_timed():
@@ -341,11 +370,13 @@ def test_the_mask_plot_has_a_curve_per_engine_and_panel_and_none_without_a_vocab
     from inferlab.constrain.bench import mask_readings, plot_masks
     assert plot_masks(run_bench(BenchConfig(directory=bench_dir))) is None
     results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=_load_vocab("512"))
-    first, warm = mask_readings(results)["inferlab"]
+    first, walks, warm = mask_readings(results)["inferlab"]
     timed = [r for r in results["schemas"] if r["compiled"] and r["first_walk_us"]]
     assert len(first) == sum(len(r["first_walk_us"]) for r in timed) and len(warm) == len(timed)
+    assert len(walks) == len(first) + sum(len(r["later_walk_us"]) for r in timed) > len(first)  # (Beta---obj: two)
     left, middle, right = plot_masks(results).axes
-    assert len(left.lines) == len(right.lines) == 1
+    assert len(left.lines) == 2 and len(right.lines) == 1  # the first walks, and dashed, every instance
+    assert left.lines[1].get_linestyle() == "--" and left.lines[1].get_color() == left.lines[0].get_color()
     assert left.lines[0].get_ydata()[-1] == 100  # every reading at or under the largest
     kinds = "".join(r["first_walk_kinds"] for r in timed)
     assert len(middle.lines) == len(set(kinds))  # a curve per kind of step met

@@ -119,6 +119,10 @@ def _print_steps(s: dict, console: Console) -> None:
         table.add_row(name, f"{k['tokens']:,} ({100 * k['token_share']:.0f}%)", f"{100 * k['time_share']:.0f}%",
                       f"{k['us_p50']:.1f} / {k['us_p90']:.1f}")
     console.print(table)
+    if s.get("all_walks_us_p50") is not None:
+        console.print(f"  every accepted valid instance in turn on its schema's grammar ({s['all_walks_tokens']:,} tokens, "
+                      f"MaskBench's population): p50 {s['all_walks_us_p50']:.1f} µs, p99 {s['all_walks_us_p99']:.1f} µs, "
+                      f"mean {s['all_walks_us_mean']:.1f} µs")
     if s.get("first_walk_advance_us_p50") is not None:
         console.print("  advancing the grammar by each of those tokens (where our rows are built; timed apart from "
                       f"the fills): p50 {s['first_walk_advance_us_p50']:.1f} µs, p99 {s['first_walk_advance_us_p99']:.1f} µs, "
@@ -133,7 +137,8 @@ def _print_peers(results: dict, console: Console) -> None:
     table = Table(title="inferlab and its peers, same schemas and tokens (all categories)")
     for col in ("engine", "coverage", "completeness", "soundness", "first mask ms (median / p90)",
                 "compile + first mask ms (median / p90)", "mask µs/token (median)",
-                "first walk µs/token (p50 / p99 of all tokens)", "its advances µs/token (p50 / mean)"):
+                "first walk µs/token (p50 / p99 of all tokens)",
+                "every valid instance in turn µs/token (p50 / p99)", "its advances µs/token (p50 / mean)"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     for name, s in [("inferlab", summary["all"]), *summary["all"]["peers"].items()]:
         mask = s["mask_us_per_token_median"]
@@ -143,6 +148,7 @@ def _print_peers(results: dict, console: Console) -> None:
                       _median_p90(s, "first_mask_ms", 2), _median_p90(s, "ttfm_ms", 1),
                       "-" if mask is None else f"{mask:.1f}",
                       "-" if s["first_walk_us_p50"] is None else f"{s['first_walk_us_p50']:.1f} / {s['first_walk_us_p99']:.1f}",
+                      "-" if s.get("all_walks_us_p50") is None else f"{s['all_walks_us_p50']:.1f} / {s['all_walks_us_p99']:.1f}",
                       "-" if s.get("first_walk_advance_us_p50") is None else
                       f"{s['first_walk_advance_us_p50']:.1f} / {s['first_walk_advance_us_mean']:.1f}")
     console.print(table)

@@ -6,7 +6,8 @@ test instance canonically (`canonical_json`) and ask the grammar whether it acce
 instance should be accepted (completeness), an invalid one must be rejected (soundness); then,
 for a vocabulary, time the first mask of a fresh grammar (rows are built lazily) and the
 per-token mask over the tokens of the first accepted valid instance: fill an int32 bitmask row
-and advance, after a first walk that built the rows (the first walk is reported apart).
+and advance, after a first walk that built the rows (the first walk is reported apart), and
+the other accepted valid instances walked in turn after it on the same grammar.
 
 File format (one file per schema, `<Category>---<name>.json`): {"schema": ..., "tests":
 [{"valid": bool, "data": ...}]}; see the folder's README.
@@ -32,7 +33,7 @@ from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
-from inferlab.measure.timing import gc_disabled, token_walk_us
+from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
@@ -89,6 +90,8 @@ class SchemaResult:
     first_walk_us: list[float] = field(default_factory=list)  # that walk's single readings (pooled: MaskBench's TBM)
     first_walk_kinds: str = ""  # what each of those steps did, a letter each (STEP_KINDS; _replay_first_walk)
     first_walk_advance_us: list[float] = field(default_factory=list)  # advancing by each of its tokens (ours: rows built)
+    later_walk_us: list[float] = field(default_factory=list)  # the other accepted valid instances' walks, in turn after
+    #                                                           it on the same grammar: their single readings
     mask_tokens: int = 0
     mask_us_p99: float | None = None
     apply_us_per_token: float | None = None  # lookup + apply to float32 logits (MatcherMask), warm: median
@@ -204,22 +207,22 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     res.automata = machine.n_automata
     res.uses_stack = machine.uses_stack
     res.narrowed = len(compiled.narrowed)
-    first_accepted = None
+    accepted_texts = []
     for test in tests:
         text = _canonical(test["data"], schema, config)
         accepted = machine.accepts(text)
         if test["valid"]:
             res.valid_total += 1
             res.valid_accepted += accepted
-            if accepted and first_accepted is None:
-                first_accepted = text
+            if accepted:
+                accepted_texts.append(text)
         else:
             res.invalid_total += 1
             res.invalid_rejected += not accepted
             if accepted:
                 res.unsound.append(text[:200])
     if vocab is not None:
-        _time_mask(res, machine, vocab, first_accepted, config)
+        _time_mask(res, machine, vocab, accepted_texts, config)
 
 
 def compile_within_limits(schema, config: BenchConfig):
@@ -256,11 +259,12 @@ def nfa_size_estimate(node, memo: dict | None = None) -> int:
     return out
 
 
-def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None, config: BenchConfig) -> None:
-    """A fresh grammar's first mask (every compiled schema's), then where `text` is given (a
-    valid instance the grammar accepts) a first walk over its tokens (rows built lazily on the
-    way: reported apart as first_walk_us_per_token, and the warm-up of what follows), then one
-    timing pass (`mask_samples` samples, default 1) that yields both figures:
+def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str], config: BenchConfig) -> None:
+    """A fresh grammar's first mask (every compiled schema's), then where `texts` (the valid
+    instances the grammar accepts) has one, a first walk over the first one's tokens (rows built
+    lazily on the way: reported apart as first_walk_us_per_token, and the warm-up of what
+    follows), and a walk of each other one in turn on the same grammar (later_walk_us: MaskBench
+    pools every valid instance's tokens so), then one timing pass of the first one (`mask_samples` samples, default 1) that yields both figures:
     mask_us_per_token / mask_us_p99, the median and p99 of single fill_bitmask readings (the
     peers' unit, timing.token_walk_us as bench_peers times them), walked again until each
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
@@ -273,7 +277,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
     grammar = StackGrammar(fresh, vocabulary)
     grammar.fill_bitmask(grammar.initial_state(), row)
     res.first_mask_ms = (time.perf_counter() - t0) * 1e3
-    tokens = tok.encode(text) if text is not None else []
+    tokens = tok.encode(texts[0]) if texts else []
     if not tokens:
         return
 
@@ -292,6 +296,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, text: str | None
         return
     res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     res.first_walk_us = np.round(first, 2).tolist()
+    res.later_walk_us = np.round(walks_us(new_walk, [tok.encode(t) for t in texts[1:]]), 2).tolist()
     kinds, advance = _replay_first_walk(machine, vocabulary, tokens)
     res.first_walk_kinds, res.first_walk_advance_us = kinds, np.round(advance, 2).tolist()
     readings, steps = [], []
@@ -387,10 +392,18 @@ def _stats(rs: list, get) -> dict:
         # instance, nothing walked before it but the first mask)
         "first_walk_tokens": len(pooled), "first_walk_us_p50": _q(pooled, 50), "first_walk_us_p99": _q(pooled, 99),
         "first_walk_by_step": _by_step(comp, g),
+        # with the later instances' walks: every accepted valid instance's tokens, walked in turn on
+        # one grammar per schema (MaskBench's TBM population, fills only)
+        **_walks_stats(pooled + [us for x in comp for us in (g(x, "later_walk_us") or [])]),
         # advancing by each first-walk token (our grammar's advance, a peer's consume): pooled as the fills are
         **_advance_stats([us for x in comp for us in (g(x, "first_walk_advance_us") or [])]),
         "peak_rss_mb_max": max((rss for x in recs if (rss := g(x, "peak_rss_mb")) is not None), default=None),
     }
+
+
+def _walks_stats(pooled: list) -> dict:
+    return {"all_walks_tokens": len(pooled), "all_walks_us_p50": _q(pooled, 50), "all_walks_us_p99": _q(pooled, 99),
+            "all_walks_us_mean": float(np.mean(pooled)) if pooled else None}
 
 
 def _advance_stats(pooled: list) -> dict:
@@ -511,14 +524,16 @@ def plot_summary(results: dict):
     return fig
 
 
-def mask_readings(results: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def mask_readings(results: dict) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per engine (ours first, then each peer that ran): (every first-walk reading in us, pooled
-    over its compiled schemas; each compiled schema's repeated-walk median in us)."""
+    over its compiled schemas; those and every later instance's (MaskBench's population); each
+    compiled schema's repeated-walk median in us)."""
     def collect(get):
         recs = [x for x in map(get, results["schemas"]) if x is not None and x["compiled"]]
         first = np.asarray([us for x in recs for us in (x.get("first_walk_us") or [])], dtype=float)
+        later = np.asarray([us for x in recs for us in (x.get("later_walk_us") or [])], dtype=float)  # (older runs: none)
         warm = np.asarray([x["mask_us_per_token"] for x in recs if x.get("mask_us_per_token") is not None], dtype=float)
-        return first, warm
+        return first, np.concatenate([first, later]), warm
     out = {"inferlab": collect(lambda x: x)}
     for name in sorted({n for x in results["schemas"] for n in x.get("peers", {})}):
         out[name] = collect(lambda x, n=name: x["peers"].get(n))
@@ -531,14 +546,15 @@ def step_readings(results: dict) -> dict[str, np.ndarray]:
     return {name: np.asarray(v, dtype=float) for name, v in _pool_by_step(recs, lambda x, k: x.get(k)).items()}
 
 
-def _cdf(ax, vals: np.ndarray, label: str, color=None) -> None:
+def _cdf(ax, vals: np.ndarray, label: str, color=None, linestyle="-") -> None:
     xs = np.sort(vals)
-    ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post", label=label, color=color)
+    ax.step(xs, 100 * np.arange(1, len(xs) + 1) / len(xs), where="post", label=label, color=color, linestyle=linestyle)
 
 
 def plot_masks(results: dict):
     """The time to fill a bitmask row per token, per engine, as the share of readings at or under
-    each time (log x): each first-walk token (left; rows built on the way), ours again by what
+    each time (log x): each first-walk token (left; rows built on the way; dashed, with the later
+    valid instances walked in turn after it, where a schema has more than one), ours again by what
     the step did (middle), and each schema's repeated-walk median (right). A Figure, or None
     without mask readings (--vocab none)."""
     from matplotlib.ticker import LogFormatter
@@ -549,17 +565,22 @@ def plot_masks(results: dict):
     if not readings:
         return None
     fig, (left, middle, right) = new_figure(1, 3, figsize=(16, 4.4))
-    for name, (first, warm) in readings.items():
+    for i, (name, (first, walks, warm)) in enumerate(readings.items()):
+        color = f"C{i}"  # an engine's colour in both panels
         for ax, vals in ((left, first), (right, warm)):
             if len(vals):
-                _cdf(ax, vals, f"{name} (median {np.median(vals):,.1f} µs)")
+                _cdf(ax, vals, f"{name} (median {np.median(vals):,.1f} µs)", color)
+        if len(walks) > len(first):  # dashed: with the later valid instances, walked in turn after it
+            _cdf(left, walks, f"{name}, every valid instance in turn (median {np.median(walks):,.1f} µs)", color,
+                 linestyle="--")
     shares = results["summary"]["all"].get("first_walk_by_step", {})  # (_by_step: an older run has none)
     colors = dict(zip(STEP_KINDS.values(), STEP_COLORS))  # a kind's colour whatever the kinds met
     for name, vals in step_readings(results).items():
         k = shares[name]
         _cdf(middle, vals, f"{name}: {100 * k['token_share']:.0f}% of tokens, {100 * k['time_share']:.0f}% of time "
                            f"(median {k['us_p50']:,.1f} µs)", colors[name])
-    for ax, title in ((left, f"first walk of a fresh grammar: every token ({results['config'].get('vocab', '')} vocabulary)"),
+    for ax, title in ((left, f"first walk of a fresh grammar, every token ({results['config'].get('vocab', '')} vocabulary)\n"
+                             "dashed: with the later valid instances, in turn on the same grammar"),
                       (middle, "inferlab's first walk, by what the step did"),
                       (right, "repeated walks (rows built): each schema's median")):
         ax.set_xscale("log")
