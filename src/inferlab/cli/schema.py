@@ -76,6 +76,8 @@ def describe(compiled, machine) -> dict:
         info = {"automaton": k, "states": dfa.n_states, "calls": calls, "regex_chars": len(compiled.automata[k])}
         if compiled.maps[k] is not None:  # an object's extra members, counted (min/maxProperties)
             info["map_members"] = {"min": compiled.maps[k][0], "max": compiled.maps[k][1]}
+        if compiled.lengths and compiled.lengths[k] is not None:  # a pattern's string, its characters counted
+            info["string_length"] = {"min": compiled.lengths[k][0], "max": compiled.lengths[k][1]}
         automata.append(info)
     return {"automata": automata, "dfa_states": machine.n_states, "uses_stack": machine.uses_stack,
             "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced),
@@ -96,6 +98,9 @@ def run(args) -> int:
             members = a.get("map_members")
             hi = "any" if members is None or members["max"] is None else members["max"]
             counted = "" if members is None else f", a map of {members['min']}..{hi} members"
+            length = a.get("string_length")
+            if length is not None:
+                counted += f", a string of {length['min']}..{'any' if length['max'] is None else length['max']} characters"
             print(f"  automaton {a['automaton']}: {a['states']} states, calls {calls}{counted}")
         for n in info["narrowed"]:
             print(f"  narrowed: {n}")

@@ -73,6 +73,64 @@ def product(a: DFA, b: DFA, op: str, *, max_states: int = MAX_PRODUCT_STATES) ->
                      np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
 
 
+QUOTE = 0x22
+
+
+def length_bounded(d: DFA, char: DFA, lo: int, hi: int | None, *, max_states: int) -> DFA:
+    """The minimal DFA of the texts of `d` (JSON strings, quotes included) whose content holds
+    lo to hi characters (hi None: no upper bound), a character being a text of `char`: the
+    product of d with a counter of the characters read, built over reachable (state of d,
+    state of char, count) triples alone, so a simple pattern under maxLength 255 is a few
+    hundred states where the regex of 255 characters is thousands before any product.
+
+    char's accepting states must read nothing more (a character's end is known at its last
+    byte), and a quote must not begin a character (it ends the content). AutomatonTooLarge
+    past max_states triples."""
+    if (char.trans[char.accepting] >= 0).any() or char.trans[char.start, QUOTE] >= 0:
+        raise InferlabError("length_bounded: a character's end must be known at its last byte, "
+                            "and a quote must not begin one")
+    cap = lo if hi is None else hi  # counts past lo are alike when nothing bounds them above
+    quote = np.arange(256) == QUOTE
+    columns = np.vstack([d.trans, char.trans, quote]).T                     # (256, Sd + Sc + 1)
+    _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+    reps = first.astype(np.int64)                                           # (C,) one byte per class
+    closed = -2                            # the content's state once the closing quote is read
+    ids: dict[tuple[int, int, int], int] = {(d.start, -1, 0): 0}           # (-1: before the opening quote)
+    triples = [(d.start, -1, 0)]
+    rows, accepting = [], []
+    while len(rows) < len(triples):
+        p, c, k = triples[len(rows)]
+        accepting.append(c == closed and bool(d.accepting[p]))
+        row = []
+        for b, x in zip(reps.tolist(), d.trans[p, reps].tolist()):
+            nxt = None
+            if x < 0 or c == closed:
+                pass
+            elif c == -1:
+                nxt = (x, char.start, 0) if b == QUOTE else None
+            elif c == char.start and b == QUOTE:
+                nxt = (x, closed, 0) if k >= lo else None
+            else:
+                c2 = int(char.trans[c, b])
+                if c2 >= 0 and not char.accepting[c2]:
+                    nxt = (x, c2, k)
+                elif c2 >= 0 and (hi is None or k < hi):
+                    nxt = (x, char.start, min(k + 1, cap))
+            if nxt is None:
+                row.append(-1)
+                continue
+            sid = ids.get(nxt)
+            if sid is None:
+                if len(triples) >= max_states:
+                    raise AutomatonTooLarge(f"the length-bounded automaton exceeds {max_states:,} states")
+                sid = ids[nxt] = len(triples)
+                triples.append(nxt)
+            row.append(sid)
+        rows.append(row)
+    return from_rows(np.asarray(rows, dtype=np.int64).reshape(len(rows), len(reps)),
+                     np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
+
+
 def operand(regex: str, *, max_states: int = MAX_PRODUCT_STATES) -> DFA:
     """The minimal DFA of an operand's regex; AutomatonTooLarge past max_states (the subset
     construction stops there)."""

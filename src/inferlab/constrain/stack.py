@@ -609,8 +609,23 @@ def _canonical(name: bytes) -> bytes:
 
 def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
     """CompiledGrammar -> StackMachine; each DFA within max_states."""
-    return StackMachine([compile_regex(r, max_states=max_states) for r in compiled.automata], compiled.counts,
-                        compiled.maps, compiled.uniques)
+    dfas = [compile_regex(r, max_states=max_states) if bounds is None else _bounded(k, r, bounds, max_states)
+            for k, (r, bounds) in enumerate(zip(compiled.automata, _lengths(compiled)))]
+    return StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
+
+
+def _lengths(compiled) -> tuple:
+    return compiled.lengths or (None,) * len(compiled.automata)
+
+
+def _bounded(k: int, regex: str, bounds: tuple, max_states: int) -> DFA:
+    """A length-bounded string automaton's DFA (schema.algebra.bounded_dfa), within max_states."""
+    from inferlab.constrain.schema.algebra import bounded_dfa
+
+    out = bounded_dfa(regex, *bounds)
+    if out.n_states > max_states:
+        raise InferlabError(f"automaton {k} (a length-bounded string) exceeds {max_states:,} states")
+    return out
 
 
 @dataclass(frozen=True)
@@ -1212,7 +1227,8 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
         for n, outline in enumerate(OUTLINE_CHARS):
             try:
                 compiled = compile_grammar(schema, outline_chars=outline, **options)
-                dfas = [dfa_of(k, regex) for k, regex in enumerate(compiled.automata)]
+                dfas = [dfa_of(k, regex) if bounds is None else _bounded(k, regex, bounds, max_states)
+                        for k, (regex, bounds) in enumerate(zip(compiled.automata, _lengths(compiled)))]
                 return compiled, StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
             except SchemaError:
                 raise  # the schema's keywords or its expansion: outlining changes neither

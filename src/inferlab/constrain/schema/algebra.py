@@ -24,7 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
-from inferlab.constrain.schema.common import _TYPES, _Unsat, _constrains, _group
+from inferlab.constrain.schema.common import _CHAR, _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
 # canonical texts per type (what canonical_json writes); see the module docstring
@@ -152,3 +152,27 @@ def _combined_or_error(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | 
 @lru_cache(maxsize=256)
 def _dfa(regex: str):
     return dfa_algebra.operand(regex)
+
+
+# A string's pattern or format with length bounds over INTERSECT_LENGTH_MAX (stack mode): the
+# pattern's DFA times a character counter (dfa_algebra.length_bounded), an automaton of its own
+# built from the DFA, never read back as a regex; refused past this many states of the product.
+LENGTH_STATES = 20_000
+
+
+@lru_cache(maxsize=256)
+def _bounded_or_error(regex: str, lo: int, hi: int | None):
+    try:
+        return dfa_algebra.length_bounded(_dfa(regex), _dfa(_CHAR), lo, hi, max_states=LENGTH_STATES)
+    except InferlabError as exc:
+        return exc.with_traceback(None)  # the cache keeps the message, not the frames
+
+
+def bounded_dfa(regex: str, lo: int, hi: int | None):
+    """The DFA of the JSON strings `regex` matches (quotes included) whose content holds lo to hi
+    characters (cached: the compiler checks it, the machine builder takes it); raises
+    InferlabError (AutomatonTooLarge) over the size limits."""
+    out = _bounded_or_error(regex, lo, hi)
+    if isinstance(out, InferlabError):
+        raise out
+    return out

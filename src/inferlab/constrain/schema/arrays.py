@@ -149,12 +149,12 @@ class ArraysMixin:
 
     def inlined(self, regex: str, seen: frozenset = frozenset()) -> str | None:
         """A call-free item regex: each plain call (an outlined string, a $ref target) replaced
-        by its callee's regex, itself inlined; None where a call is of a counted string, a map,
-        an array of unique strings or a recursion (not tracked as text), or past INLINE_CALLS
-        nested calls."""
+        by its callee's regex, itself inlined; None where a call is of a counted or
+        length-bounded string, a map, an array of unique strings or a recursion (not tracked as
+        text), or past INLINE_CALLS nested calls."""
         def callee(match) -> str:
             k = int(match.group(1))
-            opaque = k in self.counts or k in self.maps or k in self.uniques.values()
+            opaque = k in self.counts or k in self.maps or k in self.lengths or k in self.uniques.values()
             if opaque or k in seen or len(seen) >= INLINE_CALLS or self.automata[k] == _NOTHING:
                 raise _NotText  # (_NOTHING: a $ref target still being compiled)
             inner = self.inlined(self.automata[k], seen | {k})

@@ -49,6 +49,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.count_min = count_min
         self.counts: dict[int, tuple[int, int]] = {}  # counted automaton -> (min, max) items
         self.maps: dict[int, tuple] = {}  # map automaton -> (min, max or None, first key or -1, next key)
+        self.lengths: dict[int, tuple] = {}  # length-bounded string automaton -> (min, max or None) characters
         self.uniques: dict[str, int] = {}  # regex of an array of unique strings -> its automaton
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
         self.ref_automaton: dict[str, int] = {}
@@ -83,7 +84,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         for table in (self.ref_automaton, self.outlined, self.uniques):  # key -> automaton
             for key in [key for key, k in table.items() if k >= n]:
                 del table[key]
-        for table in (self.counts, self.maps):  # automaton -> what its frame counts
+        for table in (self.counts, self.maps, self.lengths):  # automaton -> what it counts
             for k in [k for k in table if k >= n]:
                 del table[k]
         del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
@@ -271,6 +272,9 @@ class CompiledGrammar:
     maps: tuple[tuple | None, ...] = ()
     # automata that are arrays of unique strings (uniqueItems): the matcher tracks their items
     uniques: tuple[int, ...] = ()
+    # per automaton: (min, max or None) characters if its regex is a string's pattern or format
+    # whose length bounds its DFA enforces (schema.algebra.bounded_dfa), not its regex
+    lengths: tuple[tuple[int, int | None] | None, ...] = ()
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
@@ -300,7 +304,8 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
                            unenforced_formats=tuple(c.unenforced_formats),
                            counts=tuple(c.counts.get(k) for k in range(len(c.automata))),
                            maps=tuple(c.maps.get(k) for k in range(len(c.automata))),
-                           uniques=tuple(sorted(c.uniques.values())))
+                           uniques=tuple(sorted(c.uniques.values())),
+                           lengths=tuple(c.lengths.get(k) for k in range(len(c.automata))))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool = True,

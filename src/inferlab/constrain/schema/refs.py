@@ -221,6 +221,18 @@ class RefsMixin:
             self.counts[k] = (lo, hi)
         return f"(?&{k})"
 
+    def bounded(self, regex: str, lo: int, hi: int | None) -> str:
+        """Stack mode: a string's regex (quotes included) whose content holds lo to hi characters,
+        as a call of an automaton of its own whose DFA counts them (schema.algebra.bounded_dfa;
+        the caller has checked it builds)."""
+        key = f"length {lo},{hi}:{regex}"
+        k = self.outlined.get(key)
+        if k is None:
+            k = self.outlined[key] = self.new_automaton()
+            self.automata[k] = regex
+            self.lengths[k] = (lo, hi)
+        return f"(?&{k})"
+
     def outline(self, regex: str, *, force: bool = False, table: dict | None = None) -> str:
         """Stack mode: a big regex as a call of its own automaton (one per distinct text, shared
         through `table`, self.outlined by default); an empty or short one stays inline unless

@@ -11,6 +11,7 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
+from inferlab.constrain.schema.algebra import bounded_dfa
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 
 
@@ -50,6 +51,9 @@ class StringsMixin:
             if fast is not None and ast is not None:  # both: the product of their automata
                 both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"',
                                           f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
+                if both is None and (lo > 0 or hi is not None):  # the lengths counted apart
+                    both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"'], ptr)
+                    both = both and self.length_bounded(both, lo, hi)
                 if both is not None:
                     return both
                 self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
@@ -72,6 +76,9 @@ class StringsMixin:
                         exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                     if exact is not None:
                         return exact
+                    exact = self.length_bounded(f'"{_emit_json(ast)}"', lo, hi)
+                    if exact is not None:
+                        return exact
                     limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
                     if limited is None:
@@ -86,6 +93,19 @@ class StringsMixin:
             raise self.error("pattern" if "pattern" in node else "format", ptr,
                              "no string of the allowed lengths matches")
         return f'"{_emit_json(ast)}"'
+
+    def length_bounded(self, regex: str, lo: int, hi: int | None) -> str | None:
+        """Stack mode: the strings of `regex` (quotes included) with lo to hi characters, exact,
+        as a call of an automaton whose DFA counts them (algebra.bounded_dfa), where the regex of
+        that many characters is over the product's limits; None with calls off or past the
+        bounded DFA's own limit (the caller narrows or refuses)."""
+        if not self.calls_on():
+            return None
+        try:
+            bounded_dfa(regex, lo, hi)
+        except InferlabError:
+            return None
+        return self.bounded(regex, lo, hi)
 
     def pattern_ast(self, pattern, ptr):
         if not isinstance(pattern, str):
