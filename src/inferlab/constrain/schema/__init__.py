@@ -128,6 +128,10 @@ that call each other, which lifts these narrowings and limits:
   compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
 - unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
 - a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- length bounds with a pattern or format that the regex product cannot hold (over
+  strings.INTERSECT_LENGTH_MAX characters) are exact too: an automaton of its own whose DFA is
+  the pattern's times a character counter (dfa_algebra.length_bounded; CompiledGrammar.lengths),
+  up to algebra.LENGTH_STATES states, where compile_schema records a subset or refuses;
 - a string's regex over 60 characters (strings.STRING_OUTLINE_CHARS: the UTF-8 character class
   alone is more) is an automaton of its own, one per distinct text, not a copy per use;
 - a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over

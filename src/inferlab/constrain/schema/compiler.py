@@ -286,8 +286,9 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     called where it is used, so recursion is exact and has no depth cap; unconstrained values
     are one recursive automaton (any nesting); a subschema regex over OUTLINE_CHARS characters
     becomes an automaton of its own (smaller `outline_chars`: more, smaller automata); a string
-    with maxLength >= count_min is a counted automaton (its frame counts characters). A schema
-    without any of these is one automaton: a flat DFA.
+    with maxLength >= count_min is a counted automaton (its frame counts characters); a pattern
+    or format under length bounds too long for the regex product is an automaton whose DFA counts
+    the characters (`lengths`). A schema without any of these is one automaton: a flat DFA.
 
     Format policy (JSON Schema 2020-12 makes `format` an annotation unless a validator opts in to
     assertion): the formats of constrain.formats are enforced exactly; a format the specification
