@@ -21,6 +21,7 @@ complement of a regex can account for.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
@@ -160,19 +161,27 @@ def _dfa(regex: str):
 LENGTH_STATES = 20_000
 
 
-@lru_cache(maxsize=256)
-def _bounded_or_error(regex: str, lo: int, hi: int | None):
-    try:
-        return dfa_algebra.length_bounded(_dfa(regex), _dfa(_CHAR), lo, hi, max_states=LENGTH_STATES)
-    except InferlabError as exc:
-        return exc.with_traceback(None)  # the cache keeps the message, not the frames
+BOUNDED_CACHE_BYTES = 64 * 2**20  # the DFAs (S, 256) int32 kept between the compiler and the builder
+_BOUNDED: OrderedDict = OrderedDict()  # (regex, lo, hi) -> DFA or its refusal, least recent first
 
 
 def bounded_dfa(regex: str, lo: int, hi: int | None):
     """The DFA of the JSON strings `regex` matches (quotes included) whose content holds lo to hi
-    characters (cached: the compiler checks it, the machine builder takes it); raises
-    InferlabError (AutomatonTooLarge) over the size limits."""
-    out = _bounded_or_error(regex, lo, hi)
+    characters; raises InferlabError (AutomatonTooLarge) over the size limits. Kept (by bytes,
+    BOUNDED_CACHE_BYTES): the compiler checks that it builds, the machine builder then takes it."""
+    key = (regex, lo, hi)
+    out = _BOUNDED.get(key)
+    if out is None:
+        try:
+            out = dfa_algebra.length_bounded(_dfa(regex), _dfa(_CHAR), lo, hi, max_states=LENGTH_STATES)
+        except InferlabError as exc:
+            out = exc.with_traceback(None)  # the cache keeps the message, not the frames
+        _BOUNDED[key] = out
+        while sum(d.trans.nbytes for d in _BOUNDED.values() if not isinstance(d, InferlabError)) > BOUNDED_CACHE_BYTES \
+                and len(_BOUNDED) > 1:
+            _BOUNDED.popitem(last=False)
+    else:
+        _BOUNDED.move_to_end(key)
     if isinstance(out, InferlabError):
         raise out
     return out
