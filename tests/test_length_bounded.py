@@ -109,6 +109,16 @@ def test_a_format_with_a_pattern_and_a_length():
         assert machine.accepts(json.dumps(text)) == want, text
 
 
+def test_no_string_of_those_lengths_is_unsatisfiable_not_a_dead_end():
+    odd = {"type": "string", "pattern": "^a(bc)+$", "minLength": 40, "maxLength": 40}  # 1 + 2n characters
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        compile_grammar(odd)
+    # optional: the property is left out, so no text writes its key and then dies
+    _, machine = compile_machine({"type": "object", "properties": {"x": odd}, "additionalProperties": False})
+    assert machine.accepts("{}")
+    assert machine.walk(b'{"x"') < 0
+
+
 def test_inside_a_negation_the_bound_is_still_refused():
     # an operand compiles with calls off: no automaton of its own, so the old refusal stands
     with pytest.raises(SchemaError, match="maxLength"):

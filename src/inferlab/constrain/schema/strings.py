@@ -53,7 +53,7 @@ class StringsMixin:
                                           f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                 if both is None and (lo > 0 or hi is not None):  # the lengths counted apart
                     both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"'], ptr)
-                    both = both and self.length_bounded(both, lo, hi)
+                    both = both and self.length_bounded(both, lo, hi, ptr)
                 if both is not None:
                     return both
                 self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
@@ -76,7 +76,7 @@ class StringsMixin:
                         exact = self.intersection([f'"{_emit_json(ast)}"', f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                     if exact is not None:
                         return exact
-                    exact = self.length_bounded(f'"{_emit_json(ast)}"', lo, hi)
+                    exact = self.length_bounded(f'"{_emit_json(ast)}"', lo, hi, ptr)
                     if exact is not None:
                         return exact
                     limited = _length_subset(ast, lo, hi)
@@ -94,17 +94,21 @@ class StringsMixin:
                              "no string of the allowed lengths matches")
         return f'"{_emit_json(ast)}"'
 
-    def length_bounded(self, regex: str, lo: int, hi: int | None) -> str | None:
+    def length_bounded(self, regex: str, lo: int, hi: int | None, ptr: str) -> str | None:
         """Stack mode: the strings of `regex` (quotes included) with lo to hi characters, exact,
         as a call of an automaton whose DFA counts them (algebra.bounded_dfa), where the regex of
         that many characters is over the product's limits; None with calls off or past the
-        bounded DFA's own limit (the caller narrows or refuses)."""
+        bounded DFA's own limit (the caller narrows or refuses). No such string: unsatisfiable
+        here, as an empty intersection is (an automaton that accepts nothing would be a dead end
+        after its key)."""
         if not self.calls_on():
             return None
         try:
-            bounded_dfa(regex, lo, hi)
+            dfa = bounded_dfa(regex, lo, hi)
         except InferlabError:
             return None
+        if not dfa.accepting.any():
+            raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
         return self.bounded(regex, lo, hi)
 
     def pattern_ast(self, pattern, ptr):
