@@ -22,28 +22,18 @@ from inferlab.constrain.dfa_algebra import AutomatonTooLarge, is_empty, length_b
 from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.schema.common import _CHAR, _repeat
 from inferlab.constrain.stack import StackGrammar, build_machine, compile_machine
+from test_schema_algebra import small_regex
 from test_schema_properties import validator
 from test_stack import Reference, generate, small_vocab
 
 CHAR = compile_regex(_CHAR)
 # content atoms: no raw quote or backslash (the pattern's text is JSON-escaped); "\\\\n" is the
 # two-byte escape of a newline, one character
-ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "\\d", "\\\\n", "(?:ab)"])
+CONTENT_ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "\\d", "\\\\n", "(?:ab)"])
 
 
-@st.composite
-def content_regex(draw, depth=2):
-    if depth == 0:
-        return draw(ATOMS)
-    kind = draw(st.sampled_from(["atom", "cat", "alt", "star", "opt"]))
-    if kind == "atom":
-        return draw(ATOMS)
-    a = draw(content_regex(depth - 1))
-    if kind == "cat":
-        return a + draw(content_regex(depth - 1))
-    if kind == "alt":
-        return f"(?:{a}|{draw(content_regex(depth - 1))})"
-    return f"(?:{a})*" if kind == "star" else f"(?:{a})?"
+def content_regex():
+    return small_regex(atoms=CONTENT_ATOMS)
 
 
 PIECES = ["a", "b", "é", "😀", "1", "x", "\\n"]  # JSON text pieces; "\\n" is one character

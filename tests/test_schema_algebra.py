@@ -31,17 +31,17 @@ ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "[^a]", ".", "(?:ab)", 
 
 
 @st.composite
-def small_regex(draw, depth=2):
+def small_regex(draw, depth=2, atoms=ATOMS):
     if depth == 0:
-        return draw(ATOMS)
+        return draw(atoms)
     kind = draw(st.sampled_from(["atom", "cat", "alt", "star", "opt", "count"]))
     if kind == "atom":
-        return draw(ATOMS)
-    a = draw(small_regex(depth - 1))
+        return draw(atoms)
+    a = draw(small_regex(depth - 1, atoms))
     if kind == "cat":
-        return a + draw(small_regex(depth - 1))
+        return a + draw(small_regex(depth - 1, atoms))
     if kind == "alt":
-        return f"(?:{a}|{draw(small_regex(depth - 1))})"
+        return f"(?:{a}|{draw(small_regex(depth - 1, atoms))})"
     if kind == "star":
         return f"(?:{a})*"
     if kind == "opt":

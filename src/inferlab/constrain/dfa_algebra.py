@@ -40,37 +40,20 @@ class AutomatonTooLarge(InferlabError):
 
 def product(a: DFA, b: DFA, op: str, *, max_states: int = MAX_PRODUCT_STATES) -> DFA:
     """The minimal DFA of L(a) op L(b), op "and" | "or" | "minus" (L(a) without L(b))."""
-    # bytes no state of either DFA tells apart share a class
-    columns = np.vstack([a.trans, b.trans]).T                               # (256, Sa + Sb)
-    _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
-    reps = first.astype(np.int64)                                           # (C,) one byte per class
-    dead_a = np.full(len(reps), -1, dtype=np.int64)
-    ids: dict[tuple[int, int], int] = {(a.start, b.start): 0}
-    pairs = [(a.start, b.start)]
-    rows, accepting = [], []
-    while len(rows) < len(pairs):
-        s, t = pairs[len(rows)]
-        ta = a.trans[s, reps] if s >= 0 else dead_a                         # (C,)
-        tb = b.trans[t, reps] if t >= 0 else dead_a
-        acc_a = s >= 0 and bool(a.accepting[s])
-        acc_b = t >= 0 and bool(b.accepting[t])
-        accepting.append(acc_a and acc_b if op == "and" else acc_a or acc_b if op == "or" else acc_a and not acc_b)
-        row = []
-        for x, y in zip(ta.tolist(), tb.tolist()):
-            if (x < 0 and y < 0) or (op == "and" and (x < 0 or y < 0)) or (op == "minus" and x < 0):
-                row.append(-1)
-                continue
-            key = (x, y)
-            sid = ids.get(key)
-            if sid is None:
-                if len(pairs) >= max_states:
-                    raise AutomatonTooLarge(f"the product automaton exceeds {max_states:,} states")
-                sid = ids[key] = len(pairs)
-                pairs.append(key)
-            row.append(sid)
-        rows.append(row)
-    return from_rows(np.asarray(rows, dtype=np.int64).reshape(len(rows), len(reps)),
-                     np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
+    reps, class_of = _byte_classes(a.trans, b.trans)
+    dead = np.full(len(reps), -1, dtype=np.int64)
+
+    def accepts(pair) -> bool:
+        acc_a = pair[0] >= 0 and bool(a.accepting[pair[0]])
+        acc_b = pair[1] >= 0 and bool(b.accepting[pair[1]])
+        return acc_a and acc_b if op == "and" else acc_a or acc_b if op == "or" else acc_a and not acc_b
+
+    def moves(pair) -> list:
+        ta = a.trans[pair[0], reps] if pair[0] >= 0 else dead                # (C,)
+        tb = b.trans[pair[1], reps] if pair[1] >= 0 else dead
+        return [None if (x < 0 and y < 0) or (op == "and" and (x < 0 or y < 0)) or (op == "minus" and x < 0)
+                else (x, y) for x, y in zip(ta.tolist(), tb.tolist())]
+    return _reachable((a.start, b.start), moves, accepts, class_of, len(reps), max_states, "product automaton")
 
 
 QUOTE = 0x22
@@ -90,45 +73,66 @@ def length_bounded(d: DFA, char: DFA, lo: int, hi: int | None, *, max_states: in
         raise InferlabError("length_bounded: a character's end must be known at its last byte, "
                             "and a quote must not begin one")
     cap = lo if hi is None else hi  # counts past lo are alike when nothing bounds them above
-    quote = np.arange(256) == QUOTE
-    columns = np.vstack([d.trans, char.trans, quote]).T                     # (256, Sd + Sc + 1)
-    _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
-    reps = first.astype(np.int64)                                           # (C,) one byte per class
-    closed = -2                            # the content's state once the closing quote is read
-    ids: dict[tuple[int, int, int], int] = {(d.start, -1, 0): 0}           # (-1: before the opening quote)
-    triples = [(d.start, -1, 0)]
-    rows, accepting = [], []
-    while len(rows) < len(triples):
-        p, c, k = triples[len(rows)]
-        accepting.append(c == closed and bool(d.accepting[p]))
-        row = []
+    reps, class_of = _byte_classes(d.trans, char.trans, (np.arange(256) == QUOTE)[None])
+    closed = -2                     # the content's state once the closing quote is read (-1: before the opening one)
+
+    def step(c: int, k: int, b: int):
+        """(char state, count) after byte b inside d's accepted text, None where the bounds refuse it."""
+        if c == closed:
+            return None
+        if c == -1:
+            return (char.start, 0) if b == QUOTE else None
+        if c == char.start and b == QUOTE:
+            return (closed, 0) if k >= lo else None
+        c2 = int(char.trans[c, b])
+        if c2 < 0:
+            return None
+        if not char.accepting[c2]:
+            return c2, k
+        return (char.start, min(k + 1, cap)) if hi is None or k < hi else None
+
+    def moves(triple) -> list:
+        p, c, k = triple
+        out = []
         for b, x in zip(reps.tolist(), d.trans[p, reps].tolist()):
-            nxt = None
-            if x < 0 or c == closed:
-                pass
-            elif c == -1:
-                nxt = (x, char.start, 0) if b == QUOTE else None
-            elif c == char.start and b == QUOTE:
-                nxt = (x, closed, 0) if k >= lo else None
-            else:
-                c2 = int(char.trans[c, b])
-                if c2 >= 0 and not char.accepting[c2]:
-                    nxt = (x, c2, k)
-                elif c2 >= 0 and (hi is None or k < hi):
-                    nxt = (x, char.start, min(k + 1, cap))
+            ck = step(c, k, b) if x >= 0 else None
+            out.append(None if ck is None else (x, *ck))
+        return out
+    return _reachable((d.start, -1, 0), moves, lambda t: t[1] == closed and bool(d.accepting[t[0]]), class_of,
+                      len(reps), max_states, "length-bounded automaton")
+
+
+def _byte_classes(*tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one byte per class (C,), each byte's class (256,)): bytes that no row of the (S, 256)
+    tables tells apart share a class."""
+    columns = np.vstack(tables).T                                           # (256, rows)
+    _, first, class_of = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+    return first.astype(np.int64), class_of.reshape(-1).astype(np.int64)
+
+
+def _reachable(start, moves, accepts, class_of: np.ndarray, n_classes: int, max_states: int, what: str) -> DFA:
+    """The minimal DFA over the keys reachable from `start` (hashable): moves(key) -> the next
+    key per byte class (None: dead), accepts(key) -> bool. AutomatonTooLarge past max_states
+    keys, before any is minimised."""
+    ids, keys, rows, accepting = {start: 0}, [start], [], []
+    while len(rows) < len(keys):
+        key = keys[len(rows)]
+        accepting.append(accepts(key))
+        row = []
+        for nxt in moves(key):
             if nxt is None:
                 row.append(-1)
                 continue
             sid = ids.get(nxt)
             if sid is None:
-                if len(triples) >= max_states:
-                    raise AutomatonTooLarge(f"the length-bounded automaton exceeds {max_states:,} states")
-                sid = ids[nxt] = len(triples)
-                triples.append(nxt)
+                if len(keys) >= max_states:
+                    raise AutomatonTooLarge(f"the {what} exceeds {max_states:,} states")
+                sid = ids[nxt] = len(keys)
+                keys.append(nxt)
             row.append(sid)
         rows.append(row)
-    return from_rows(np.asarray(rows, dtype=np.int64).reshape(len(rows), len(reps)),
-                     np.asarray(accepting, dtype=bool), class_of.reshape(-1).astype(np.int64))
+    return from_rows(np.asarray(rows, dtype=np.int64).reshape(len(rows), n_classes),
+                     np.asarray(accepting, dtype=bool), class_of)
 
 
 def operand(regex: str, *, max_states: int = MAX_PRODUCT_STATES) -> DFA:

@@ -213,24 +213,22 @@ class RefsMixin:
         """Stack mode: item{lo,hi} with a large hi as a call of a counted automaton: its frame
         counts the items (exact; the DFA would need a state per count). `item` must be one
         non-empty unit whose DFA never re-enters its start state (one character)."""
-        key = f"{lo},{hi}:{item}"
-        k = self.outlined.get(key)
-        if k is None:
-            k = self.outlined[key] = self.new_automaton()
-            self.automata[k] = item
-            self.counts[k] = (lo, hi)
-        return f"(?&{k})"
+        return self._marked(f"{lo},{hi}:{item}", item, self.counts, (lo, hi))
 
     def bounded(self, regex: str, lo: int, hi: int | None) -> str:
         """Stack mode: a string's regex (quotes included) whose content holds lo to hi characters,
         as a call of an automaton of its own whose DFA counts them (schema.algebra.bounded_dfa;
         the caller has checked it builds)."""
-        key = f"length {lo},{hi}:{regex}"
+        return self._marked(f"length {lo},{hi}:{regex}", regex, self.lengths, (lo, hi))
+
+    def _marked(self, key: str, regex: str, table: dict, mark: tuple) -> str:
+        """A call of the automaton of `regex` that `table` marks with `mark` (what its frame or
+        its DFA counts), one per key."""
         k = self.outlined.get(key)
         if k is None:
             k = self.outlined[key] = self.new_automaton()
             self.automata[k] = regex
-            self.lengths[k] = (lo, hi)
+            table[k] = mark
         return f"(?&{k})"
 
     def outline(self, regex: str, *, force: bool = False, table: dict | None = None) -> str:
