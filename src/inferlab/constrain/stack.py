@@ -609,13 +609,15 @@ def _canonical(name: bytes) -> bytes:
 
 def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMachine:
     """CompiledGrammar -> StackMachine; each DFA within max_states."""
-    dfas = [compile_regex(r, max_states=max_states) if bounds is None else _bounded(k, r, bounds, max_states)
-            for k, (r, bounds) in enumerate(zip(compiled.automata, _lengths(compiled)))]
+    dfas = _automaton_dfas(compiled, lambda k, regex: compile_regex(regex, max_states=max_states), max_states)
     return StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
 
 
-def _lengths(compiled) -> tuple:
-    return compiled.lengths or (None,) * len(compiled.automata)
+def _automaton_dfas(compiled, regex_dfa, max_states: int) -> list[DFA]:
+    """Each automaton's DFA: regex_dfa(k, regex), or a length-bounded string's (_bounded)."""
+    lengths = compiled.lengths or (None,) * len(compiled.automata)
+    return [regex_dfa(k, regex) if bounds is None else _bounded(k, regex, bounds, max_states)
+            for k, (regex, bounds) in enumerate(zip(compiled.automata, lengths))]
 
 
 def _bounded(k: int, regex: str, bounds: tuple, max_states: int) -> DFA:
@@ -1162,10 +1164,13 @@ SMALL_DFA_CACHE = 512    # entries
 
 
 def clear_compile_caches() -> None:
-    """Forget what compiles keep across schemas (small DFAs, the parser's class texts), so the
-    next compile is a cold one (benchmarks/compile_speed.py)."""
+    """Forget what compiles keep across schemas (small DFAs, length-bounded strings' DFAs, the
+    parser's class texts), so the next compile is a cold one (benchmarks/compile_speed.py)."""
     from inferlab.constrain import regex as rx
+    from inferlab.constrain.schema.algebra import clear_bounded
+
     _SMALL_DFAS.clear()
+    clear_bounded()
     rx.clear_memo()
 
 
@@ -1227,8 +1232,7 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
         for n, outline in enumerate(OUTLINE_CHARS):
             try:
                 compiled = compile_grammar(schema, outline_chars=outline, **options)
-                dfas = [dfa_of(k, regex) if bounds is None else _bounded(k, regex, bounds, max_states)
-                        for k, (regex, bounds) in enumerate(zip(compiled.automata, _lengths(compiled)))]
+                dfas = _automaton_dfas(compiled, dfa_of, max_states)
                 return compiled, StackMachine(dfas, compiled.counts, compiled.maps, compiled.uniques)
             except SchemaError:
                 raise  # the schema's keywords or its expansion: outlining changes neither

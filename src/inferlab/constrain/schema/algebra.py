@@ -176,6 +176,9 @@ def bounded_dfa(regex: str, lo: int, hi: int | None):
             out = dfa_algebra.length_bounded(_dfa(regex), _dfa(_CHAR), lo, hi, max_states=LENGTH_STATES)
         except InferlabError as exc:
             out = exc.with_traceback(None)  # the cache keeps the message, not the frames
+        else:  # shared by every machine built from this text: none may write to it
+            out.trans.flags.writeable = False
+            out.accepting.flags.writeable = False
         _BOUNDED[key] = out
         while sum(d.trans.nbytes for d in _BOUNDED.values() if not isinstance(d, InferlabError)) > BOUNDED_CACHE_BYTES \
                 and len(_BOUNDED) > 1:
@@ -185,3 +188,8 @@ def bounded_dfa(regex: str, lo: int, hi: int | None):
     if isinstance(out, InferlabError):
         raise out
     return out
+
+
+def clear_bounded() -> None:
+    """Forget the kept length-bounded DFAs (stack.clear_compile_caches: a cold compile)."""
+    _BOUNDED.clear()
