@@ -147,6 +147,24 @@ def test_canonical_text_of_an_anyof_follows_the_branch_the_instance_is_valid_aga
     assert canonical_json({"n": {}, "t": "a"}, schema) == '{"t":"a","n":{}}'
 
 
+def test_canonical_text_of_a_oneof_whose_branches_agree_needs_no_branch_regex():
+    # JSON Schema Store's netlify.json: oneOf [{required: [files]}, {required: [folder]}] beside
+    # properties with a recursive $ref. Both branches give one canonical text, but canonical_json
+    # also built each branch's flat regex (recursion unrolled: too large) and, with none built,
+    # wrote the instance's own key order, which the grammar rejects
+    node = {"type": "object", "properties": {f"p{i}": {"$ref": "#/definitions/n"} for i in range(12)}}
+    schema = {"definitions": {"n": node}, "type": "object", "required": ["name"],
+              "properties": {"tree": {"$ref": "#/definitions/n"}, "folder": {"type": "string"},
+                             "files": {"type": "array"}, "name": {"type": "string"}},
+              "oneOf": [{"required": ["files"]}, {"required": ["folder"]}]}
+    machine = build_machine(compile_grammar(schema))
+    for instance in ({"name": "x", "folder": "f", "tree": {"p3": {}, "p1": {}}}, {"files": [], "name": "y"}):
+        assert validator(schema).is_valid(instance)
+        assert machine.accepts(canonical_json(instance, schema)), instance
+    assert canonical_json({"name": "x", "folder": "f", "tree": {"p3": {}, "p1": {}}}, schema) == \
+        '{"tree":{"p1":{},"p3":{}},"folder":"f","name":"x"}'
+
+
 def test_oneof_exclusive_only_without_extra_keys_falls_back_to_closed_branches_and_says_so():
     # {"a": [1], "b": [2]} is valid for both branches, so oneOf != anyOf; "each branch without the
     # other" needs `not` of an array schema (refused); without extra keys the branches never

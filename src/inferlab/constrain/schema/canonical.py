@@ -32,8 +32,9 @@ class CanonicalMixin:
                     cands.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
                 except (_Unsat, SchemaError):
                     continue
-            one_text = len({c[0] for c in cands}) == 1  # then that text is the answer, matched or not
-            if not one_text and self.values.available:  # the first branch the instance is valid against
+            if len({c[0] for c in cands}) == 1:  # then that text is the answer, matched or not (no
+                return cands[0][0]               # branch's regex needed: it may be too large to build)
+            if self.values.available:  # the first branch the instance is valid against
                 for text, merged, _, _ in cands:
                     try:
                         if self.values.kept(merged, [instance]):
@@ -46,7 +47,7 @@ class CanonicalMixin:
                     regex = self.compile(merged, bptr, bstack)
                 except (_Unsat, SchemaError):
                     continue
-                if one_text or fullmatch(regex, text):
+                if fullmatch(regex, text):
                     return text
                 fallback = fallback or text
             return fallback or dumps(instance)
