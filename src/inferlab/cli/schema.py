@@ -81,7 +81,7 @@ def describe(compiled, machine) -> dict:
         automata.append(info)
     return {"automata": automata, "dfa_states": machine.n_states, "uses_stack": machine.uses_stack,
             "narrowed": list(compiled.narrowed), "unenforced": list(compiled.unenforced),
-            "unenforced_formats": list(compiled.unenforced_formats)}
+            "unenforced_formats": list(compiled.unenforced_formats), "ignored": list(compiled.ignored)}
 
 
 def run(args) -> int:
@@ -106,6 +106,8 @@ def run(args) -> int:
             print(f"  narrowed: {n}")
         for n in info["unenforced_formats"]:
             print(f"  not enforced: {n}")
+        for n in info["ignored"]:
+            print(f"  ignored: {n}")
         return 0
     instance = _read_json(args.instance, "instance")
     text = canonical_json(instance, schema, extra_keys=args.extra_keys)

@@ -91,7 +91,12 @@ Supported keywords
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
   siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged);
 - annotations and unknown keywords (title, description, default, examples, $schema, $id,
-  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing.
+  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing;
+- the dialect that $schema names decides which keywords constrain: one its draft does not define
+  (a draft-04 schema's const, if/then/else, contains, propertyNames; a draft-07 schema's
+  dependentRequired, prefixItems, ...; a 2019-09 or 2020-12 schema's dependencies) is ignored
+  there, as that draft's validators ignore it, and listed (CompiledGrammar.ignored). Without
+  $schema, every keyword above applies (dependencies and additionalItems included).
 
 Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
 contains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an

@@ -88,6 +88,34 @@ MAX_CONDITIONALS = 6  # if/then/else under one allOf: each doubles the alternati
 _OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 
 
+# The validation keywords that a dialect named by $schema does not have: its validators ignore
+# them, as every draft says of a keyword it does not define (a draft-04 schema's `if` or `const`
+# constrains nothing there). A schema without $schema gets every keyword the compiler knows.
+# Draft-03 is read as draft-04 (its own keywords aside).
+_SINCE_6 = frozenset({"const", "contains", "propertyNames"})
+_SINCE_7 = frozenset({"if", "then", "else"})
+_SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "minContains", "maxContains",
+                         "unevaluatedItems", "unevaluatedProperties"})
+_NOT_IN_DIALECT = {
+    "draft-03": _SINCE_6 | _SINCE_7 | _SINCE_2019 | {"prefixItems"},
+    "draft-04": _SINCE_6 | _SINCE_7 | _SINCE_2019 | {"prefixItems"},
+    "draft-06": _SINCE_7 | _SINCE_2019 | {"prefixItems"},
+    "draft-07": _SINCE_2019 | {"prefixItems"},
+    "2019-09": frozenset({"dependencies", "prefixItems"}),     # dependencies: split in two
+    "2020-12": frozenset({"dependencies", "additionalItems"}),  # additionalItems: items after prefixItems
+}
+
+
+def dialect_of(root) -> str | None:
+    """The draft that the root's $schema names ("draft-04" ... "2020-12"), None without one."""
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    if isinstance(uri, str):
+        for name in _NOT_IN_DIALECT:
+            if name in uri:
+                return name
+    return None
+
+
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 

@@ -10,7 +10,8 @@ from inferlab.constrain.schema.canonical import CanonicalMixin
 from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
 from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
-                                              _DEPENDENCY_KEYWORDS, _NUMBER, _OLD_DRAFTS, _STRING, _TYPES,
+                                              _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
+                                              _STRING, _TYPES, dialect_of,
                                               _UNSUPPORTED, _Unsat, _child, _group, _keyword_families, _lit,
                                               _type_set)
 from inferlab.constrain.schema.numbers import NumbersMixin
@@ -62,6 +63,9 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
+        self.dialect = dialect_of(root)
+        self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
+        self.ignored: list[str] = []  # "keyword at #/pointer: ..." of each keyword the dialect lacks
         # draft-03/04: an integer is a number written without a fraction, so 12345.0 is not one;
         # from draft-06 on it is (a zero fractional part), and its canonical text is 12345
         self.integral_floats = not (isinstance(dialect, str) and any(d in dialect for d in ("draft-03", "draft-04")))
@@ -88,6 +92,15 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
             for k in [k for k in table if k >= n]:
                 del table[k]
         del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
+
+    def in_dialect(self, node: dict, ptr: str) -> dict:
+        """`node` without the keywords its dialect lacks (each listed in self.ignored)."""
+        for k in node:
+            if k in self.not_in_dialect:
+                note = f"{k} at #{ptr}: not a {self.dialect} keyword (ignored, as its validators do)"
+                if note not in self.ignored:
+                    self.ignored.append(note)
+        return {k: v for k, v in node.items() if k not in self.not_in_dialect}
 
     def narrow(self, message: str) -> None:
         if message not in self.narrowed:
@@ -275,6 +288,8 @@ class CompiledGrammar:
     # per automaton: (min, max or None) characters if its regex is a string's pattern or format
     # whose length bounds its DFA enforces (schema.algebra.bounded_dfa), not its regex
     lengths: tuple[tuple[int, int | None] | None, ...] = ()
+    # keywords the schema's dialect ($schema) does not have, left out as its validators leave them
+    ignored: tuple[str, ...] = ()
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
@@ -306,7 +321,8 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
                            counts=tuple(c.counts.get(k) for k in range(len(c.automata))),
                            maps=tuple(c.maps.get(k) for k in range(len(c.automata))),
                            uniques=tuple(sorted(c.uniques.values())),
-                           lengths=tuple(c.lengths.get(k) for k in range(len(c.automata))))
+                           lengths=tuple(c.lengths.get(k) for k in range(len(c.automata))),
+                           ignored=tuple(c.ignored))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool = True,

@@ -35,6 +35,8 @@ class RefsMixin:
                 if not isinstance(node, bool):
                     raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
                 return node, ptr, stack
+            if not self.not_in_dialect.isdisjoint(node):
+                node = self.in_dialect(node, ptr)
             if "$ref" in node:
                 target, tptr = self.resolve(node["$ref"], ptr)
                 depth = stack.count(tptr) + 1
