@@ -38,3 +38,18 @@ def test_pattern_keys_beside_additional_properties_false_count_in_one_of():
                         {"type": "object", "required": ["x1"]}]}
     with pytest.raises(SchemaError, match="^oneOf at #/oneOf"):
         compile_grammar(schema)
+
+
+@pytest.mark.parametrize("schema", [
+    # a required name that no property declares but a pattern matches: allowed, with the pattern's
+    # schema, though additionalProperties is false (the qooxdoo manifest's "requires" map)
+    {"type": "object", "required": ["x1"], "patternProperties": {"^x": {"type": "integer"}},
+     "additionalProperties": False},
+    {"type": "object", "required": ["a"], "patternProperties": {"^.*$": {"type": "string"}},
+     "additionalProperties": False},
+    {"type": "object", "properties": {"b": {"type": "boolean"}}, "required": ["xa", "b"],
+     "patternProperties": {"^x": {"type": "integer"}, "a$": {"minimum": 1}}, "additionalProperties": False},
+], ids=["pattern", "every-key", "two-patterns-declared"])
+def test_required_names_that_a_pattern_matches_agree_with_jsonschema(schema):
+    instances = objects(KEYS, [1, 0, "s", True], 3)
+    assert agrees_with_jsonschema(schema, instances, complete=lambda inst: "\u0661" not in inst) >= 3

@@ -64,11 +64,13 @@ class ObjectsMixin:
             pattern_props = {pat: sub for pat, sub in pattern_props.items() if not _accepts_all(sub)}
         gen_extra = extra is not None and extra is not False
         schemas = dict(props)
+        patterns = self.check_patterns(pattern_props, ptr) if pattern_props else []
         for name in required:
             if name not in schemas:
-                if extra is False:
+                if extra is False and not any(p.search(name) for p in patterns):
                     raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
-                schemas[name] = True if extra is None else extra
+                # (a name some pattern matches gets that pattern's schema below, whatever extra is)
+                schemas[name] = True if extra is None or extra is False else extra
         if len(pattern_props) == 1 and _universal_pattern(next(iter(pattern_props))):
             # a pattern every key matches (".*"): it applies to every key, additionalProperties to none
             (pat, sub), = pattern_props.items()
