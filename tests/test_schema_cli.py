@@ -63,6 +63,17 @@ def test_compile_lists_custom_formats_as_unenforced(files, capsys):
     assert main(["schema", "check", files("s.json", schema), files("i.json", {"d": "2024-02-29", "p": "~"})]) == 0
 
 
+def test_compile_lists_keywords_the_dialect_lacks_as_ignored(files, capsys):
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"k": {"type": "string", "const": "a"}}}
+    assert main(["schema", "compile", files("s.json", schema), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ignored"] == ["const at #/properties/k: not a draft-04 keyword (ignored, as its validators do)"]
+    assert main(["schema", "compile", files("s.json", schema)]) == 0
+    assert "  ignored: const at #/properties/k" in capsys.readouterr().out
+    assert main(["schema", "check", files("s.json", schema), files("i.json", {"k": "b"})]) == 0  # as draft-04 says
+
+
 def test_check_extra_keys_by_default_and_strict_with_no_extra_keys(files, capsys):
     schema = files("s.json", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
     instance = files("i.json", {"a": 1, "b": [{"c": None}]})  # valid: additionalProperties is absent
