@@ -93,3 +93,15 @@ def test_a_ref_into_an_ignored_keyword_still_resolves():
     machine = build_machine(compile_grammar(schema))
     assert machine.accepts(canonical_json({"a": "xy"}, schema))
     assert not machine.accepts(canonical_json({"a": "xyz"}, schema))
+
+
+def test_draft_3_format_names_are_custom_in_later_dialects():
+    # "color" is a format of draft 3 alone: an annotation in a draft-04 schema (its validator
+    # checks no such format), refused where no dialect is named (not implemented)
+    schema = {"$schema": URIS["draft-04"], "type": "string", "format": "color"}
+    compiled = compile_grammar(schema)
+    assert any("'color'" in note for note in compiled.unenforced_formats)
+    assert jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER).is_valid("nope")
+    assert build_machine(compiled).accepts(canonical_json("nope", schema))
+    with pytest.raises(SchemaError, match="format"):
+        compile_grammar({"type": "string", "format": "color"})

@@ -132,3 +132,5 @@ SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
     "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
     "relative-json-pointer", "regex", "host-name", "ip-address", "color"})
+# Draft 3's own names: a schema that names a later dialect ($schema) uses them as custom formats
+DRAFT3_ONLY = frozenset({"host-name", "ip-address", "color"})

@@ -129,8 +129,11 @@ class StringsMixin:
             return None
 
     def custom_format(self, name, ptr) -> bool:
-        """Stack mode: a format outside the specification's list is an annotation (listed)."""
-        if not self.stack_mode or not isinstance(name, str) or name in formats.SPEC_FORMATS:
+        """Stack mode: a format outside the specification's list is an annotation (listed); so is
+        a name of draft 3 alone where $schema names a later dialect."""
+        if not self.stack_mode or not isinstance(name, str):
+            return False
+        if name in formats.SPEC_FORMATS and not (name in formats.DRAFT3_ONLY and self.dialect not in (None, "draft-03")):
             return False
         note = f"format {name!r} at #{ptr}: not a format of the specification, an annotation (not enforced)"
         if note not in self.unenforced_formats:
