@@ -15,6 +15,9 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
 - ipv6       RFC 3986 §3.2.2 IPv6address (groups of 1-4 hex digits, "::", an IPv4 tail), no zone id
 - hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens
+- duration   RFC 3339 Appendix A duration (JSON Schema's definition): designators in order, whole
+             numbers, no sign (jsonschema's checker, isoduration, takes more: fractions, signs,
+             P1Y2D; every string of this grammar passes it)
 """
 
 from __future__ import annotations
@@ -97,6 +100,19 @@ _RELATIVE_PART = (
 )
 URI_REFERENCE = rf"(?:{URI}|{_RELATIVE_PART}(?:\?{_QUERY})?(?:#{_QUERY})?)"
 
+# RFC 3339 Appendix A, rule by rule (dur-second ... duration)
+_DIGITS = "[0-9]+"
+_DUR_SECOND = rf"{_DIGITS}S"
+_DUR_MINUTE = rf"{_DIGITS}M(?:{_DUR_SECOND})?"
+_DUR_HOUR = rf"{_DIGITS}H(?:{_DUR_MINUTE})?"
+_DUR_TIME = rf"T(?:{_DUR_HOUR}|{_DUR_MINUTE}|{_DUR_SECOND})"
+_DUR_DAY = rf"{_DIGITS}D"
+_DUR_WEEK = rf"{_DIGITS}W"
+_DUR_MONTH = rf"{_DIGITS}M(?:{_DUR_DAY})?"
+_DUR_YEAR = rf"{_DIGITS}Y(?:{_DUR_MONTH})?"
+_DUR_DATE = rf"(?:{_DUR_DAY}|{_DUR_MONTH}|{_DUR_YEAR})(?:{_DUR_TIME})?"
+DURATION = rf"P(?:{_DUR_DATE}|{_DUR_TIME}|{_DUR_WEEK})"
+
 FORMATS = {
     "date": DATE,
     "time": TIME,
@@ -108,6 +124,7 @@ FORMATS = {
     "ipv4": IPV4,
     "ipv6": IPV6,
     "hostname": HOSTNAME,
+    "duration": DURATION,
 }
 
 # OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
