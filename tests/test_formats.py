@@ -184,45 +184,25 @@ def rfc3339_duration(text: str) -> bool:
             i += 1
         return t[i + 1:] if i and t[i:i + 1] == letter else None
 
-    def optional(rest, rule):
-        after = rule(rest)
-        return rest if after is None else after
+    def chain(letters):
+        """1*DIGIT letters[0] [chain(letters[1:])]: dur-hour is chain("HMS"), dur-year chain("YMD")."""
+        def rule(t):
+            rest = digits_then(t, letters[0])
+            if rest is None or len(letters) == 1:
+                return rest
+            after = chain(letters[1:])(rest)
+            return rest if after is None else after
+        return rule
 
-    def second(t):
-        return digits_then(t, "S")
-
-    def minute(t):
-        r = digits_then(t, "M")
-        return None if r is None else optional(r, second)
-
-    def hour(t):
-        r = digits_then(t, "H")
-        return None if r is None else optional(r, minute)
-
-    def dur_time(t):
+    def dur_time(t):  # "T" (dur-hour / dur-minute / dur-second): the letter after the digits picks one
         if not t.startswith("T"):
             return None
-        for rule in (hour, minute, second):  # alternatives: each tried, the one that eats the rest wins
-            r = rule(t[1:])
-            if r == "":
-                return r
-        return next((r for r in (hour(t[1:]), minute(t[1:]), second(t[1:])) if r is not None), None)
-
-    def day(t):
-        return digits_then(t, "D")
-
-    def month(t):
-        r = digits_then(t, "M")
-        return None if r is None else optional(r, day)
-
-    def year(t):
-        r = digits_then(t, "Y")
-        return None if r is None else optional(r, month)
+        return next((r for r in (chain("HMS")(t[1:]), chain("MS")(t[1:]), chain("S")(t[1:])) if r is not None), None)
 
     if not text.startswith("P"):
         return False
     body = text[1:]
-    for rule in (day, month, year):
+    for rule in (chain("D"), chain("MD"), chain("YMD")):  # dur-date: (dur-day / dur-month / dur-year) [dur-time]
         r = rule(body)
         if r is not None and (r == "" or dur_time(r) == ""):
             return True
