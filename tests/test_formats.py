@@ -22,6 +22,7 @@ EXAMPLES = {   # one instance and one non-instance of each format, written by ha
     "uri": ("https://example.com/a?b=c#d", "no scheme"), "uri-reference": ("../a/b?c", "a b"),
     "ipv4": ("192.168.0.1", "256.1.1.1"), "hostname": ("a-b.example.com", "-a.example.com"),
     "ipv6": ("fe80::1:2.3.4.5", "1:2:3:4:5:6:7:8:9"), "duration": ("P1Y2M3DT4H5M6S", "PT"),
+    "regex": ("^[a-z0-9-]+$", "a{3,2}"),
 }
 
 
@@ -235,3 +236,71 @@ def test_duration_agrees_with_the_rfc_grammar_and_passes_jsonschema():
             accepted += 1
             assert checker.conforms(text, "duration"), text
     assert accepted > 500
+
+
+@pytest.mark.parametrize("text", [
+    "", "^[a-zA-Z0-9_]+$", r"^\d{3}-\d{4}$", "(foo|bar)", "^(?:[a-z]+)?$", r"\.json$", "[^/]+", "a{2,5}",
+    "a{2,15}", "^[-a-z0-9]+$", "[a-z-]", r"^\S+@\S+$", "(a(b)c)", "x*?", r"\bword\b", "^#[0-9a-fA-F]{6}$", "a|",
+    r"\\", "[.]", "é+", 'say "hi"', r"^https?://[^\s/$.?#].[^\s]*$",
+])
+def test_regex_format_takes_common_regexes(text):
+    assert re.compile(text) is not None and ok("regex", text)
+
+
+@pytest.mark.parametrize("text", ["(", "[", "a**", "*a", "[z-a]", "a{3,2}", r"\q", "a{1,2}{3}", "^*", ")", "[]", r"\1"])
+def test_regex_format_rejects_what_re_rejects(text):
+    with pytest.raises(re.error):
+        re.compile(text)
+    assert not ok("regex", text)
+
+
+def test_every_string_of_the_regex_format_compiles_with_re():
+    """Random walks of the format's DFA, drawn towards its structure (classes, ranges, groups,
+    counts): each accepted text compiles with Python's re, jsonschema's check of the format."""
+    import warnings
+    import numpy as np
+    from inferlab.constrain.dfa import compile_regex
+    dfa = compile_regex(FORMATS["regex"])
+    rng = random.Random(7)
+    meta = set(b"[](){}|*+?\\-^$.,:0123456789azAZdwsbB")
+
+    def pick(state):
+        live = np.flatnonzero(dfa.trans[state] >= 0).tolist()
+        return rng.choices(live, weights=[25 if b in meta else 1 if 32 <= b < 127 else 0.05 for b in live])[0]
+    checked, shapes = 0, set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "[&&]" and the like: warnings, not errors
+        for _ in range(2000):
+            state, out = dfa.start, bytearray()
+            for _ in range(rng.randint(1, 40)):
+                b = pick(state)
+                out.append(b)
+                state = int(dfa.trans[state, b])
+            while not dfa.accepting[state] and len(out) < 400:
+                b = pick(state)
+                out.append(b)
+                state = int(dfa.trans[state, b])
+            try:
+                text = out.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if not dfa.accepting[state]:
+                continue
+            re.compile(text)  # raises re.error on an invalid one
+            checked += 1
+            shapes |= {c for c in "[({" if c in text} | ({"range"} if re.search(r"\[[^\]]*\w-\w", text) else set())
+    assert checked > 1500 and shapes == {"[", "(", "{", "range"}
+
+
+def test_a_schema_with_format_regex_compiles_with_its_narrowing_recorded():
+    import jsonschema
+    from inferlab.constrain.schema import canonical_json, compile_grammar
+    from inferlab.constrain.stack import build_machine
+    schema = {"type": "object", "properties": {"p": {"type": "string", "format": "regex"}}}
+    compiled = compile_grammar(schema)
+    assert any(note.startswith("format regex at #/properties/p") for note in compiled.narrowed)
+    machine = build_machine(compiled)
+    check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for value in ["^[a-z]+$", "(", r"\d{2,4}", "a{3,2}", 'q"uote\\', "[z-a]"]:
+        text = canonical_json({"p": value}, schema)
+        assert machine.accepts(text) == check.is_valid({"p": value}), value

@@ -1,4 +1,5 @@
-"""String `format`s as exact regexes over the JSON string's content (ASCII, so no JSON escapes).
+"""String `format`s as exact regexes over the JSON string's decoded content (the schema compiler
+writes a character as JSON does: escaped where JSON says so).
 
 Each regex matches exactly the strings of the grammar named next to it. Where the grammar is a
 narrowing of the RFC (a subset: never looser), NARROWINGS says how, and the schema compiler records
@@ -18,6 +19,8 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - duration   RFC 3339 Appendix A duration (JSON Schema's definition): designators in order, whole
              numbers, no sign (jsonschema's checker, isoduration, takes more: fractions, signs,
              P1Y2D; every string of this grammar passes it)
+- regex      a regular subset of what Python's `re` compiles (jsonschema's check): literals,
+             ".", escapes, classes, groups nested at most two deep, quantifiers, anchors
 """
 
 from __future__ import annotations
@@ -113,6 +116,35 @@ _DUR_YEAR = rf"{_DIGITS}Y(?:{_DUR_MONTH})?"
 _DUR_DATE = rf"(?:{_DUR_DAY}|{_DUR_MONTH}|{_DUR_YEAR})(?:{_DUR_TIME})?"
 DURATION = rf"P(?:{_DUR_DATE}|{_DUR_TIME}|{_DUR_WEEK})"
 
+
+def _class_ranges() -> str:
+    """The class ranges `re` takes that REGEX writes: both ends in one of 0-9, a-z or A-Z, the
+    first not after the last ("[z-a]" is an error)."""
+    runs = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return "(?:" + "|".join(f"{lo}-[{lo}-{run[-1]}]" for run in runs for lo in run) + ")"
+
+
+# Each piece is valid wherever it stands, so every concatenation is: no quantifier after an anchor,
+# another quantifier or nothing; escapes of a letter only where `re` defines one; "-" in a class
+# only first, last or in a range; {m,n} only where m <= n shows in its digits
+_PUNCT = r"[ -/:-@\[-`{-~]"                         # ASCII space and punctuation: escaped, themselves
+_RX_LITERAL = r"[^\\.^$*+?{}\[\]|()]"
+_RX_ESCAPE = rf"\\(?:[dDwWsSnrtfv]|{_PUNCT})"
+_RX_ANCHOR = r"(?:\^|\$|\\[bBAZ])"
+_RX_CLASS = rf"\[\^?-?(?:{_class_ranges()}|[^\\\[\]\-^]|\\(?:[dDwWsSnrtfvb]|{_PUNCT}))+-?\]"
+_RX_COUNTS = "|".join(f"{m},[{m}-9]" for m in range(10))
+_RX_QUANT = rf"(?:[*+?]|\{{(?:[0-9]{{1,3}},?|{_RX_COUNTS}|[0-9],[1-9][0-9]{{1,2}})\}})\??"
+
+
+def _rx_alternatives(depth: int) -> str:
+    """Alternatives of pieces, with groups nested `depth` deep at most."""
+    group = rf"|\((?:\?:)?{_rx_alternatives(depth - 1)}\)" if depth else ""
+    piece = rf"(?:(?:{_RX_LITERAL}|\.|{_RX_ESCAPE}|{_RX_CLASS}{group})(?:{_RX_QUANT})?|{_RX_ANCHOR})"
+    return rf"(?:{piece}*(?:\|{piece}*)*)"
+
+
+REGEX = _rx_alternatives(2)
+
 FORMATS = {
     "date": DATE,
     "time": TIME,
@@ -125,6 +157,7 @@ FORMATS = {
     "ipv6": IPV6,
     "hostname": HOSTNAME,
     "duration": DURATION,
+    "regex": REGEX,
 }
 
 # OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
@@ -140,6 +173,9 @@ NARROWINGS = {
     "uri": "no IP-literal ([...]) host",
     "uri-reference": "no IP-literal ([...]) host",
     "hostname": "at most 4 labels of at most 62 characters",
+    "regex": "literals, '.', escapes, classes (ranges within 0-9, a-z or A-Z), groups nested at most two "
+             "deep, quantifiers ({m,n} with m <= n of one digit each, or m one digit and n two or three) "
+             "and anchors; no lookaround, named group, flag, backreference or possessive quantifier",
 }
 
 # The formats JSON Schema defines (2020-12 §7.3, plus the names of drafts 3-7); a name outside this
