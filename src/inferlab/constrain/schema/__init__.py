@@ -46,8 +46,8 @@ Supported keywords
   items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
-  date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname, duration, regex: a subset, recorded). Length bounds with a pattern or
-  format: intersected exactly where the shape allows (one repeated part) or by automaton product
+  date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname, duration; regex as a recorded
+  subset). Length bounds with a pattern or format: intersected exactly where the shape allows (one repeated part) or by automaton product
   (constrain.dfa_algebra) where that is small, else a recorded subset (search padding dropped,
   the length budget split over repeated parts of fixed width), else an error; pattern with
   format: their automaton product, else an error;

@@ -11,9 +11,8 @@ from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_sibling
 from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
-                                              _STRING, _TYPES, dialect_of,
-                                              _UNSUPPORTED, _Unsat, _child, _group, _keyword_families, _lit,
-                                              _type_set)
+                                              _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
+                                              _keyword_families, _lit, _type_set, dialect_of)
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
@@ -61,14 +60,13 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.values = ValueChecker(root)  # enum/const beside other keywords
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
-        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
-        self.old_draft = isinstance(dialect, str) and any(d in dialect for d in _OLD_DRAFTS)
         self.dialect = dialect_of(root)
+        self.old_draft = self.dialect in _OLD_DRAFTS
         self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
         self.ignored: list[str] = []  # "keyword at #/pointer: ..." of each keyword the dialect lacks
         # draft-03/04: an integer is a number written without a fraction, so 12345.0 is not one;
         # from draft-06 on it is (a zero fractional part), and its canonical text is 12345
-        self.integral_floats = not (isinstance(dialect, str) and any(d in dialect for d in ("draft-03", "draft-04")))
+        self.integral_floats = self.dialect not in ("draft-03", "draft-04")
 
     def refuse(self, keyword: str, ptr: str, reason: str) -> None:
         """Not enforceable exactly: an error, or (lenient) a listed unenforced constraint."""
