@@ -453,6 +453,37 @@ def test_allof_pattern_keys_still_meet_the_other_sides_additional_properties():
     check(schema, [{}, {"b": {}}, {"x": {"k": 1}}], [{"b": {"k": 1}}, {"x": {"k": "s"}}])
 
 
+def test_allof_items_hold_inside_the_other_sides_prefix():
+    # found by hypothesis (a soundness bug since prefixItems): property "b" wants strings, the
+    # pattern ".*" wants [positive integer, integers...]; merged, "items" covered only the indices
+    # past the pattern's prefix, so {"b": [1]} was generated
+    schema = {"type": "object", "additionalProperties": False, "not": {"required": ["a", "b"]},
+              "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string", "format": "date"}}},
+              "patternProperties": {".*": {"type": "array", "items": {"type": "integer"}, "minItems": 1,
+                                           "prefixItems": [{"type": "integer", "exclusiveMinimum": 0}]}}}
+    check(schema, [{}, {"zz": [3]}, {"id": [5, 6]}], [{"b": [1]}, {"b": ["2024-01-01"]}, {"a": [1]}, {"zz": [0]}])
+    machine = build_machine(compile_grammar(schema))
+    assert not machine.accepts('{"b":[1]}') and machine.accepts('{"zz":[3]}')
+
+
+ARRAYS = [{"items": {"type": "integer"}}, {"prefixItems": [{"type": "string"}]},
+          {"prefixItems": [{"type": "integer"}, {"type": "boolean"}], "items": {"type": "null"}},
+          {"prefixItems": [{"const": 1}], "items": False}, {"items": {"type": ["integer", "string"]}, "maxItems": 3}]
+
+
+@pytest.mark.parametrize("a,b", list(itertools.combinations(ARRAYS, 2)))
+def test_allof_of_prefix_and_item_schemas_agrees_with_jsonschema(a, b):
+    schema = {"type": "array", "allOf": [a, b]}
+    v = validator(schema)
+    machine = build_machine(compile_grammar(schema))
+    regex = re.compile(compile_schema(schema).regex)
+    values = [1, "s", True, None]
+    for n in range(4):
+        for items in itertools.product(values, repeat=n):
+            text = canonical_json(list(items), schema)
+            assert machine.accepts(text) == v.is_valid(list(items)) == bool(regex.fullmatch(text)), (a, b, items)
+
+
 @pytest.mark.parametrize("schema", [{"format": "date"}, {"format": "positiveInteger"}, {"minLength": 2, "minimum": 3},
                                     {"properties": {"a": {"type": "integer"}}, "required": ["a"], "maxLength": 1}])
 def test_no_type_in_the_stack_grammar_leaves_other_types_unconstrained(schema):

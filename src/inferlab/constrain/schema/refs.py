@@ -9,6 +9,11 @@ from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, Sc
                                               _known_keywords, _type_set)
 
 
+def _both(x, y):
+    """The schema of the instances of both x and y (allOf, or the one side where the other is true)."""
+    return x if y is True else y if x is True else {"allOf": [x, y]}
+
+
 class RefsMixin:
     """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
 
@@ -118,7 +123,31 @@ class RefsMixin:
             out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
         if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
             self.merge_objects(out, a, b)
+        if "prefixItems" in a or "prefixItems" in b:
+            self.merge_prefixes(out, a, b, ptr)
         return out
+
+    def merge_prefixes(self, out, a, b, ptr: str) -> None:
+        """prefixItems under allOf: a side's `items` holds at every index past its own prefix, so
+        also inside the other side's longer prefix (merging `items` alone would leave those
+        elements to the other side's prefix only)."""
+        sides = []
+        for side in (a, b):
+            rest = side.get("items", True)
+            if isinstance(rest, list):  # the tuple form beside prefixItems: two dialects in one allOf
+                self.refuse("allOf", ptr, "cannot merge a tuple-form 'items' with 'prefixItems'")
+                return
+            sides.append((side.get("prefixItems", []), rest))
+        (pa, ra), (pb, rb) = sides
+        if not isinstance(pa, list) or not isinstance(pb, list):
+            raise self.error("prefixItems", ptr, "must be an array")
+        n = max(len(pa), len(pb))
+        out["prefixItems"] = [_both(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb) for i in range(n)]
+        rest = _both(ra, rb)
+        if rest is True:
+            out.pop("items", None)
+        else:
+            out["items"] = rest
 
     def merge_objects(self, out, a, b) -> None:
         """properties under allOf: a name declared on one side only meets the other side's
@@ -127,12 +156,10 @@ class RefsMixin:
         xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
         props = {}
         for name in list(pa) + [n for n in pb if n not in pa]:
-            sa = pa.get(name, xa)
-            sb = pb.get(name, xb)
-            props[name] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+            props[name] = _both(pa.get(name, xa), pb.get(name, xb))
         out["properties"] = props
         if "additionalProperties" in a or "additionalProperties" in b:
-            out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
+            out["additionalProperties"] = _both(xa, xb)
         if "patternProperties" in a or "patternProperties" in b:
             # a key one side's pattern admits still meets the other side's additionalProperties
             # (a narrowing where the other side has a matching pattern or declares the key)
@@ -158,8 +185,8 @@ class RefsMixin:
             return max(av, bv) if key == "exclusiveMinimum" else min(av, bv)
         if key == "required":
             return list(dict.fromkeys(list(av) + list(bv)))
-        if key in ("properties", "additionalProperties", "patternProperties"):
-            return av  # merge_objects rewrites these
+        if key in ("properties", "additionalProperties", "patternProperties", "prefixItems"):
+            return av  # merge_objects and merge_prefixes rewrite these
         if key in ("items", "additionalItems") and isinstance(av, (dict, bool)) and isinstance(bv, (dict, bool)):
             return {"allOf": [av, bv]}
         if key == "enum":
