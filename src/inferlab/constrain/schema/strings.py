@@ -271,7 +271,7 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
         i += 1
     alts.append("".join(out))
     result = []
-    for alt in alts:
+    for alt in _flatten_groups(alts):
         start = alt.startswith("^")
         if start:
             alt = alt[1:]
@@ -280,6 +280,56 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
             alt = alt[:-1] + ("\\n?" if superset else "")  # Python's $ also matches before a final newline
         result.append((alt, start, end))
     return result
+
+
+def _flatten_groups(alts: list[str]) -> list[str]:
+    """Top-level alternatives (in the dialect) where one is a single unquantified group, as
+    "(^a|b$)", read as the alternatives inside it: the group changes only what it captures, and
+    its anchors are then the alternatives' own."""
+    out = []
+    for alt in alts:
+        inner = _whole_group(alt)
+        out.extend([alt] if inner is None else _flatten_groups(_split_top(inner)))
+    return out
+
+
+def _scan(text: str):
+    """Yield (position, character, depth) of each character of `text` outside classes and
+    escapes: depth counts the groups open before it."""
+    depth, i, in_class = 0, 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 2 if text.startswith("^", i + 1) else 1  # (a "]" first in a class is refused before)
+            continue
+        else:
+            depth -= c == ")"
+            yield i, c, depth
+            depth += c == "("
+        i += 1
+
+
+def _whole_group(text: str) -> str | None:
+    """The inside of `text` where it is one group "(...)" or "(?:...)" closing at its end, else
+    None (nor a lookaround or any other "(?" construct)."""
+    if not text.startswith("(") or (text.startswith("(?") and not text.startswith("(?:")):
+        return None
+    close = next((i for i, c, depth in _scan(text) if c == ")" and depth == 0), None)
+    if close != len(text) - 1:
+        return None
+    return text[3:-1] if text.startswith("(?:") else text[1:-1]
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at its top-level "|"."""
+    cuts = [i for i, c, depth in _scan(text) if c == "|" and depth == 0]
+    return [text[a + 1:b] for a, b in zip([-1] + cuts, cuts + [len(text)])]
 
 
 def _escaped_at(text: str, pos: int) -> bool:
