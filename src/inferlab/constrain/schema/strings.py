@@ -294,8 +294,9 @@ def _flatten_groups(alts: list[str]) -> list[str]:
 
 
 def _scan(text: str):
-    """Yield (position, character, depth) of each character of `text` outside classes and
-    escapes: depth counts the groups open before it."""
+    """Yield (position, character, depth) of each character of `text` outside escapes and class
+    contents (a class's opening "[" is yielded): depth counts the groups open around it, a
+    group's own parentheses outside it."""
     depth, i, in_class = 0, 0, False
     while i < len(text):
         c = text[i]
@@ -305,8 +306,9 @@ def _scan(text: str):
         if in_class:
             in_class = c != "]"
         elif c == "[":
+            yield i, c, depth
             in_class = True
-            i += 2 if text.startswith("^", i + 1) else 1  # (a "]" first in a class is refused before)
+            i += 2 if text.startswith("^", i + 1) else 1  # (a "]" first in a class is refused)
             continue
         else:
             depth -= c == ")"
@@ -529,42 +531,23 @@ def _pattern_ast(pattern: str, superset: bool = False):
 def _top_level(pattern: str) -> list[list[tuple]]:
     """The pattern's top-level alternatives, each a list of ("text", str) and ("look", negative,
     body) pieces: the lookaheads outside any group, with the text between them."""
-    alts, pieces, text = [], [], []
-    depth, i, in_class, look_at = 0, 0, False, None
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            if look_at is None:
-                text.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
+    alts, pieces, start, look_at = [], [], 0, None
+    for i, c, depth in _scan(pattern):
+        if c == "[":
             if pattern.startswith(("[]", "[^]"), i):  # refused by _ecma_to_dialect, not split here
                 raise SchemaError("a class starting with ']' means different things in ECMA-262 and Python")
-        elif c == "(":
-            if depth == 0 and pattern.startswith(("(?=", "(?!"), i):
-                pieces.append(("text", "".join(text)))
-                text, look_at = [], i
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0 and look_at is not None:
-                pieces.append(("look", pattern[look_at + 2] == "!", pattern[look_at + 3:i]))
-                look_at = None
-                i += 1
-                continue
-        elif c == "|" and depth == 0:
-            alts.append(pieces + [("text", "".join(text))])
-            pieces, text = [], []
-            i += 1
+        elif depth:
             continue
-        if look_at is None:
-            text.append(c)
-        i += 1
-    alts.append(pieces + [("text", "".join(text))])
+        elif c == "(" and pattern.startswith(("(?=", "(?!"), i):
+            pieces.append(("text", pattern[start:i]))
+            look_at = i
+        elif c == ")" and look_at is not None:
+            pieces.append(("look", pattern[look_at + 2] == "!", pattern[look_at + 3:i]))
+            look_at, start = None, i + 1
+        elif c == "|":
+            alts.append(pieces + [("text", pattern[start:i])])
+            pieces, start = [], i + 1
+    alts.append(pieces + [("text", pattern[start:])])
     return alts
 
 
