@@ -10,7 +10,8 @@ from inferlab.constrain.schema import SchemaError, compile_grammar
 from test_lookahead import assert_agrees_with_re_search
 
 PATTERNS = ["(^[a-c.()-]+$)", "(^a|^b)", "([^,]|$)", "(^$)", "(^ab)", "(b$)", "([0-9]{2}(-[0-9])?$)",
-            r"(a[0-9]b$|\%V\%)", "((^a))", "(?:^ab|c$)", "(^a)|b$", "(a)(b)"]
+            r"(a[0-9]b$|\%V\%)", "((^a))", "(?:^ab|c$)", "(^a)|b$", "(a)(b)",
+            "^([^,]|$)", r"^([0-9a]+\.[0-9]*$|\%V\%)", "^(a|b$)$", "(^a|b)$", "^((^a)|(b))", "^(a)$"]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -20,7 +21,7 @@ def test_whole_group_patterns_agree_with_re_search(pattern):
                                            for _ in range(1500)])
 
 
-@pytest.mark.parametrize("pattern", ["(a$)*", "(^a)+", "x(^a)", "(?=^a)b"])
+@pytest.mark.parametrize("pattern", ["(a$)*", "(^a)+", "x(^a)", "(?=^a)b", "^(a$)*", "^([^,]+(,|$)){3,}$"])
 def test_anchors_inside_a_repeated_or_later_group_are_still_refused(pattern):
     with pytest.raises(SchemaError, match="^pattern at #/pattern"):
         compile_grammar({"type": "string", "pattern": pattern})

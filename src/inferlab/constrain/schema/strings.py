@@ -275,7 +275,7 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
         start = alt.startswith("^")
         if start:
             alt = alt[1:]
-        end = alt.endswith("$") and not _escaped_at(alt, len(alt) - 1)
+        end = _ends_anchored(alt)
         if end:
             alt = alt[:-1] + ("\\n?" if superset else "")  # Python's $ also matches before a final newline
         result.append((alt, start, end))
@@ -283,14 +283,25 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
 
 
 def _flatten_groups(alts: list[str]) -> list[str]:
-    """Top-level alternatives (in the dialect) where one is a single unquantified group, as
-    "(^a|b$)", read as the alternatives inside it: the group changes only what it captures, and
-    its anchors are then the alternatives' own."""
+    """Top-level alternatives (in the dialect) where one is a single unquantified group, anchors
+    around it or not, as "(^a|b$)" or "^([^,]|$)", read as the alternatives inside it, each with
+    the anchors around the group: the group changes only what it captures."""
     out = []
     for alt in alts:
-        inner = _whole_group(alt)
-        out.extend([alt] if inner is None else _flatten_groups(_split_top(inner)))
+        start = alt.startswith("^")
+        body = alt[1:] if start else alt
+        end = _ends_anchored(body)
+        inner = _whole_group(body[:-1] if end else body)
+        if inner is None:
+            out.append(alt)
+            continue
+        for x in _flatten_groups(_split_top(inner)):
+            out.append(("^" if start and not x.startswith("^") else "") + x + ("$" if end and not _ends_anchored(x) else ""))
     return out
+
+
+def _ends_anchored(text: str) -> bool:
+    return text.endswith("$") and not _escaped_at(text, len(text) - 1)
 
 
 def _scan(text: str):
