@@ -287,7 +287,7 @@ def test_if_then_else_over_a_discriminator():
 
 def test_negating_a_constrained_object_is_refused_with_its_pointer():
     schema = {"properties": {"x": {"not": {"type": "object", "properties": {"a": {"type": "string"}},
-                                            "minProperties": 2}}}}
+                                            "patternProperties": {"^b": {"type": "integer"}}}}}}
     with pytest.raises(SchemaError, match=r"not at #/properties/x/not"):
         compile_schema(schema)
 

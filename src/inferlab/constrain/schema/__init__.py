@@ -64,15 +64,20 @@ Supported keywords
   take), since then oneOf == anyOf on what is generated; otherwise one JSON type at a time: a
   type two branches admit all of has no value matching exactly one (left out), branches
   disjoint within the type are alternatives, and else each branch without the others (`not`,
-  below) where every branch has a positive negation, counted first: past MAX_SUBSCHEMAS
-  alternatives an error. Where that is refused or too large and the branches are objects that
+  below) where every branch has a positive negation beside the branch it is taken with, or
+  for null, boolean, string and number values by automaton complement; counted first: past
+  MAX_SUBSCHEMAS alternatives an error. Where that is refused or too large and the branches are objects that
   clash only through extra keys beside their declared properties (additionalProperties
   absent), those branches without such keys (a narrowing, recorded; the exact attempt then gets
   at most EXCLUSIVE_SUBSCHEMAS subschemas);
-- not, exact in two ways (schema.algebra). Rewritten as positive keywords: not {} (nothing), not
-  {type}, not {required: [...]} (an object missing one of them), not {properties: {k: S}}
-  (an object with k whose value is `not S`), with type object or none, not (not S) = S, and
-  anyOf/allOf of these (allOf of negations, anyOf of negations). Otherwise by automaton, type by
+- not, exact in two ways (schema.algebra). Rewritten as positive keywords, a schema being the
+  conjunction of its keywords (the anyOf of their negations): not {} (nothing), not {type}, not
+  {required: [...]} (an object missing one of them), not {properties: {k: S}} (an object with
+  k whose value is `not S`), not {additionalProperties: S} beside a schema whose objects hold
+  finitely many names (additionalProperties false there: one of those past the declared ones,
+  with a value `not S`), not min/maxItems and min/maxProperties (the other side of the bound),
+  not {items: S} beside arrays whose items no value of S can be (at least one item), not (not
+  S) = S, and anyOf/allOf of these (allOf of negations, anyOf of negations). Otherwise by automaton, type by
   type: a type the operand admits nothing of is kept as the rest of the schema says; one it
   admits all of is dropped; for null, boolean, string, integer and number, the rest's regex
   intersected with the canonical texts of the type (strings with json.dumps's escapes; numbers

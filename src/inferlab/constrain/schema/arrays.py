@@ -30,7 +30,7 @@ class ArraysMixin:
         lo = node.get("minItems", 0)
         hi = node.get("maxItems")
         if hi is not None and hi < lo:
-            raise self.error("maxItems", _child(ptr, "maxItems"), f"maxItems {hi} < minItems {lo}")
+            raise _Unsat(f"maxItems at #{_child(ptr, 'maxItems')}: maxItems {hi} < minItems {lo}: no array is valid")
         unique = node.get("uniqueItems") is True and not (hi is not None and hi <= 1)
         if unique and self.calls_on() and "prefixItems" not in node and not isinstance(node.get("items"), list):
             texts = self.finite_items(node.get("items", True), _child(ptr, "items"), stack)

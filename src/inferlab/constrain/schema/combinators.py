@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, MAX_SUBSCHEMAS, SchemaError, SchemaTooLarge,
                                               _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining, _constrains,
@@ -48,13 +50,37 @@ class CombinatorsMixin:
             if not allowed - banned:
                 raise _Unsat(f"not at #{ptr}: no type is left")
             return {**rest, "type": sorted(allowed - banned)}
-        positive = _negation(neg)
+        positive = _negation(neg, self.negation_context(rest, stack))
         if positive is None:
             return None
         if positive is False:
             raise _Unsat(f"not at #{ptr}: nothing is valid")
         # flattened first: a $ref in it (not not {$ref}) must not take rest as ignored siblings
         return self.merge(rest, self.flatten(positive, ptr, stack)[0], ptr, stack)
+
+    def negation_context(self, rest, stack) -> NegationContext:
+        """What `rest` admits that a negation beside it may use: the names of its objects where
+        additionalProperties false closes them, a disjointness test against its arrays' items."""
+        if not isinstance(rest, dict):
+            return _ANYTHING
+        props, items = rest.get("properties", {}), rest.get("items")
+        closed = _never(rest.get("additionalProperties", True)) and not rest.get("patternProperties") \
+            and isinstance(props, dict)
+        uniform = isinstance(items, (dict, bool)) and "prefixItems" not in rest
+        return NegationContext(frozenset(props) if closed else None,
+                               (lambda x: self.disjoint(items, x, stack, stack)) if uniform else None)
+
+    def exclusive_negations(self, live: list, flats: list) -> list[list] | None:
+        """For each live oneOf branch (index, its schema of one type, ptr, stack), the positive
+        forms of the other branches' negations in its context; None where one has none."""
+        out = []
+        for k, m, _, bstack in live:
+            ctx = self.negation_context(m, bstack)
+            negs = [_negation(flats[j][0], ctx) for j, *_ in live if j != k]
+            if any(n is None for n in negs):
+                return None
+            out.append(negs)
+        return out
 
     def compile_conditional(self, node, ptr, stack) -> str:
         """if/then/else as (if and then) or (not if and else): two disjoint alternatives."""
@@ -183,9 +209,10 @@ class CombinatorsMixin:
             clash = self.first_clash([(m, bptr, bstack) for _, m, bptr, bstack in live])
             if clash is None:
                 todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
-            elif all(_negatable(flats[k][0]) for k, *_ in live):
-                # exactly one: each branch without any of the others, then plain alternatives
-                bound = _exclusive_alternatives([flats[k][0] for k, *_ in live])
+            elif (negations := self.exclusive_negations(live, flats)) is not None or t not in ("object", "array"):
+                # exactly one: each branch without any of the others, then plain alternatives (a
+                # scalar branch's negation is an automaton complement where no positive form is known)
+                bound = _exclusive_alternatives(negations or [])
                 if bound > MAX_SUBSCHEMAS:  # counted before anything is built
                     raise SchemaTooLarge(f"oneOf at #{_child(ptr, 'oneOf')}: each of its {len(live)} {t} branches "
                                          f"without the others distributes to up to {bound:,} alternatives, "
@@ -428,56 +455,119 @@ def _intervals_disjoint(a, b) -> bool:
     return before(a, b) or before(b, a)
 
 
-def _negation(neg):
-    """A schema equivalent to `not neg`, built from positive keywords, or None where none is
-    known. Exact forms: not (not X) = X; not anyOf = allOf of the negations and not allOf =
-    anyOf of them; an object schema of properties/required (type object or none): an object
-    that misses a required name, or has a declared property with a value its schema rejects
-    (`not` of that schema), and with type object also any value that is not an object."""
+@dataclass(frozen=True)
+class NegationContext:
+    """What the positive part of `rest and not neg` admits, where a negation's positive form
+    needs it: the names its objects may hold (None: any), and a test of whether its arrays'
+    items can satisfy a schema (`items_disjoint(x)`: True only if no item of them satisfies x;
+    None: no such test)."""
+    keys: frozenset | None = None
+    items_disjoint: Callable[[object], bool] | None = None
+
+
+_ANYTHING = NegationContext()
+_COUNTS = {"minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
+           "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", 1)}
+_OBJECT_GROUP = {"properties", "required", "additionalProperties"}
+
+
+def _negation(neg, ctx: NegationContext = _ANYTHING):
+    """A schema equivalent to `not neg` among the values `ctx` admits, built from positive
+    keywords, or None where none is known. A schema is the conjunction of its keywords (the
+    object keywords properties/required/additionalProperties taken together), so its negation
+    is the anyOf of theirs (_negated_part): not (not X) = X; not anyOf = allOf of the
+    negations and not allOf = anyOf of them; not type = the other types; a count bound, the
+    other side of it; the object keywords, an object that misses a required name, or has a
+    declared property with a value its schema rejects (`not` of that schema), or a name past
+    the declared ones where the context's objects hold finitely many (ctx.keys); items, an
+    array with an item where the context's items all fail them (ctx.items_disjoint). Keywords
+    that are not JSON Schema's are annotations, as everywhere else."""
     if isinstance(neg, bool):
         return not neg
     if not isinstance(neg, dict):
         return None
-    keys = set(neg) - _ANNOTATIONS
-    if keys == {"not"} and isinstance(neg["not"], (dict, bool)):
-        return neg["not"]
-    if keys in ({"anyOf"}, {"allOf"}) and isinstance(neg[next(iter(keys))], list):
-        parts = [_negation(b) for b in neg[next(iter(keys))]]
-        if not parts or any(p is None for p in parts):
+    node = {k: v for k, v in neg.items() if k in _known_keywords()}
+    parts = [{k: node[k] for k in _OBJECT_GROUP if k in node}] if _OBJECT_GROUP & set(node) else []
+    parts += [{k: v} for k, v in node.items() if k not in _OBJECT_GROUP]
+    negs = []
+    for part in parts:
+        n = _negated_part(part, ctx)
+        if n is None:
             return None
-        return {"allOf" if keys == {"anyOf"} else "anyOf": parts}
-    if keys == {"type"}:  # the other types; not integer (but number) has no such form
-        types = _type_set(neg["type"])
+        if n is not False:
+            negs.append(n)
+    return False if not negs else negs[0] if len(negs) == 1 else {"anyOf": negs}
+
+
+def _negated_part(part: dict, ctx: NegationContext):
+    """_negation of one keyword of a schema (or its object keywords together); None where no
+    positive form is known."""
+    (key, value), = list(part.items())[:1]
+    if len(part) == 1 and key == "not":
+        return value if isinstance(value, (dict, bool)) else None
+    if len(part) == 1 and key in ("anyOf", "allOf"):
+        if not isinstance(value, list) or not value:
+            return None
+        negs = [_negation(b, ctx) for b in value]
+        return None if any(n is None for n in negs) else {"allOf" if key == "anyOf" else "anyOf": negs}
+    if len(part) == 1 and key == "type":  # the other types; not integer (but number) has no such form
+        types = _type_set(value)
         if "integer" in types and "number" not in types:
             return None
         others = [t for t in _TYPES if t not in types]
         return {"type": others} if others else False
-    if not keys or not keys <= {"properties", "required", "type"} or neg.get("type", "object") != "object":
+    if len(part) == 1 and key in _COUNTS:  # the other side of the bound, among values of its type
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            return None
+        family, other, step = _COUNTS[key]
+        bound = int(value) + step
+        return False if bound < 0 else {"type": family, other: bound}
+    if len(part) == 1 and key == "items":
+        if value is True or value == {}:
+            return False
+        if value is False or (isinstance(value, dict) and ctx.items_disjoint is not None and ctx.items_disjoint(value)):
+            return {"type": "array", "minItems": 1}  # (every item of the context's arrays fails them)
         return None
-    props, required = neg.get("properties", {}), neg.get("required", [])
-    if not isinstance(props, dict) or not isinstance(required, list):
+    if set(part) <= _OBJECT_GROUP:
+        return _failing_objects(part, ctx)
+    return None
+
+
+def _failing_objects(part: dict, ctx: NegationContext):
+    """The objects that fail properties/required/additionalProperties (`part`), or None."""
+    props, required = part.get("properties", {}), part.get("required", [])
+    extra = part.get("additionalProperties", True)
+    if not isinstance(props, dict) or not isinstance(required, list) or not isinstance(extra, (dict, bool)):
         return None
     failing = [{"properties": {n: False}} for n in required]
     failing += [{"required": [n], **({"properties": {n: {"not": sub}}} if sub is not False else {})}
                 for n, sub in props.items() if sub is not True and sub != {}]
-    objects = ({"type": "object", "anyOf": failing} if len(failing) > 1 else {"type": "object", **failing[0]}
-               if failing else False)
-    if "type" not in neg:
-        return objects
-    others = [t for t in _TYPES if t != "object"]
-    return {"anyOf": [{"type": others}, objects]} if objects is not False else {"type": others}
+    if extra is not True and extra != {}:
+        if ctx.keys is None:  # "some name past the declared ones" has no positive form
+            return None
+        failing += [{"required": [n], **({"properties": {n: {"not": extra}}} if extra is not False else {})}
+                    for n in sorted(ctx.keys - set(props))]
+    if not failing:
+        return False
+    return {"type": "object", "anyOf": failing} if len(failing) > 1 else {"type": "object", **failing[0]}
 
 
-def _exclusive_alternatives(flats: list) -> int:
+def _never(node) -> bool:
+    """Does the schema admit no value, as far as its top shows (false; an allOf holding such a
+    schema, as merging additionalProperties false with another leaves it)?"""
+    return node is False or (isinstance(node, dict) and isinstance(node.get("allOf"), list)
+                             and any(_never(b) for b in node["allOf"]))
+
+
+def _exclusive_alternatives(negations: list[list]) -> int:
     """An upper bound on the alternatives that `each branch and not any other` distributes to:
-    for each branch, the product over the others of the alternatives of their negation."""
-    counts = [_alternatives(_negation(f)) for f in flats]
+    for each branch, the product over the others of the alternatives of their negation (in
+    that branch's context: negations[k])."""
     total = 0
-    for k in range(len(counts)):
+    for negs in negations:
         product = 1
-        for j, c in enumerate(counts):
-            if j != k:
-                product *= c
+        for n in negs:
+            product *= _alternatives(n)
         total += product
     return total
 
@@ -490,8 +580,3 @@ def _alternatives(node) -> int:
     for b in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
         n *= _alternatives(b)
     return n
-
-
-def _negatable(node) -> bool:
-    """Can `not node` be rewritten exactly (see _Compiler.without_not)?"""
-    return isinstance(node, dict) and _negation(node) is not None

@@ -265,9 +265,11 @@ class ObjectsMixin:
         lo, hi = node.get("minProperties", 0), node.get("maxProperties")
         n = len(members)
         if hi is not None and hi < n:
-            raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n} required")
+            raise _Unsat(f"maxProperties at #{_child(ptr, 'maxProperties')}: maxProperties {hi} < {n} required: "
+                         "no object is valid")
         if hi is not None and lo > hi:
-            raise self.error("minProperties", _child(ptr, "minProperties"), f"minProperties {lo} > maxProperties {hi}")
+            raise _Unsat(f"minProperties at #{_child(ptr, 'minProperties')}: minProperties {lo} > maxProperties {hi}: "
+                         "no object is valid")
         key_rx, value_rx = extra_kv
         lo, hi = max(0, lo - n), None if hi is None else hi - n
         available = _key_count(key_rx)
@@ -337,7 +339,8 @@ class ObjectsMixin:
                         f"minProperties {lo} > the {n_required} required properties")
         if hi is not None and (open_ or hi < n_members):
             if hi < n_required:
-                raise self.error("maxProperties", _child(ptr, "maxProperties"), f"maxProperties {hi} < {n_required} required")
+                raise _Unsat(f"maxProperties at #{_child(ptr, 'maxProperties')}: maxProperties {hi} < {n_required} "
+                             "required: no object is valid")
             self.refuse("maxProperties", _child(ptr, "maxProperties"),
                         "extra keys are counted only in stack mode, with every declared property required" if open_ else
                         f"maxProperties {hi} < the {n_members} possible properties")

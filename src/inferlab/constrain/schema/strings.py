@@ -42,7 +42,7 @@ class StringsMixin:
                 raise self.error(key, _child(ptr, key), f"must be a non-negative integer, got {v!r}")
         lo, hi = int(lo), (None if hi is None else int(hi))
         if hi is not None and hi < lo:
-            raise self.error("maxLength", _child(ptr, "maxLength"), f"maxLength {hi} < minLength {lo}")
+            raise _Unsat(f"maxLength at #{_child(ptr, 'maxLength')}: maxLength {hi} < minLength {lo}: no string is valid")
         ast = None
         if "pattern" in node:
             ast = self.pattern_ast(node["pattern"], _child(ptr, "pattern"))
