@@ -166,27 +166,35 @@ def test_canonical_text_of_a_oneof_whose_branches_agree_needs_no_branch_regex():
 
 
 def test_oneof_exclusive_only_without_extra_keys_falls_back_to_closed_branches_and_says_so():
-    # {"a": [1], "b": [2]} is valid for both branches, so oneOf != anyOf; "each branch without the
-    # other" needs `not` of an array schema (refused); without extra keys the branches never
-    # write each other's required key: sound, and recorded as a narrowing
-    ints = {"type": "array", "items": {"type": "integer"}}
-    schema = {"oneOf": [{"type": "object", "properties": {"a": ints}, "required": ["a"]},
-                        {"type": "object", "properties": {"b": ints}, "required": ["b"]}]}
+    # {"a": {"x1": 1}, "b": {"x1": 2}} is valid for both branches, so oneOf != anyOf; "each branch
+    # without the other" needs `not` of a patternProperties schema (refused); without extra keys
+    # the branches never write each other's required key: sound, and recorded as a narrowing
+    pats = {"type": "object", "patternProperties": {"^x": {"type": "integer"}}}
+    schema = {"oneOf": [{"type": "object", "properties": {"a": pats}, "required": ["a"]},
+                        {"type": "object", "properties": {"b": pats}, "required": ["b"]}]}
     compiled = compile_grammar(schema)
     assert any(n.startswith("oneOf at #: its branches are exclusive only without extra keys") for n in compiled.narrowed)
+    values = [{"x1": 1}, {"x1": "s"}, 1, None]
+    instances = [inst for keys in [("a",), ("b",), ("a", "b"), ("a", "c"), ("b", "a")]
+                 for inst in objects(keys, values, len(keys))]
+    assert agrees_with_jsonschema(schema, instances, complete=lambda inst: set(inst) in ({"a"}, {"b"})) >= 2
+    # with array values instead, "an array with a non-integer item" is contains: exact, no narrowing
+    ints = {"type": "array", "items": {"type": "integer"}}
+    exact = {"oneOf": [{"type": "object", "properties": {k: ints}, "required": [k]} for k in "ab"]}
+    assert not any(n.startswith("oneOf") for n in compile_grammar(exact).narrowed)
     instances = [inst for keys in [("a",), ("b",), ("a", "b"), ("a", "c"), ("b", "a")]
                  for inst in objects(keys, [[1], ["x"], 1, None], len(keys))]
-    assert agrees_with_jsonschema(schema, instances, complete=lambda inst: set(inst) in ({"a"}, {"b"})) >= 2
+    assert agrees_with_jsonschema(exact, instances) >= 10
     # closed, branch 0 would be exclusive of closed branch 1, but not of branch 1 itself, which
     # accepts {"a": 1} (a as an extra key): the fallback must not apply
     loose = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-                       {"type": "object", "properties": {"b": ints}}]}
-    with pytest.raises(SchemaError, match="constrains arrays"):
+                       {"type": "object", "properties": {"b": pats}}]}
+    with pytest.raises(SchemaError, match="constrains objects"):
         compile_grammar(loose)
-    # additionalProperties given: no fallback; each branch without the other needs "an array with a
-    # non-integer item" (refused)
+    # additionalProperties given: no fallback; each branch without the other needs "an object
+    # with an x-key that is not an integer" (refused)
     with pytest.raises(SchemaError, match="^not at #/oneOf/0/.*/properties/b/not: the negation of a schema that "
-                                          "constrains arrays"):
+                                          "constrains objects"):
         compile_grammar({"oneOf": [{**b, "additionalProperties": True} for b in schema["oneOf"]]})
 
 

@@ -45,7 +45,7 @@ def test_check_agrees_with_jsonschema(files, capsys, instance):
 def test_bad_input_and_refusals_exit_2(files, capsys):
     schema = files("s.json", TREE)
     assert main(["schema", "check", schema, files("i.json", "{")]) == 2
-    assert main(["schema", "compile", files("r.json", {"type": "array", "not": {"items": {"type": "integer"}}})]) == 2
+    assert main(["schema", "compile", files("r.json", {"type": "object", "not": {"patternProperties": {"^a": {"type": "integer"}}}})]) == 2
     assert main(["schema", "compile", files("x.json", TREE) + "-nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("inferlab schema: error:") for line in err)

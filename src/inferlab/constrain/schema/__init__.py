@@ -42,7 +42,9 @@ Supported keywords
   dependentRequired, dependentSchemas (at most MAX_DEPENDENCIES): "without the key, or with it
   and what it needs", as exact alternatives;
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
-  items (2020-12), minItems, maxItems; uniqueItems where maxItems <= 1, and in stack mode over
+  items (2020-12), minItems, maxItems; contains beside items and min/maxItems up to
+  MAX_CONTAINS_BOUND (one alternative per position of the first item that satisfies it: exact),
+  not with prefixItems or uniqueItems; uniqueItems where maxItems <= 1, and in stack mode over
   items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
@@ -76,7 +78,8 @@ Supported keywords
   k whose value is `not S`), not {additionalProperties: S} beside a schema whose objects hold
   finitely many names (additionalProperties false there: one of those past the declared ones,
   with a value `not S`), not min/maxItems and min/maxProperties (the other side of the bound),
-  not {items: S} beside arrays whose items no value of S can be (at least one item), not (not
+  not {items: S} beside arrays whose items no value of S can be (at least one item), else an
+  item that is `not S` (contains), not {contains: S} (every item `not S`), not (not
   S) = S, and anyOf/allOf of these (allOf of negations, anyOf of negations). Otherwise by automaton, type by
   type: a type the operand admits nothing of is kept as the rest of the schema says; one it
   admits all of is dropped; for null, boolean, string, integer and number, the rest's regex
@@ -104,10 +107,10 @@ Supported keywords
   $schema, every keyword above applies (dependencies and additionalItems included).
 
 Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
-contains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an
-error unless lenient. Contradictions inside one schema object (minLength > maxLength, minimum >
-maximum, minItems > maxItems) are errors; a subschema nothing satisfies (false, an enum with no
-value of the type, an empty merge) is left out exactly where the schema allows absence (an
+min/maxContains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an
+error unless lenient. minimum > maximum is an error; a subschema nothing satisfies (false, an enum with no
+value of the type, an empty merge, minLength > maxLength, minItems > maxItems, minProperties >
+maxProperties) is left out exactly where the schema allows absence (an
 optional property, an anyOf branch, an empty array) and is an error elsewhere.
 
 Nesting: a schema document nests at most nesting.MAX_SCHEMA_DEPTH (1,000) arrays/objects, and

@@ -14,6 +14,7 @@ from inferlab.errors import InferlabError
 
 MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
 INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
+MAX_CONTAINS_BOUND = 16  # contains beside min/maxItems: an alternative per position of the first such item
 
 _CALL = re.compile(r"\(\?&(\d+)\)")
 INLINE_CALLS = 32  # nested calls an item of unique strings is inlined through
@@ -31,6 +32,8 @@ class ArraysMixin:
         hi = node.get("maxItems")
         if hi is not None and hi < lo:
             raise _Unsat(f"maxItems at #{_child(ptr, 'maxItems')}: maxItems {hi} < minItems {lo}: no array is valid")
+        if "contains" in node:
+            return self.compile_contains(node, ptr, stack)
         unique = node.get("uniqueItems") is True and not (hi is not None and hi <= 1)
         if unique and self.calls_on() and "prefixItems" not in node and not isinstance(node.get("items"), list):
             texts = self.finite_items(node.get("items", True), _child(ptr, "items"), stack)
@@ -70,6 +73,38 @@ class ArraysMixin:
                 return out
             return self.outline(out, force=True, table=self.uniques)
         return out
+
+    def compile_contains(self, node, ptr, stack) -> str:
+        """contains: at least one item valid against it. With I the items' regex and K that of
+        the items and contains together, the arrays whose first K item is item j, for each j the
+        bounds allow: `(I,){j}K(,I){...}` (exact); without maxItems the last j open-ended. Beside
+        items and min/maxItems up to MAX_CONTAINS_BOUND; with prefixItems or uniqueItems an error
+        (lenient: contains left out)."""
+        where = _child(ptr, "contains")
+        rest = {k: v for k, v in node.items() if k != "contains"}
+        lo, hi = max(int(rest.get("minItems", 0)), 1), rest.get("maxItems")
+        if rest.get("uniqueItems") is True or "prefixItems" in rest or isinstance(rest.get("items"), list) \
+                or max(lo, hi or 0) > MAX_CONTAINS_BOUND:
+            self.refuse("contains", where, "contains is supported beside items and min/maxItems up to "
+                        f"{MAX_CONTAINS_BOUND} only (not prefixItems or uniqueItems)")
+            return self.compile_array(rest, ptr, stack)
+        if hi is not None and hi < lo:
+            raise _Unsat(f"contains at #{where}: maxItems {hi} leaves no room for an item")
+        items, items_ptr = rest.get("items", True), _child(ptr, "items")
+        try:
+            flat, _, fstack = self.flatten(node["contains"], where, stack)
+            both = self.merge(self.flatten(items, items_ptr, stack)[0], flat, where, fstack)
+            first = self.compile(both, where, fstack)
+        except _Unsat as exc:
+            raise _Unsat(f"contains at #{where}: no item can satisfy it ({exc})", cut=exc.cut) from None
+        any_item = self.compile(items, items_ptr, stack) if items is not True else self.any_value(items_ptr)
+        comma = self.tok(",")
+        alts = [_repeat(any_item + comma, j, j) + first + _repeat(comma + any_item, max(lo - 1 - j, 0),
+                                                                   None if hi is None else hi - 1 - j)
+                for j in range(hi if hi is not None else lo - 1)]
+        if hi is None:
+            alts.append(_repeat(any_item + comma, lo - 1, None) + first + _repeat(comma + any_item, 0, None))
+        return f"{self.tok('[')}{_group(alts)}{self.tok(']')}"
 
     def finite_items(self, items, ptr, stack) -> list[str] | None:
         """The regexes of the values of an items schema that lists them (enum/const, booleans,

@@ -527,7 +527,9 @@ def _negated_part(part: dict, ctx: NegationContext):
             return False
         if value is False or (isinstance(value, dict) and ctx.items_disjoint is not None and ctx.items_disjoint(value)):
             return {"type": "array", "minItems": 1}  # (every item of the context's arrays fails them)
-        return None
+        return {"type": "array", "contains": {"not": value}} if isinstance(value, dict) else None
+    if len(part) == 1 and key == "contains":  # no item satisfies it
+        return {"type": "array", "items": {"not": value}} if isinstance(value, (dict, bool)) else None
     if set(part) <= _OBJECT_GROUP:
         return _failing_objects(part, ctx)
     return None

@@ -66,7 +66,6 @@ _FAMILY_KEYWORDS = {
 
 # keywords that constrain instances but are not translated (for any type)
 _UNSUPPORTED = {
-    "contains": "contains is not supported",
     "minContains": "minContains is not supported",
     "maxContains": "maxContains is not supported",
     "unevaluatedProperties": "unevaluatedProperties is not supported",
