@@ -101,6 +101,8 @@ def extend(children):
             s["maxItems"] = lo + draw(st.integers(0, 2))
         if draw(st.integers(0, 3)) == 0:
             s["prefixItems"] = draw(st.lists(children, min_size=1, max_size=2))
+        elif draw(st.integers(0, 3)) == 0:
+            s["contains"] = draw(children)
         return s
 
     any_of = st.lists(children, min_size=2, max_size=3).map(lambda bs: {"anyOf": bs})
