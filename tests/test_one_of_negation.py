@@ -22,6 +22,8 @@ import pytest
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.schema.combinators import NegationContext, _negation
+from inferlab.constrain.schema.common import _NOT_IN_DIALECT, document_dicts
+from inferlab.constrain.schema.values import ValueChecker
 from test_schema_budget import assert_exact, objects
 
 BOOL_OR_CONST = {
@@ -132,3 +134,40 @@ def test_not_of_an_object_with_a_count_is_exact_in_the_stack_grammar():
                                                                "minProperties": 2}}}}
     inner = objects({"a": ["s", 1], "b": [True], "c": [None]})
     assert_exact(schema, [{"x": v} for v in inner] + [{}])
+
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+
+
+@pytest.mark.parametrize("beside", [{"z": {"type": "string"}}, {"x": {"enum": [[1], ["s"], [1, "s"], 3]}}],
+                         ids=["other-key", "enum-beside"])
+def test_a_built_negation_keeps_its_keywords_in_an_older_dialect(beside):
+    """Github_easy---o78062: a draft-04 oneOf whose negation of `items` is built as `contains`,
+    a keyword draft 4 lacks. The document's own contains stays ignored, as its validators do;
+    the compiler's must constrain (dropped, {"x": [1], "y": 1} matched both branches and was
+    accepted)."""
+    schema = {"$schema": DRAFT4, "allOf": [{"oneOf": [
+        {"properties": {"y": {"type": "integer"}}, "required": ["y"]},
+        {"properties": {"x": {"type": "array", "items": {"type": "integer"}}}, "required": ["x"]}]},
+        {"properties": beside}]}  # (the merge re-reads the built negation)
+    assert_exact(schema, objects({"x": [[1], ["s"], [1, "s"], 3], "y": [1, "s"]}))
+
+
+def test_the_documents_own_contains_stays_ignored_in_draft_4():
+    schema = {"$schema": DRAFT4, "oneOf": [
+        {"properties": {"x": {"type": "array", "items": {"type": "integer"}, "contains": {"const": 5}}},
+         "required": ["x"]},
+        {"properties": {"y": {"type": "integer"}}, "required": ["y"]}]}
+    assert_exact(schema, objects({"x": [[1], ["s"], [5]], "y": [1, "s"]}))
+
+
+def test_the_value_checker_reads_built_nodes_in_the_compilers_terms():
+    """enum beside other keywords is checked by jsonschema in the document's dialect; a node the
+    compiler built may hold a keyword that dialect lacks, and there it constrains."""
+    root = {"$schema": DRAFT4, "definitions": {"own": {"contains": {"type": "string"}}}}
+    lacking = _NOT_IN_DIALECT["draft-04"]
+    check = ValueChecker(root, lacking, document_dicts(root))
+    arrays = [[1], ["s"], [1, "s"]]
+    assert check.kept(root["definitions"]["own"], arrays) == arrays           # draft 4: ignored
+    built = {"type": "array", "contains": {"not": {"type": "integer"}}}
+    assert check.kept(built, arrays) == [["s"], [1, "s"]]                     # built: an item not an integer

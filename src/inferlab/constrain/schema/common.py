@@ -105,6 +105,21 @@ _NOT_IN_DIALECT = {
 }
 
 
+def document_dicts(root) -> frozenset[int]:
+    """The ids of every dict in the document `root` (walked without recursion). A node the
+    compiler builds (a negation's positive form, a merge) is not among them: its keywords are
+    the compiler's own, whatever dialect the document's $schema names."""
+    ids, todo = set(), [root]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, dict):
+            ids.add(id(n))
+            todo.extend(n.values())
+        elif isinstance(n, list):
+            todo.extend(n)
+    return frozenset(ids)
+
+
 def dialect_of(root) -> str | None:
     """The draft that the root's $schema names ("draft-04" ... "2020-12"), None without one."""
     uri = root.get("$schema") if isinstance(root, dict) else None

@@ -12,7 +12,8 @@ from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBL
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
                                               _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
-                                              _keyword_families, _lit, _type_set, dialect_of)
+                                              _keyword_families, _lit, _type_set, dialect_of,
+                                              document_dicts)
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
@@ -57,12 +58,14 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.outlined: dict[str, int] = {}  # regex text -> automaton
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         self.unenforced_formats: list[str] = []
-        self.values = ValueChecker(root)  # enum/const beside other keywords
+        self.dialect = dialect_of(root)
+        self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
+        # the document's own nodes: only these are read in its dialect (in_dialect)
+        self.document = document_dicts(root) if self.not_in_dialect else frozenset()
+        self.values = ValueChecker(root, self.not_in_dialect, self.document)  # enum/const beside other keywords
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
-        self.dialect = dialect_of(root)
         self.old_draft = self.dialect in _OLD_DRAFTS
-        self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
         self.ignored: list[str] = []  # "keyword at #/pointer: ..." of each keyword the dialect lacks
         # draft-03/04: an integer is a number written without a fraction, so 12345.0 is not one;
         # from draft-06 on it is (a zero fractional part), and its canonical text is 12345
@@ -92,7 +95,10 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
 
     def in_dialect(self, node: dict, ptr: str) -> dict:
-        """`node` without the keywords its dialect lacks (each listed in self.ignored)."""
+        """`node` without the keywords its dialect lacks (each listed in self.ignored), where it
+        is a node of the document; one the compiler built keeps them (a negation's contains)."""
+        if id(node) not in self.document:
+            return node
         for k in node:
             if k in self.not_in_dialect:
                 note = f"{k} at #{ptr}: not a {self.dialect} keyword (ignored, as its validators do)"

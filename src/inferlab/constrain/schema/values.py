@@ -24,12 +24,27 @@ def _jsonschema():
     return jsonschema
 
 
+# Keywords a node the compiler builds may carry that an older dialect lacks: in a node of the
+# document they stay ignored (its dialect), in a built one they constrain.
+_BUILT_KEYWORDS = frozenset({"const", "contains", "propertyNames", "if", "dependentRequired", "dependentSchemas"})
+
+
+def _built_only(check, document: frozenset):
+    """A jsonschema keyword function that ignores the keyword in the document's own nodes."""
+    def keyword(validator, value, instance, schema):
+        if id(schema) not in document:
+            yield from check(validator, value, instance, schema)
+    return keyword
+
+
 class ValueChecker:
     """Validates instances against subschemas of one root (the dialect of its $schema); jsonschema
     is imported on first use, so a schema without enum siblings never loads it."""
 
-    def __init__(self, root):
+    def __init__(self, root, not_in_dialect=frozenset(), document=frozenset()):
         self.root = root
+        self.not_in_dialect = not_in_dialect  # keywords the root's dialect lacks
+        self.document = document              # ids of the root's own dicts (document_dicts)
 
     @cached_property
     def available(self) -> bool:
@@ -39,6 +54,10 @@ class ValueChecker:
     def root_validator(self):
         js = _jsonschema()
         cls = js.validators.validator_for(self.root, default=js.Draft202012Validator)
+        own = {k: _built_only(js.Draft202012Validator.VALIDATORS[k], self.document)
+               for k in self.not_in_dialect & _BUILT_KEYWORDS}
+        if own:  # a node the compiler built (a negation's contains) is checked in its own terms
+            cls = js.validators.extend(cls, own)
         return cls(self.root, format_checker=cls.FORMAT_CHECKER)
 
     @cached_property
