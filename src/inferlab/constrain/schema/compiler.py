@@ -95,10 +95,8 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
 
     def in_dialect(self, node: dict, ptr: str) -> dict:
-        """`node` without the keywords its dialect lacks (each listed in self.ignored), where it
-        is a node of the document; one the compiler built keeps them (a negation's contains)."""
-        if id(node) not in self.document:
-            return node
+        """`node`, a node of the document, without the keywords its dialect lacks (each listed in
+        self.ignored); one the compiler built keeps them (a negation's contains)."""
         for k in node:
             if k in self.not_in_dialect:
                 note = f"{k} at #{ptr}: not a {self.dialect} keyword (ignored, as its validators do)"

@@ -40,7 +40,8 @@ class RefsMixin:
                 if not isinstance(node, bool):
                     raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
                 return node, ptr, stack
-            if not self.not_in_dialect.isdisjoint(node):
+            own = id(node) in self.document  # a node of the document, read in its dialect
+            if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
             if "$ref" in node:
                 target, tptr = self.resolve(node["$ref"], ptr)
@@ -51,7 +52,7 @@ class RefsMixin:
                 self.recursive = self.recursive or depth > 1
                 stack = stack + (tptr,)
                 rest = {k: v for k, v in node.items() if k != "$ref"}
-                if self.old_draft or not _constraining(rest):
+                if (self.old_draft and own) or not _constraining(rest):
                     node, ptr = target, tptr
                 else:
                     node = self.merge(self.flatten(target, tptr, stack)[0], rest, ptr, stack)
@@ -214,7 +215,7 @@ class RefsMixin:
         """Stack mode: a $ref whose siblings do not constrain, as a call of its target's
         automaton (compiled once, on first use; recursion is then exact, with no depth cap)."""
         rest = {k: v for k, v in node.items() if k != "$ref"}
-        if not (self.old_draft or not _constraining(rest)):
+        if not ((self.old_draft and id(node) in self.document) or not _constraining(rest)):
             return None
         target, tptr = self.resolve(node["$ref"], ptr)
         if tptr in self.unsat_refs:
