@@ -60,7 +60,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.unenforced_formats: list[str] = []
         self.dialect = dialect_of(root)
         self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
-        # the document's own nodes: only these are read in its dialect (in_dialect)
+        # the document's own nodes: only these are read in its dialect (of_document)
         self.document = document_dicts(root) if self.not_in_dialect else frozenset()
         self.values = ValueChecker(root, self.not_in_dialect, self.document)  # enum/const beside other keywords
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
@@ -93,6 +93,10 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
             for k in [k for k in table if k >= n]:
                 del table[k]
         del self.narrowed[narrowed:], self.unenforced[unenforced:], self.unenforced_formats[formats:]
+
+    def of_document(self, node) -> bool:
+        """Whether `node` is the document's own (read in its dialect), not one the compiler built."""
+        return id(node) in self.document
 
     def in_dialect(self, node: dict, ptr: str) -> dict:
         """`node`, a node of the document, without the keywords its dialect lacks (each listed in

@@ -40,7 +40,7 @@ class RefsMixin:
                 if not isinstance(node, bool):
                     raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
                 return node, ptr, stack
-            own = id(node) in self.document  # a node of the document, read in its dialect
+            own = self.of_document(node)
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
             if "$ref" in node:
@@ -215,7 +215,7 @@ class RefsMixin:
         """Stack mode: a $ref whose siblings do not constrain, as a call of its target's
         automaton (compiled once, on first use; recursion is then exact, with no depth cap)."""
         rest = {k: v for k, v in node.items() if k != "$ref"}
-        if not ((self.old_draft and id(node) in self.document) or not _constraining(rest)):
+        if not ((self.old_draft and self.of_document(node)) or not _constraining(rest)):
             return None
         target, tptr = self.resolve(node["$ref"], ptr)
         if tptr in self.unsat_refs:
