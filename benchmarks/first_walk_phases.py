@@ -4,15 +4,17 @@ schema-bench's `first_walk_by_step` says which kind of step (a state seen before
 a narrow walk, a frame split) holds the time. This script goes one level down, for the narrow
 walks: it walks each compiled schema's first accepted valid instance on a fresh grammar, as
 schema-bench's first walk does (gc off; the kind of each step read as its replay reads it), with
-the functions a narrow mask calls wrapped in timers, and reports per function the µs it took per
-narrow step (mean and median), over all narrow steps and over their cheapest fifth (the steps
-nearest the pooled median).
+the functions a narrow mask and a frame split call wrapped in timers, and reports per function
+the µs it took per step (mean and median) and its share of the steps' summed time, over all
+narrow steps, over their cheapest fifth (the steps nearest the pooled median), and over the
+frame splits (where the p99 lies).
 
     python benchmarks/first_walk_phases.py ../shared/jsonschemabench --limit 200 --every 2 --vocab qwen --out /tmp/phases.json
 
 The timers cost a fraction of a µs per call, included in every figure: the step times here are
 above schema-bench's, and only their split is meant. Calls nest (narrow_tokens calls the row
-readers _dfa_rows and _config_rows, which call StackMachine.row and _handles), so the functions'
+readers _dfa_rows and _config_rows, which call StackMachine.row and _handles; _frame calls
+token_split's frame functions; _walk_mask calls kept_tokens or walk_nodes), so the functions'
 times do not add up to the step's.
 """
 
@@ -41,7 +43,13 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
           (token_split, "narrow_tokens"), (StackGrammar, "_dfa_rows"), (StackGrammar, "_handles"),
           (StackGrammar, "_config_rows"), (StackMachine, "row"), (StackMachine, "closure"),
           (token_split, "with_duplicates"), (StackGrammar, "_list_bits"), (stack, "_write"),
-          (StackGrammar, "_refused"))
+          (StackGrammar, "_refused"),
+          # what a frame split calls: the splits of the closure's top frames, and the walks of
+          # their context-dependent tokens through the configurations
+          (StackGrammar, "_frame"), (token_split, "region"), (token_split, "_signature"),
+          (token_split, "_shaped_frame"), (token_split, "delta_frame"), (token_split, "_narrow_frame"),
+          (token_split, "_walk_frame"), (StackGrammar, "_counted_bits"), (StackGrammar, "_walk_mask"),
+          (token_split, "kept_tokens"), (token_split, "walk_nodes"), (StackMachine, "ensure_rows"))
 KINDS = {"s": "state seen", "c": "mask cached", "n": "narrow walk", "b": "frame split"}
 
 
@@ -100,6 +108,9 @@ def summarize(steps: list[tuple[str, float, dict]]) -> dict:
         cut = np.percentile([u for _, u, _ in narrow], 20)
         cheap = [s for s in narrow if s[1] <= cut]
         out["narrow"] = {"steps": len(narrow), "functions": split(narrow)}
+        splits = [s for s in steps if s[0] == "b"]
+        if splits:
+            out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
         out["narrow_cheapest_fifth"] = {"steps": len(cheap), "us_max": float(cut),
                                         "us_p50": float(np.median([u for _, u, _ in cheap])), "functions": split(cheap)}
     return out
