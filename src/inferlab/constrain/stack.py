@@ -80,6 +80,7 @@ TWIN_STATES = 256                 # automata up to this size are matched with th
 SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
 FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row in Python up to this many
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
+STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 
 
@@ -972,15 +973,19 @@ class StackGrammar:
         """Configuration `cid`'s sparse row (token_split.sparse_row; cached, a bounded number).
         Where its top is plain (_plain_top: a keep walk past a string's closing quote lands in
         the caller's literal text), the top's DFA row with each target interned: the machine's
-        table row (closure, numpy writes) is left for the text to build if it gets there."""
+        table row (closure, numpy writes) is left for the text to build if it gets there. Other
+        unbuilt rows are read byte by byte while few bytes are read (_Stepped)."""
         got = self._crows.get(cid)
         if got is None:
             if len(self._crows) >= ROW_LISTS:
                 self._crows.clear()
             m = self.machine
             top = self._plain_top(cid) if m.table[cid, 0] == -2 else None
-            if top is None:
+            if m.table[cid, 0] != -2:
                 got = token_split.sparse_row(m.row(cid))
+            elif top is None:  # (several stacks, or a top that may push, pop, count or map)
+                live = _live_bytes(m, cid)
+                got = _Stepped(cid, live, m), live
             else:
                 targets, live = token_split.sparse_row(m.text_trans[top[0]][top[1]])
                 values = _Interned(targets, m.configs[cid][0][:-1], top[0], m)
@@ -1125,6 +1130,48 @@ class _Interned:
             if t not in ids:
                 ids[t] = make(self.below + ((self.a, t),))
         return [ids[t] for t in self.targets]
+
+
+def _live_bytes(m: StackMachine, cid: int) -> bytes:
+    """The bytes configuration `cid` may read (its row's live columns), without building its row:
+    those some stack of its closure reads."""
+    stacks = m.closure(cid)
+    if not stacks:
+        return b""
+    live = m.text_trans[stacks[0][-1][0]][stacks[0][-1][1]] >= 0             # (256,)
+    for st in stacks[1:]:
+        live = live | (m.text_trans[st[-1][0]][st[-1][1]] >= 0)
+    return np.flatnonzero(live).astype(np.uint8).tobytes()
+
+
+class _Stepped:
+    """The values of an unbuilt configuration row (_config_rows, a top that is not plain), read
+    byte by byte (StackMachine.step) while few are read: a keep walk past a boundary reads a few
+    bytes (a comma, a brace, a quote) of the configuration after it, whose whole row (several
+    stacks' columns grouped and interned: ~30-90 us) it would otherwise build. Past STEPPED_READS
+    reads, or read whole, the row is built and read from."""
+
+    __slots__ = ("cid", "live", "machine", "reads", "got")
+
+    def __init__(self, cid: int, live: bytes, machine: StackMachine):
+        self.cid, self.live, self.machine, self.reads, self.got = cid, live, machine, 0, None
+
+    def __getitem__(self, i: int) -> int:
+        if self.got is None:
+            self.reads += 1
+            if self.reads <= STEPPED_READS:
+                return self.machine.step(self.cid, self.live[i])
+            self.read()
+        return self.got[i]
+
+    def __iter__(self):
+        return iter(self.read())
+
+    def read(self) -> list[int]:
+        """Every value, in a list (the row built)."""
+        if self.got is None:
+            self.got = self.machine.row(self.cid)[list(self.live)].tolist()
+        return self.got
 
 
 def _write(out: np.ndarray, mask: np.ndarray | tuple[int, ...]) -> None:
