@@ -25,7 +25,6 @@ import gc
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,6 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
           (token_split, "_shaped_frame"), (token_split, "delta_frame"), (token_split, "_narrow_frame"),
           (token_split, "_walk_frame"), (StackGrammar, "_counted_bits"), (StackGrammar, "_walk_mask"),
           (token_split, "kept_tokens"), (token_split, "walk_nodes"), (StackMachine, "ensure_rows"))
-KINDS = {"s": "state seen", "c": "mask cached", "n": "narrow walk", "b": "frame split"}
 
 
 def timed(spent: dict, owner, name: str) -> None:
@@ -79,9 +77,7 @@ def first_walk(machine: StackMachine, vocab, tokens: list[int], spent: dict) -> 
         t0 = time.perf_counter_ns()
         grammar.fill_bitmask(state, row)
         us = (time.perf_counter_ns() - t0) / 1e3
-        after = grammar.stats()
-        kind = ("s" if kept else "b" if after.split_masks > before.split_masks else
-                "n" if after.narrow_masks > before.narrow_masks else "c")
+        kind = bench.step_kind(kept, before, grammar.stats())
         out.append((kind, us, {k: (spent[k] - was[k]) / 1e3 for k in spent}))
         state = grammar.advance(state, t)
     return out
@@ -97,7 +93,7 @@ def split(steps: list[tuple[str, float, dict]]) -> dict:
 def summarize(steps: list[tuple[str, float, dict]]) -> dict:
     us = np.array([u for _, u, _ in steps])
     out = {"tokens": len(steps), "us_p50": float(np.median(us)), "us_p99": float(np.percentile(us, 99)), "by_kind": {}}
-    for k, name in KINDS.items():
+    for k, name in bench.STEP_KINDS.items():
         v = np.array([u for kind, u, _ in steps if kind == k])
         if len(v):
             p10, p50, p90 = np.percentile(v, [10, 50, 90])
@@ -108,11 +104,11 @@ def summarize(steps: list[tuple[str, float, dict]]) -> dict:
         cut = np.percentile([u for _, u, _ in narrow], 20)
         cheap = [s for s in narrow if s[1] <= cut]
         out["narrow"] = {"steps": len(narrow), "functions": split(narrow)}
-        splits = [s for s in steps if s[0] == "b"]
-        if splits:
-            out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
         out["narrow_cheapest_fifth"] = {"steps": len(cheap), "us_max": float(cut),
                                         "us_p50": float(np.median([u for _, u, _ in cheap])), "functions": split(cheap)}
+    splits = [s for s in steps if s[0] == "b"]
+    if splits:
+        out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
     return out
 
 
@@ -142,10 +138,9 @@ def main(argv: list[str]) -> int:
     bench._preprocess(vocab)
     config = bench.BenchConfig(directory=args.directory, limit=args.limit, seed=0)
     paths = bench.list_cases(args.directory, args.limit, 0)[::args.every]
-    spent: dict = defaultdict(int)
+    spent = {name: 0 for _, name in PHASES}
     saved = [(owner, name, getattr(owner, name)) for owner, name in PHASES]
     for owner, name in PHASES:
-        spent[name] = 0
         timed(spent, owner, name)
     steps: list = []
     try:

@@ -328,12 +328,21 @@ def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int]) -> 
             kept, before = grammar.fill_kept(state), grammar.stats()
             grammar.fill_bitmask(state, row)
             after = grammar.stats()
-            kinds.append("s" if kept else "b" if after.split_masks > before.split_masks else
-                         "n" if after.narrow_masks > before.narrow_masks else "c")
+            kinds.append(step_kind(kept, before, after))
             t0 = time.perf_counter_ns()
             state = grammar.advance(state, t)
             advance.append(time.perf_counter_ns() - t0)
     return "".join(kinds), np.asarray(advance, dtype=np.float64) / 1e3  # (T,) us
+
+
+def step_kind(kept: bool, before, after) -> str:
+    """STEP_KINDS's letter of one fill: kept, fill_kept's answer before it; before / after, the
+    grammar's stats() around it."""
+    if kept:
+        return "s"
+    if after.split_masks > before.split_masks:
+        return "b"
+    return "n" if after.narrow_masks > before.narrow_masks else "c"
 
 
 def _time_apply(grammar: StackGrammar, tokens: list[int], config: BenchConfig) -> tuple[float, float]:

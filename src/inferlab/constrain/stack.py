@@ -980,8 +980,9 @@ class StackGrammar:
             if len(self._crows) >= ROW_LISTS:
                 self._crows.clear()
             m = self.machine
-            top = self._plain_top(cid) if m.table[cid, 0] == -2 else None
-            if m.table[cid, 0] != -2:
+            built = m.table[cid, 0] != -2
+            top = None if built else self._plain_top(cid)
+            if built:
                 got = token_split.sparse_row(m.row(cid))
             elif top is None:  # (several stacks, or a top that may push, pop, count or map)
                 live = _live_bytes(m, cid)
