@@ -9,6 +9,7 @@
 """
 
 import json
+import math
 import random
 import re
 from collections import Counter
@@ -205,13 +206,15 @@ def generate(grammar, rng, ref=None, max_tokens=60):
 MASK_PATHS = [NARROW_NODES, 0]
 
 
+@pytest.mark.parametrize("warm", [0, 60], ids=["lazy", "warmed"])
 @pytest.mark.parametrize("narrow", MASK_PATHS, ids=["python-walk", "split"])
 @pytest.mark.parametrize("schema", RECURSIVE, ids=["tree", "list", "any"])
-def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow):
+def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow, warm):
     vocab = small_vocab(1)
     machine = build_machine(compile_grammar(schema))
     assert machine.uses_stack
     grammar = StackGrammar(machine, vocab, narrow_nodes=narrow)
+    assert grammar.warm(math.inf, configs=warm) == warm  # (recursive: more configurations than that)
     ref = Reference(machine)
     rng = random.Random(0)
     v = validator(schema)
@@ -241,6 +244,7 @@ def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = 
     if grammar is None:
         return
     grammar.narrow_nodes = rng.choice(MASK_PATHS)
+    grammar.warm(math.inf, configs=rng.choice([0, 1, 30]))  # masks built before the walk, or on it
     assert grammar.machine.uses_stack or not stack
     ref = Reference(grammar.machine)
     v = validator(schema)
@@ -686,3 +690,37 @@ def test_context_dependent_paths_equal_a_brute_force_over_the_trie(seed):
             assert len(want) > offsets[-1] // token_split.DENSE_SHARE
         else:
             assert got.tolist() == sorted(want)
+
+
+def test_warm_builds_the_masks_nearest_the_start_breadth_first():
+    """A warm-up builds the masks of the configurations nearest the start by bytes (their
+    distances found here by a breadth-first walk over machine.row; configurations compared by
+    their stacks, since masks intern others in between), and warm(configs=n) replays a timed
+    warm-up that did n."""
+    vocab = small_vocab(1)
+    machine = build_machine(compile_grammar(TREE))
+    grammar = StackGrammar(machine, vocab)
+    assert grammar.warmed == 0 and grammar.stats().narrow_masks + grammar.stats().split_masks == 0
+    assert grammar.warm(0.0) == 0
+    depth = {machine.start: 0}
+    order = [machine.start]
+    for cid in order:  # (grows as it goes)
+        for nxt in set(machine.row(cid).tolist()) - {-1}:
+            if nxt not in depth and depth[cid] < 60:
+                depth[nxt] = depth[cid] + 1
+                order.append(nxt)
+    distance = {machine.configs[machine.mask_key(c, grammar.reach)]: d for c, d in depth.items()}
+
+    def fresh(**kw):
+        return StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab, **kw)
+
+    def built(g):
+        return {g.machine.configs[k] for k in g._masks}
+
+    for g in (fresh(warm_ms=2), fresh(warm_ms=0.2)):
+        assert g.warmed >= 1 and g.stats().narrow_masks + g.stats().split_masks == g.warmed
+        done = built(g)
+        far = max(distance[c] for c in done)  # (KeyError: a warmed configuration beyond 60 bytes)
+        assert far < 60 and {c for c, d in distance.items() if d < far} <= done
+        again = fresh()
+        assert again.warm(math.inf, configs=g.warmed) == g.warmed and built(again) == done

@@ -31,6 +31,7 @@ def _number(kind: type, ok, wanted: str):
 positive_int = _number(int, lambda v: v > 0, "a positive whole number")
 non_negative_int = _number(int, lambda v: v >= 0, "a whole number >= 0")
 positive_float = _number(float, lambda v: 0 < v < math.inf, "a positive number")
+non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a number >= 0")
 temperature = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = greedy)")
 probability = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 

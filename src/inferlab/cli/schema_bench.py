@@ -1,5 +1,5 @@
 """`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--peers] [--timeout S]
-[--peer-memory SIZE] [--json] [--out DIR]`.
+[--peer-memory SIZE] [--warm-ms MS] [--json] [--out DIR]`.
 
 Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
 coverage, completeness and soundness per category, with the top refusal reasons, and where masks
@@ -15,10 +15,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from inferlab.cli.common import non_negative_int, positive_float, positive_int, print_json
+from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
                                       BenchConfig, list_cases, plot_masks, plot_summary, run_bench)
 from inferlab.constrain.bench_peers import PEER_NAMES
+from inferlab.constrain.stack import WARM_MS
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.kv.units import fmt_binary, parse_bytes
@@ -63,6 +64,9 @@ def add_arguments(p):
                    help="resident memory of each peer's child process per schema, with a unit (4GiB, 500MB); "
                         "past it the peer refuses the schema, \"exceeded SIZE\" "
                         f"(default {fmt_binary(DEFAULT_PEER_MEMORY).replace(' ', '')})")
+    p.add_argument("--warm-ms", type=non_negative_float, default=WARM_MS, metavar="MS",
+                   help="our grammar's warm-up before its first mask, as compile_json_schema's: the masks nearest "
+                        f"the start built for this long, in the time to first mask (0: every mask lazily; default {WARM_MS:g})")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, masks.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
@@ -217,7 +221,7 @@ def run(args) -> int:
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
                          extra_keys=args.extra_keys, peers=args.peers is not None,
                          peer_names=_peer_names(args.peers), timeout_s=args.timeout,
-                         peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"))
+                         peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"), warm_ms=args.warm_ms)
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))
     vocab = _load_vocab(args.vocab)

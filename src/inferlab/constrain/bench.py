@@ -30,7 +30,7 @@ from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.keys import key_index
 from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
-from inferlab.constrain.stack import StackGrammar, StackMachine, compile_machine
+from inferlab.constrain.stack import WARM_MS, StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
 from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
@@ -64,6 +64,7 @@ class BenchConfig:
     mask_min_sample_s: float = 0.05
     timeout_s: float = DEFAULT_TIMEOUT_S   # wall time per schema for each engine (ours and each peer)
     peer_memory: int = DEFAULT_PEER_MEMORY  # bytes of RSS per peer child (measure.bounded)
+    warm_ms: float = WARM_MS       # our grammar's warm-up before its first mask (StackGrammar.warm; 0: lazy)
 
 
 @dataclass
@@ -80,6 +81,7 @@ class SchemaResult:
     compile_ms: float | None = None    # schema -> regexes -> minimal DFAs
     refuse_ms: float | None = None     # time spent before a refusal (size limits cost the most)
     first_mask_ms: float | None = None  # a fresh grammar over the compiled machine, and its first bitmask (vocabulary preprocessed)
+    warm_configs: int = 0              # configurations whose masks that grammar built before it (StackGrammar.warm)
     dfa_states: int | None = None      # summed over the automata
     automata: int | None = None
     uses_stack: bool | None = None
@@ -274,9 +276,10 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     fresh = StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques)  # nothing built yet
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()  # from the compiled machine: the grammar over the vocabulary, its first mask
-    grammar = StackGrammar(fresh, vocabulary)
+    grammar = StackGrammar(fresh, vocabulary, warm_ms=config.warm_ms)
     grammar.fill_bitmask(grammar.initial_state(), row)
     res.first_mask_ms = (time.perf_counter() - t0) * 1e3
+    res.warm_configs = grammar.warmed
     tokens = tok.encode(texts[0]) if texts else []
     if not tokens:
         return
@@ -297,7 +300,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     res.first_walk_us = np.round(first, 2).tolist()
     res.later_walk_us = np.round(walks_us(new_walk, [tok.encode(t) for t in texts[1:]]), 2).tolist()
-    kinds, advance = _replay_first_walk(machine, vocabulary, tokens)
+    kinds, advance = _replay_first_walk(machine, vocabulary, tokens, grammar.warmed)
     res.first_walk_kinds, res.first_walk_advance_us = kinds, np.round(advance, 2).tolist()
     readings, steps = [], []
     for _ in range(config.mask_samples):
@@ -312,13 +315,16 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     res.apply_us_per_token, res.apply_us_p99 = _time_apply(grammar, tokens, config)
 
 
-def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int]) -> tuple[str, np.ndarray]:
+def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int], warmed: int = 0) -> tuple[str, np.ndarray]:
     """_time_mask's first walk again on a fresh grammar, whose caches fill as the timed walk's
-    did (their bounds count entries, never time): what each step's fill did (STEP_KINDS), a
+    did (their bounds count entries, never time; the warm-up is replayed by its count of
+    configurations, `warmed`, not by its time): what each step's fill did (STEP_KINDS), a
     letter a token, and the us each advance took (the fills untimed, gc off), where our rows for
     the configurations a token's bytes reach are built. The timed walk times fills alone, as
     the peers' are (bench_peers times their consumes the same way)."""
     grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)
+    if warmed:
+        grammar.warm(math.inf, configs=warmed)
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask

@@ -20,7 +20,7 @@ import numpy as np
 
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.masks import apply_plan, plan_of_bitmask, unpack_bitmask
-from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.stack import WARM_MS, StackGrammar, compile_machine
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 
@@ -206,7 +206,7 @@ class MatcherMask:
 
 
 def compile_json_schema(schema: dict | bool, vocab, *, max_states: int = DEFAULT_MAX_STATES,
-                        **options) -> StackGrammar:
+                        warm_ms: float = WARM_MS, **options) -> StackGrammar:
     """The Grammar of `schema` over `vocab` (a constrain.vocab.Vocabulary, or a tokenizer with
     token_bytes/eos_id/special_ids), as xgrammar's GrammarCompiler.compile_json_schema.
 
@@ -214,9 +214,11 @@ def compile_json_schema(schema: dict | bool, vocab, *, max_states: int = DEFAULT
     a schema that needs no call is one flat DFA (grammar.machine.uses_stack is False), whose
     masks are built on first visit of a state and cached. options: those of
     schema.compile_grammar (whitespace, lenient, extra_keys, count_min); max_states bounds
-    each automaton's DFA. Raises SchemaError / InferlabError as one line.
+    each automaton's DFA; warm_ms, the time spent building the masks nearest the start before
+    returning (StackGrammar.warm: hidden where compiling overlaps the prompt's prefill; 0: every
+    mask lazily). Raises SchemaError / InferlabError as one line.
     """
     from inferlab.constrain import vocabulary_of
 
     vocab = vocab if isinstance(vocab, Vocabulary) else vocabulary_of(vocab)
-    return StackGrammar(compile_machine(schema, max_states=max_states, **options)[1], vocab)
+    return StackGrammar(compile_machine(schema, max_states=max_states, **options)[1], vocab, warm_ms=warm_ms)

@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,7 @@ FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
+WARM_MS = 20.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -645,7 +647,7 @@ class StackGrammar:
     """The matcher API's Grammar (docs/architecture.md) over a StackMachine and a vocabulary."""
 
     def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS,
-                 narrow_nodes: int = NARROW_NODES):
+                 narrow_nodes: int = NARROW_NODES, warm_ms: float = 0.0):
         self.machine = machine
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
@@ -671,6 +673,31 @@ class StackGrammar:
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
         self._narrow_made = self._split_made = 0         # stats()
+        self.warmed = self.warm(warm_ms / 1e3) if warm_ms > 0 else 0  # configurations warmed (warm)
+
+    def warm(self, seconds: float, configs: int | None = None) -> int:
+        """Build the masks of the configurations nearest the start, breadth first over bytes,
+        until `seconds` have passed (checked between masks, so one mask may run past it) or
+        `configs` configurations are done; returns how many were (a replay passes that count
+        to warm a fresh grammar the same way). Why: a server compiles the grammar while the
+        prompt's prefill runs, so a few ms spent here are hidden, where the same masks built
+        lazily fall on decode steps; text reaches the configurations near the start first, and
+        every instance passes through the structure's first keys and values. The cost: masks
+        no text asks for (schema-bench reports the time to first mask with it)."""
+        m, deadline, done = self.machine, time.perf_counter() + seconds, 0
+        seen, queue = {m.start}, deque([m.start])
+        while queue and done != configs and time.perf_counter() < deadline:
+            cid = queue.popleft()
+            key = self._keys.get(cid)
+            if key is None:
+                key = self._keys[cid] = m.mask_key(cid, self.reach)
+            self._row(key)
+            done += 1
+            for nxt in np.unique(m.row(cid)).tolist():  # (sorted, so a replay meets the same order)
+                if nxt >= 0 and nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+        return done
 
     def stats(self) -> GrammarStats:
         m = self.machine
