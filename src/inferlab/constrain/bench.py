@@ -16,6 +16,7 @@ File format (one file per schema, `<Category>---<name>.json`): {"schema": ..., "
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import time
