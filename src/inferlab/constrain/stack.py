@@ -83,7 +83,7 @@ FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
-WARM_MS = 20.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
+WARM_MS = 30.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
