@@ -706,7 +706,7 @@ def test_warm_builds_the_masks_nearest_the_start_breadth_first():
     order = [machine.start]
     for cid in order:  # (grows as it goes)
         for nxt in set(machine.row(cid).tolist()) - {-1}:
-            if nxt not in depth and depth[cid] < 60:
+            if nxt not in depth and depth[cid] < 150:
                 depth[nxt] = depth[cid] + 1
                 order.append(nxt)
     distance = {machine.configs[machine.mask_key(c, grammar.reach)]: d for c, d in depth.items()}
@@ -718,9 +718,9 @@ def test_warm_builds_the_masks_nearest_the_start_breadth_first():
         return {g.machine.configs[k] for k in g._masks}
 
     for g in (fresh(warm_ms=2), fresh(warm_ms=0.2)):
-        assert g.warmed >= 1 and g.stats().narrow_masks + g.stats().split_masks == g.warmed
+        assert 1 <= len(g._masks) <= g.warmed  # (configurations may share a mask key, or a narrow walk's top)
         done = built(g)
-        far = max(distance[c] for c in done)  # (KeyError: a warmed configuration beyond 60 bytes)
-        assert far < 60 and {c for c, d in distance.items() if d < far} <= done
+        far = max(distance[c] for c in done)  # (KeyError: a warmed configuration beyond 150 bytes)
+        assert far < 150 and {c for c, d in distance.items() if d < far} <= done
         again = fresh()
         assert again.warm(math.inf, configs=g.warmed) == g.warmed and built(again) == done
