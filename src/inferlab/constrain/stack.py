@@ -21,7 +21,9 @@ actually reaches are ever built; a state inside a loop, such as a string's conte
 loop's tokens once per *shape* of the loop, shared by every grammar over the vocabulary:
 token_split.region, token_split.shape_cache). Masks are computed on first visit of a configuration and
 cached (LRU), so the time to the first mask depends on what one token can reach from the start,
-not on the schema's size.
+not on the schema's size. A grammar may also warm up (StackGrammar.warm): build the masks
+nearest the start for a fixed time before its first mask, where a caller's compile overlaps
+the prompt's prefill.
 
 Recursion is exact: a configuration holds the whole stack, so the nesting depth is unbounded;
 only the configurations visited are ever built.
