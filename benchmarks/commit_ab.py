@@ -18,9 +18,10 @@ N (a scan of the schema, before any compile): strings bounded near one token's l
 counted frame is near its max from the start. It prints, and writes with --out (never over an
 existing file without --force), per round and side the compile time summed over schemas and its
 p90, the time to first mask (compile, the grammar over the vocabulary and its first mask, on
-the schemas with an accepted valid instance) median and p90, the pooled first walk's p50, p99 and mean, the mean advance by a token on that walk (where
-our rows are built), and per measure the ratio working tree / base:
-its median over rounds, with the smallest and largest. Run it with --base HEAD on a clean tree
+the schemas with an accepted valid instance) median and p90, the pooled first walk's p50, p99
+and mean, the mean advance by a token on that walk (where our rows are built), and per measure
+the ratio working tree / base: its median over rounds, with the smallest and largest. The child
+builds its machines as an older commit can (no StackMachine.unbuilt). Run it with --base HEAD on a clean tree
 to see the spread that identical code shows on the host.
 """
 
@@ -37,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-MEASURES = ("compile_s", "compile_ms_p90", "ttfm_ms_p50", "ttfm_ms_p90", "first_walk_us_p50", "first_walk_us_p99", "first_walk_us_mean",
-            "first_walk_advance_us_mean")
+MEASURES = ("compile_s", "compile_ms_p90", "ttfm_ms_p50", "ttfm_ms_p90", "first_walk_us_p50", "first_walk_us_p99",
+            "first_walk_us_mean", "first_walk_advance_us_mean")
 
 
 def bounded_strings(schema, max_length: int) -> bool:

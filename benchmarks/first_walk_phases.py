@@ -67,7 +67,7 @@ def timed(spent: dict, owner, name: str) -> None:
 
 def first_walk(machine: StackMachine, vocab, tokens: list[int], spent: dict) -> list[tuple[str, float, dict]]:
     """(kind, µs, {function: µs}) per token of a fresh grammar's first walk."""
-    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab)
+    grammar = StackGrammar(machine.unbuilt(), vocab)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask, as schema-bench times it apart

@@ -712,7 +712,7 @@ def test_warm_builds_the_masks_nearest_the_start_breadth_first():
     distance = {machine.configs[machine.mask_key(c, grammar.reach)]: d for c, d in depth.items()}
 
     def fresh(**kw):
-        return StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocab, **kw)
+        return StackGrammar(machine.unbuilt(), vocab, **kw)
 
     def built(g):
         return {g.machine.configs[k] for k in g._masks}

@@ -274,7 +274,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
     vocabulary, tok = vocab
     _preprocess(vocabulary)  # once (cached): apart from the schema's times
-    fresh = StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques)  # nothing built yet
+    fresh = machine.unbuilt()
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     t0 = time.perf_counter()  # from the compiled machine: the grammar over the vocabulary, its first mask
     grammar = StackGrammar(fresh, vocabulary, warm_ms=config.warm_ms)
@@ -323,7 +323,7 @@ def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int], war
     letter a token, and the us each advance took (the fills untimed, gc off), where our rows for
     the configurations a token's bytes reach are built. The timed walk times fills alone, as
     the peers' are (bench_peers times their consumes the same way)."""
-    grammar = StackGrammar(StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques), vocabulary)
+    grammar = StackGrammar(machine.unbuilt(), vocabulary)
     if warmed:
         grammar.warm(math.inf, configs=warmed)
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)

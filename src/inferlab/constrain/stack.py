@@ -107,6 +107,10 @@ def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
+    def unbuilt(self) -> StackMachine:
+        """A machine over the same automata with nothing built yet (a timing starts cold)."""
+        return StackMachine(self.dfas, self.counts, self.maps, self.uniques)
+
     def __init__(self, dfas: list[DFA], counts=None, maps=None, uniques=()):
         self.dfas = dfas
         self.counts = list(counts) if counts else [None] * len(dfas)
@@ -690,10 +694,7 @@ class StackGrammar:
         seen, queue = {m.start}, deque([m.start])
         while queue and done != configs and time.perf_counter() < deadline:
             cid = queue.popleft()
-            key = self._keys.get(cid)
-            if key is None:
-                key = self._keys[cid] = m.mask_key(cid, self.reach)
-            self._row(key)
+            self._row(self._mask_key(cid))
             done += 1
             for nxt in np.unique(m.row(cid)).tolist():  # (sorted, so a replay meets the same order)
                 if nxt >= 0 and nxt not in seen:
@@ -763,9 +764,7 @@ class StackGrammar:
         (LRU): a state seen before costs a row copy and clearing those few bits."""
         hit = self._cleared.get(state)
         if hit is None:
-            key = self._keys.get(state[0])
-            if key is None:
-                key = self._keys[state[0]] = self.machine.mask_key(state[0], self.reach)
+            key = self._mask_key(state[0])
             _write(out, self._row(key))
             hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
@@ -782,6 +781,13 @@ class StackGrammar:
         """Is `state`'s last fill kept (fill_bitmask's per-state cache): does its next fill write a
         cached row, and clear cached tokens, with nothing resolved?"""
         return state in self._cleared
+
+    def _mask_key(self, cid: int) -> int:
+        """machine.mask_key(cid, self.reach), kept per configuration."""
+        key = self._keys.get(cid)
+        if key is None:
+            key = self._keys[cid] = self.machine.mask_key(cid, self.reach)
+        return key
 
     def _row(self, key: int) -> np.ndarray | tuple[int, ...]:
         """Mask key `key`'s (words,) int32 row, or its few tokens where a narrow walk found
