@@ -724,3 +724,52 @@ def test_warm_builds_the_masks_nearest_the_start_breadth_first():
         assert far < 150 and {c for c, d in distance.items() if d < far} <= done
         again = fresh()
         assert again.warm(math.inf, configs=g.warmed) == g.warmed and built(again) == done
+
+
+def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch):
+    """A frame split is cached per vocabulary by its automaton's digest (token_split.frame_cache):
+    a later schema holding an earlier one's automaton reuses its splits instead of walking them
+    again, but not where the automaton's exits differ (a string that an array's `,` or `]`
+    follows, then one that an object's `,` or `}` follows). Every schema's masks equal the brute
+    force at every step."""
+    vocab = small_vocab(9)
+    rng = random.Random(3)
+    walked = []
+    frame_tokens = token_split.frame_tokens
+    monkeypatch.setattr(token_split, "frame_tokens", lambda *a, **k: walked.append(a[3]) or frame_tokens(*a, **k))
+    reused = 0
+    for schema in ({"type": "array", "items": {"type": "string"}},
+                   {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                   {"type": "array", "items": {"type": "integer"}},
+                   {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                   STRINGS, {"type": "array", "items": STRINGS}):
+        grammar = StackGrammar(build_machine(compile_grammar(schema)), vocab, narrow_nodes=0)
+        ref = Reference(grammar.machine)
+        walked.clear()
+        for _ in range(6):
+            generate(grammar, rng, ref)
+        reused += len(grammar._frames) - len(walked)
+    assert reused > 0
+
+
+# One vocabulary for every draw, so that the frame splits cached by digest carry from schema to
+# schema: a digest missing something a split depends on would hand a wrong split to a later one.
+@pytest.mark.parametrize("examples", [20, pytest.param(100, marks=pytest.mark.slow)])
+def test_masks_equal_brute_force_with_splits_shared_across_generated_schemas(examples):
+    vocab = small_vocab(12, n=120)
+    counts = Counter()
+
+    @settings(max_examples=examples, deadline=None, derandomize=examples < 100,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        grammar = grammar_or_counted(schema, counts, vocab)
+        if grammar is not None:
+            grammar.narrow_nodes = 0  # (every mask by frame splits)
+            ref = Reference(grammar.machine)
+            for _ in range(2):
+                generate(grammar, rng, ref, max_tokens=30)
+
+    prop()
+    assert_few_refused(counts, examples)
+    assert len(token_split.frame_cache(vocab.trie())) > 0

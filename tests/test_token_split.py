@@ -208,8 +208,8 @@ def test_counted_tokens_equal_brute_force(seed):
                 assert len(set(tokens.tolist())) == len(tokens) and (np.diff(items) >= 0).all()
 
 
-def test_shape_cache_is_bounded_and_least_recently_used_first_out():
-    cache = token_split.ShapeCache(limit=250)
+def test_byte_lru_is_bounded_and_least_recently_used_first_out():
+    cache = token_split.ByteLRU(limit=250)
     a, b, c = (SimpleNamespace(nbytes=100) for _ in range(3))
     cache[b"a"], cache[b"b"] = a, b
     assert cache.get(b"a") is a         # a is now the most recently used

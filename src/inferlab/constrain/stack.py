@@ -19,7 +19,8 @@ few whose path pushes or pops are walked through the configuration table (numpy 
 level at a time, so tokens that share a prefix share the work, and only configurations a token
 actually reaches are ever built; a state inside a loop, such as a string's content, walks the
 loop's tokens once per *shape* of the loop, shared by every grammar over the vocabulary:
-token_split.region, token_split.shape_cache). Masks are computed on first visit of a configuration and
+token_split.region, token_split.shape_cache; a small automaton's splits are shared the same way by
+its digest, token_split.frame_cache). Masks are computed on first visit of a configuration and
 cached (LRU), so the time to the first mask depends on what one token can reach from the start,
 not on the schema's size. A grammar may also warm up (StackGrammar.warm): build the masks
 nearest the start for a fixed time before its first mask, where a caller's compile overlaps
@@ -54,6 +55,7 @@ one within a key, else those that can begin a member).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -670,7 +672,8 @@ class StackGrammar:
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         self._twins: dict[int, int] = {}                                    # _twin per automaton
-        self._twin_of: dict[tuple, int] = {}                                # its key -> the first with it
+        self._twin_of: dict[bytes, int] = {}                                # its digest -> the first with it
+        self._digests: dict[int, bytes] = {}                                # a twin's digest (token_split.frame_cache)
         self._crows: dict[int, tuple[list[int], bytes]] = {}            # _config_rows
         self._dfa_blocks: dict[tuple[int, bool, int], tuple] = {}            # _handles per block of DFA_BLOCK states
         self._quoted: dict[int, tuple[list[int], list[int]]] = {}  # mask key -> its narrow row's tokens with
@@ -1075,18 +1078,21 @@ class StackGrammar:
 
     def _twin(self, a: int) -> int:
         """The first automaton (of at most TWIN_STATES states) whose frames split as a's: the same
-        transitions, accepting states, start, counting and exits. Its frame splits, counted walks
-        and rows serve both: Snowplow's sp_339 has 16 counted strings of one character class, each
-        a ~10 ms frame split and counted walk of its own before."""
+        transitions, accepting states, start, counting and exits (its digest). Its frame splits,
+        counted walks and rows serve both: Snowplow's sp_339 has 16 counted strings of one
+        character class, each a ~10 ms frame split and counted walk of its own before."""
         got = self._twins.get(a)
         if got is None:
             m = self.machine
             got = a
             if m.dfas[a].n_states <= TWIN_STATES:
                 row, exit_bytes = m.exits(a)
-                key = (m.text_trans[a].tobytes(), np.asarray(m.accepting[a]).tobytes(), m.starts[a],
-                       m.counts[a] is None, row.tobytes(), exit_bytes.tobytes())
-                got = self._twin_of.setdefault(key, a)
+                h = hashlib.blake2b(digest_size=16)
+                for part in (m.text_trans[a], np.asarray(m.accepting[a]), np.int64([m.starts[a], m.counts[a] is None]),
+                             row, exit_bytes):
+                    h.update(part.tobytes())
+                got = self._twin_of.setdefault(h.digest(), a)
+                self._digests[got] = h.digest()
             self._twins[a] = got
         return got
 
@@ -1104,9 +1110,18 @@ class StackGrammar:
         """The split of frame (automaton a, state s), built on first need, cached (LRU), shared
         with its twin (_twin)."""
         m, trie, a = self.machine, self.vocab.trie(), self._twin(a)
-        return _lru(self._frames, (a, s), lambda: token_split.frame_tokens(
-            trie, m.frame_table(a), m.exits(a), s, self.words, token_split.shape_cache(trie),
-            split_of=lambda base: self._frame(a, base)), self._cache_rows)
+
+        def build() -> token_split.FrameTokens:
+            digest = self._digests.get(a)
+            shared = token_split.frame_cache(trie)
+            out = shared.get((digest, s)) if digest is not None else None
+            if out is None:
+                out = token_split.frame_tokens(trie, m.frame_table(a), m.exits(a), s, self.words,
+                                               token_split.shape_cache(trie), split_of=lambda base: self._frame(a, base))
+                if digest is not None:
+                    shared[digest, s] = out
+            return out
+        return _lru(self._frames, (a, s), build, self._cache_rows)
 
     def _walk_mask(self, cid: int, keep: np.ndarray | None = None) -> np.ndarray:
         """The tokens allowed from configuration `cid` (and EOS where it can end) by a walk of the

@@ -21,8 +21,9 @@ frame of the closure whose walk reached a boundary before that byte.
 Both walks are numpy over one trie level at a time (`walk_trie`): over the live nodes while they
 are few (sparse), over the whole level once they are 1/DENSE_SHARE of it or more (dense). Walks
 are shared where the automaton allows: a string content loop's walk once per shape for the whole
-process (`region`), and a state that differs from a loop state on a few bytes from that state's
-split (`delta_frame`). A
+process (`region`), a state that differs from a loop state on a few bytes from that state's
+split (`delta_frame`), and a whole split by its automaton's digest wherever that automaton recurs,
+in this schema or another over the vocabulary (`frame_cache`, StackGrammar._frame). A
 configuration whose tokens are few (literal text, structure, numbers) is walked in Python before
 any of this (`narrow_tokens`): a few trie nodes cost less than numpy's calls per level.
 """
@@ -47,6 +48,10 @@ class FrameTokens:
     keep: np.ndarray | None   # sorted global trie node ids on context-dependent paths (at least:
     #                           delta_frame's may hold more); None: too many (the configuration's
     #                           mask is then one walk of the whole trie)
+
+    @property
+    def nbytes(self) -> int:
+        return self.accepted.nbytes + (0 if self.keep is None else self.keep.nbytes)
 
 
 _OFFSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -545,42 +550,54 @@ class Shape:
 
 
 SHAPE_CACHE_BYTES = 64 << 20  # shapes kept per vocabulary (LRU); one is ~19 KB to ~2 MB at 151k tokens
+FRAME_CACHE_BYTES = 64 << 20  # frame splits kept per vocabulary (LRU); one is ~19 KB and its paths
 
 
-class ShapeCache:
-    """Region shapes by signature (_signature's key), for one trie: shared by every grammar over
-    its vocabulary, so a string's content loop is walked once per process, not once per schema.
-    Least recently used first out, past `limit` bytes (Shape.nbytes)."""
+class ByteLRU:
+    """Values with an `nbytes` by key, for one trie, shared by every grammar over its vocabulary:
+    region shapes by signature (shape_cache), frame splits by automaton digest and state
+    (frame_cache). Least recently used first out, past `limit` bytes."""
 
-    def __init__(self, limit: int = SHAPE_CACHE_BYTES):
+    def __init__(self, limit: int):
         self.limit = limit
         self.nbytes = 0
-        self._shapes: OrderedDict[bytes, Shape] = OrderedDict()
+        self._items: OrderedDict = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self._shapes)
+        return len(self._items)
 
-    def get(self, key: bytes) -> Shape | None:
-        shape = self._shapes.get(key)
-        if shape is not None:
-            self._shapes.move_to_end(key)
-        return shape
+    def get(self, key):
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
 
-    def __setitem__(self, key: bytes, shape: Shape) -> None:
-        self._shapes[key] = shape
-        self.nbytes += shape.nbytes
-        while self.nbytes > self.limit and len(self._shapes) > 1:
-            self.nbytes -= self._shapes.popitem(last=False)[1].nbytes
+    def __setitem__(self, key, value) -> None:
+        self._items[key] = value
+        self.nbytes += value.nbytes
+        while self.nbytes > self.limit and len(self._items) > 1:
+            self.nbytes -= self._items.popitem(last=False)[1].nbytes
 
 
 _SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FRAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def shape_cache(trie) -> ShapeCache:
-    """The trie's ShapeCache (created on first use, dropped with the trie)."""
+def shape_cache(trie) -> ByteLRU:
+    """The trie's region shapes (created on first use, dropped with the trie)."""
     out = _SHAPES.get(trie)
     if out is None:
-        out = _SHAPES[trie] = ShapeCache()
+        out = _SHAPES[trie] = ByteLRU(SHAPE_CACHE_BYTES)
+    return out
+
+
+def frame_cache(trie) -> ByteLRU:
+    """The trie's frame splits by (automaton digest, state) (StackGrammar._frame: the same
+    automaton recurs across schemas, an integer's, a date's, an enum's; created on first use,
+    dropped with the trie)."""
+    out = _FRAMES.get(trie)
+    if out is None:
+        out = _FRAMES[trie] = ByteLRU(FRAME_CACHE_BYTES)
     return out
 
 
