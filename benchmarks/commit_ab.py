@@ -16,7 +16,8 @@ worktree, removed after:
 With --max-length N, only those of the first `--limit` schemas that hold a maxLength of at most
 N (a scan of the schema, before any compile): strings bounded near one token's length, where a
 counted frame is near its max from the start. It prints, and writes with --out (never over an
-existing file without --force), per round and side the compile time summed over schemas and its
+existing file without --force; with the commits both sides ran and whether the tree was clean),
+per round and side the compile time summed over schemas and its
 p90, the time to first mask (compile, the grammar over the vocabulary and its first mask, on
 the schemas with an accepted valid instance) median and p90, the pooled first walk's p50, p99
 and mean, the mean advance by a token on that walk (where our rows are built), and per measure
@@ -205,6 +206,8 @@ def main(argv: list[str]) -> int:
         return 0
     args.directory = args.directory.resolve()
     repo = Path(__file__).resolve().parents[1]
+    commits = {"base_commit": _git(repo, "rev-parse", args.base), "tree_commit": _git(repo, "rev-parse", "HEAD"),
+               "tree_clean": not _git(repo, "status", "--porcelain", "--untracked-files=no")}  # (as the run began)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
@@ -220,12 +223,17 @@ def main(argv: list[str]) -> int:
                                                      for side in ("base", "tree")), file=sys.stderr)
         finally:
             subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(base)], check=True)
-    result = {"base": args.base, "limit": args.limit, "max_length": args.max_length, "vocab": args.vocab, "rounds": rounds,
+    result = {"base": args.base, **commits, "limit": args.limit, "max_length": args.max_length, "vocab": args.vocab, "rounds": rounds,
               "ratios": compare(rounds)}
     print(json.dumps(result["ratios"], indent=1))
     if args.out is not None:
         write_new(args.out, result, args.force)
     return 0
+
+
+def _git(repo: Path, *args: str) -> str:
+    """git's output (the commits a result names: read later, HEAD says nothing)."""
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 if __name__ == "__main__":
