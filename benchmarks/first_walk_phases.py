@@ -7,7 +7,11 @@ schema-bench's first walk does (gc off; the kind of each step read as its replay
 the functions a narrow mask and a frame split call wrapped in timers, and reports per function
 the µs it took per step (mean and median) and its share of the steps' summed time, over all
 narrow steps, over their cheapest fifth (the steps nearest the pooled median), and over the
-frame splits (where the p99 lies).
+frame splits (where the p99 lies). Last, the steps' p50, p90 and p99 less their frame splits'
+time (`without_frame_splits`): what a walk would cost if every (automaton, state)'s split were
+built before it, as a compile that precomputes them would, so how far that alone goes.
+The grammar warms up as schema-bench's does (`--warm-ms`, 0: lazy; the timers slow the warm-up
+too, so it reaches fewer configurations).
 
     python benchmarks/first_walk_phases.py ../shared/jsonschemabench --limit 200 --every 2 --vocab qwen --out /tmp/phases.json
 
@@ -52,22 +56,27 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
 
 
 def timed(spent: dict, owner, name: str) -> None:
-    """Replace owner.name by a wrapper adding its wall ns to spent[name] (restored by the caller)."""
+    """Replace owner.name by a wrapper adding its wall ns to spent[name] (restored by the caller),
+    outermost calls only: _frame calls itself for a delta state's base, and its time is counted once."""
     fn = getattr(owner, name)
     clock = time.perf_counter_ns
+    depth = [0]
 
     def wrapper(*args, **kwargs):
+        depth[0] += 1
         t0 = clock()
         try:
             return fn(*args, **kwargs)
         finally:
-            spent[name] += clock() - t0
+            depth[0] -= 1
+            if not depth[0]:
+                spent[name] += clock() - t0
     setattr(owner, name, wrapper)
 
 
-def first_walk(machine: StackMachine, vocab, tokens: list[int], spent: dict) -> list[tuple[str, float, dict]]:
-    """(kind, µs, {function: µs}) per token of a fresh grammar's first walk."""
-    grammar = StackGrammar(machine.unbuilt(), vocab)
+def first_walk(machine: StackMachine, vocab, tokens: list[int], spent: dict, warm_ms: float) -> list[tuple[str, float, dict]]:
+    """(kind, µs, {function: µs}) per token of a fresh grammar's first walk (warmed up as schema-bench's)."""
+    grammar = StackGrammar(machine.unbuilt(), vocab, warm_ms=warm_ms)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask, as schema-bench times it apart
@@ -109,6 +118,12 @@ def summarize(steps: list[tuple[str, float, dict]]) -> dict:
     splits = [s for s in steps if s[0] == "b"]
     if splits:
         out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
+    # every step less its frame splits' time: the walk if every (automaton, state)'s split were
+    # built before it (xgrammar precomputes its masks in its compile), timers included
+    rest = us - np.array([parts["_frame"] for _, _, parts in steps])
+    out["without_frame_splits"] = {"us_p50": float(np.median(rest)), "us_p90": float(np.percentile(rest, 90)),
+                                   "us_p99": float(np.percentile(rest, 99)), "over_100us_share": float(np.mean(rest > 100)),
+                                   "with_them_over_100us_share": float(np.mean(us > 100))}
     return out
 
 
@@ -118,14 +133,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=200, help="the stratified sample's first N schemas (seed 0)")
     p.add_argument("--every", type=int, default=1, help="every k-th of them")
     p.add_argument("--vocab", default="qwen")
+    p.add_argument("--warm-ms", type=float, default=stack.WARM_MS, help="the grammar's warm-up before its first mask (0: lazy)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     if args.out is not None and args.out.exists() and not args.force:
         print(f"first_walk_phases: --out {args.out} exists (use --force to replace it)", file=sys.stderr)
         return 2
-    if args.limit < 1 or args.every < 1:
-        print("first_walk_phases: --limit and --every must be >= 1", file=sys.stderr)
+    if args.limit < 1 or args.every < 1 or not args.warm_ms >= 0:
+        print("first_walk_phases: --limit and --every must be >= 1, --warm-ms >= 0", file=sys.stderr)
         return 2
     if not args.directory.is_dir():
         print(f"first_walk_phases: {args.directory} is not a folder of JSONSchemaBench files", file=sys.stderr)
@@ -158,13 +174,13 @@ def main(argv: list[str]) -> int:
                     continue
                 gc.disable()
                 try:
-                    steps += first_walk(machine, vocab, tok.encode(text), spent)
+                    steps += first_walk(machine, vocab, tok.encode(text), spent, args.warm_ms)
                 finally:
                     gc.enable()
     finally:
         for owner, name, fn in saved:
             setattr(owner, name, fn)
-    result = {"provenance": provenance(), "schemas": len(paths), "hardware": machine_info(None),
+    result = {"provenance": provenance(), "schemas": len(paths), "warm_ms": args.warm_ms, "hardware": machine_info(None),
               "summary": summarize(steps)}
     print(json.dumps(result["summary"], indent=1))
     if args.out is not None:
