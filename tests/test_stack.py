@@ -726,12 +726,13 @@ def test_warm_builds_the_masks_nearest_the_start_breadth_first():
         assert again.warm(math.inf, configs=g.warmed) == g.warmed and built(again) == done
 
 
-def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch):
+@pytest.mark.parametrize("narrow", MASK_PATHS, ids=["python-walk", "split"])
+def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch, narrow):
     """A frame split is cached per vocabulary by its automaton's digest (token_split.frame_cache):
     a later schema holding an earlier one's automaton reuses its splits instead of walking them
     again, but not where the automaton's exits differ (a string that an array's `,` or `]`
     follows, then one that an object's `,` or `}` follows). Every schema's masks equal the brute
-    force at every step."""
+    force at every step, with narrow masks walked in Python or not."""
     vocab = small_vocab(9)
     rng = random.Random(3)
     walked = []
@@ -743,7 +744,7 @@ def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch):
                    {"type": "array", "items": {"type": "integer"}},
                    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
                    STRINGS, {"type": "array", "items": STRINGS}):
-        grammar = StackGrammar(build_machine(compile_grammar(schema)), vocab, narrow_nodes=0)
+        grammar = StackGrammar(build_machine(compile_grammar(schema)), vocab, narrow_nodes=narrow)
         ref = Reference(grammar.machine)
         walked.clear()
         for _ in range(6):
@@ -765,7 +766,7 @@ def test_masks_equal_brute_force_with_splits_shared_across_generated_schemas(exa
     def prop(schema, rng):
         grammar = grammar_or_counted(schema, counts, vocab)
         if grammar is not None:
-            grammar.narrow_nodes = 0  # (every mask by frame splits)
+            grammar.narrow_nodes = rng.choice(MASK_PATHS)  # (masks by frame splits alone, or narrow ones too)
             ref = Reference(grammar.machine)
             for _ in range(2):
                 generate(grammar, rng, ref, max_tokens=30)
