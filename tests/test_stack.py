@@ -26,6 +26,7 @@ from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import NARROW_NODES, StackGrammar, StackMachine, build_machine
 from inferlab.constrain.vocab import Vocabulary
+from test_lru import run_in_threads
 from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {
@@ -774,3 +775,50 @@ def test_masks_equal_brute_force_with_splits_shared_across_generated_schemas(exa
     prop()
     assert_few_refused(counts, examples)
     assert len(token_split.frame_cache(vocab.trie())) > 0
+
+
+def masks_along_a_walk(grammar, seed: int, steps: int = 25) -> list[tuple[int, ...]]:
+    """The allowed ids at each step of a random walk (tokens drawn by `seed`)."""
+    rng = random.Random(seed)
+    state, out = grammar.initial_state(), []
+    for _ in range(steps):
+        ids = sorted(bitmask_ids(grammar, state) - {grammar.vocab.eos_id})
+        out.append(tuple(ids))
+        if not ids:
+            break
+        state = grammar.advance(state, rng.choice(ids))
+    return out
+
+
+def test_grammars_in_threads_share_the_process_caches_safely(monkeypatch):
+    """Different grammars may run in different threads (one grammar and its matchers in one
+    thread at a time): what they share, the compile's small and length-bounded DFAs and the
+    vocabulary's shapes and frame splits, is locked. Four threads compile and walk the same
+    schemas with those caches shrunk so that they evict all the time, thread switches forced
+    often: every mask equals the one a lone thread reads, and no thread raises. (The race the
+    locks close is checked directly in test_lru: here it is the masks.)"""
+    from inferlab.constrain import stack as stack_module
+    from inferlab.constrain.schema import algebra
+    from inferlab.constrain.stack import compile_machine
+
+    schemas = [STRINGS, TREE, LIST, {"type": "array", "items": {"type": "string", "maxLength": 5}},
+               {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 4},
+                                                 "b": {"type": "string", "maxLength": 3}}}]
+    cases = [(i, seed) for i in range(len(schemas)) for seed in range(2)]
+    alone = {(i, seed): masks_along_a_walk(StackGrammar(compile_machine(schemas[i])[1], small_vocab(4)), seed)
+             for i, seed in cases}
+    monkeypatch.setattr(stack_module._SMALL_DFAS, "limit", 2)
+    monkeypatch.setattr(algebra._BOUNDED, "limit", 1)
+    monkeypatch.setattr(token_split, "SHAPE_CACHE_BYTES", 50_000)
+    monkeypatch.setattr(token_split, "FRAME_CACHE_BYTES", 50_000)
+    vocab = small_vocab(4)  # (a new trie: its caches made with the limits above)
+    got = {}
+
+    def run(k: int) -> None:
+        for i, seed in cases[k:] + cases[:k]:
+            grammar = StackGrammar(compile_machine(schemas[i])[1], vocab)
+            got[k, i, seed] = masks_along_a_walk(grammar, seed)
+
+    errors = run_in_threads(run, interval=1e-5)
+    assert not errors, errors
+    assert len(got) == 4 * len(cases) and all(masks == alone[i, seed] for (_, i, seed), masks in got.items())

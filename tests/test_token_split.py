@@ -7,7 +7,6 @@ cache must give the splits that a fresh one gives.
 """
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -206,13 +205,3 @@ def test_counted_tokens_equal_brute_force(seed):
                 tokens, items = token_split.counted_tokens(trie, trans, restart, s, cap)
                 assert dict(zip(tokens.tolist(), items.tolist())) == brute_force_counted(vocab, trans, restart, s, cap)
                 assert len(set(tokens.tolist())) == len(tokens) and (np.diff(items) >= 0).all()
-
-
-def test_byte_lru_is_bounded_and_least_recently_used_first_out():
-    cache = token_split.ByteLRU(limit=250)
-    a, b, c = (SimpleNamespace(nbytes=100) for _ in range(3))
-    cache[b"a"], cache[b"b"] = a, b
-    assert cache.get(b"a") is a         # a is now the most recently used
-    cache[b"c"] = c                     # 300 bytes > 250: b goes
-    assert cache.get(b"b") is None and cache.get(b"a") is a and cache.get(b"c") is c
-    assert len(cache) == 2 and cache.nbytes == 200

@@ -66,6 +66,7 @@ import numpy as np
 
 from inferlab.constrain import keys, token_split
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
+from inferlab.constrain.lru import LRU
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
 from inferlab.errors import InferlabError
@@ -1256,9 +1257,9 @@ def check_grammar_size(machine: StackMachine, max_states: int) -> None:
 
 # Small DFAs by (regex, max_states, check), across compiles: most schemas share a few automata
 # (any value, strings, numbers), rebuilt otherwise for each. Kept read-only: machines share them.
-_SMALL_DFAS: OrderedDict[tuple, DFA] = OrderedDict()
 SMALL_DFA_STATES = 512   # (S, 256) int32: at most 0.5 MB each
 SMALL_DFA_CACHE = 512    # entries
+_SMALL_DFAS = LRU(SMALL_DFA_CACHE)  # (regex, max_states, check) -> its DFA
 
 
 def clear_compile_caches() -> None:
@@ -1278,8 +1279,6 @@ def _keep_small(key: tuple, dfa: DFA) -> None:
     dfa.trans.flags.writeable = False
     dfa.accepting.flags.writeable = False
     _SMALL_DFAS[key] = dfa
-    if len(_SMALL_DFAS) > SMALL_DFA_CACHE:
-        _SMALL_DFAS.popitem(last=False)
 
 
 def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None, **options):
@@ -1306,9 +1305,7 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
         if out is None:
             key = (regex, max_states, check)
             out = _SMALL_DFAS.get(key)
-            if out is not None:
-                _SMALL_DFAS.move_to_end(key)
-            else:
+            if out is None:
                 try:
                     ast = rx.parse(regex)
                     if check is not None:

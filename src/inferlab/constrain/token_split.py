@@ -31,12 +31,12 @@ any of this (`narrow_tokens`): a few trie nodes cost less than numpy's calls per
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from inferlab.constrain.index import _expand
+from inferlab.constrain.lru import LRU
 
 DENSE_SHARE = 4  # walk a trie level densely from 1/4 of its nodes live
 FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer trie children
@@ -553,52 +553,32 @@ SHAPE_CACHE_BYTES = 64 << 20  # shapes kept per vocabulary (LRU); one is ~19 KB 
 FRAME_CACHE_BYTES = 64 << 20  # frame splits kept per vocabulary (LRU); one is ~19 KB and its paths
 
 
-class ByteLRU:
-    """Values with an `nbytes` by key, for one trie, shared by every grammar over its vocabulary:
-    region shapes by signature (shape_cache), frame splits by automaton digest and state
-    (frame_cache). Least recently used first out, past `limit` bytes."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.nbytes = 0
-        self._items: OrderedDict = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key):
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def __setitem__(self, key, value) -> None:
-        self._items[key] = value
-        self.nbytes += value.nbytes
-        while self.nbytes > self.limit and len(self._items) > 1:
-            self.nbytes -= self._items.popitem(last=False)[1].nbytes
-
-
 _SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FRAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def shape_cache(trie) -> ByteLRU:
-    """The trie's region shapes (created on first use, dropped with the trie)."""
+def shape_cache(trie) -> LRU:
+    """The trie's region shapes by signature (_signature's key), shared by every grammar over its
+    vocabulary, so a string's content loop is walked once per process, not once per schema
+    (created on first use, dropped with the trie)."""
     out = _SHAPES.get(trie)
     if out is None:
-        out = _SHAPES[trie] = ByteLRU(SHAPE_CACHE_BYTES)
+        out = _SHAPES[trie] = LRU(SHAPE_CACHE_BYTES, _nbytes)
     return out
 
 
-def frame_cache(trie) -> ByteLRU:
+def frame_cache(trie) -> LRU:
     """The trie's frame splits by (automaton digest, state) (StackGrammar._frame: the same
     automaton recurs across schemas, an integer's, a date's, an enum's; created on first use,
     dropped with the trie)."""
     out = _FRAMES.get(trie)
     if out is None:
-        out = _FRAMES[trie] = ByteLRU(FRAME_CACHE_BYTES)
+        out = _FRAMES[trie] = LRU(FRAME_CACHE_BYTES, _nbytes)
     return out
+
+
+def _nbytes(value) -> int:
+    return value.nbytes
 
 
 def region(trans: np.ndarray, state: int) -> np.ndarray | None:

@@ -21,10 +21,10 @@ complement of a regex can account for.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
+from inferlab.constrain.lru import LRU
 from inferlab.constrain.schema.common import _CHAR, _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
@@ -162,7 +162,8 @@ LENGTH_STATES = 20_000
 
 
 BOUNDED_CACHE_BYTES = 64 * 2**20  # the DFAs (S, 256) int32 kept between the compiler and the builder
-_BOUNDED: OrderedDict = OrderedDict()  # (regex, lo, hi) -> DFA or its refusal, least recent first
+_BOUNDED = LRU(BOUNDED_CACHE_BYTES, lambda d: 0 if isinstance(d, InferlabError) else d.trans.nbytes)
+#          (regex, lo, hi) -> DFA or its refusal
 
 
 def bounded_dfa(regex: str, lo: int, hi: int | None):
@@ -180,11 +181,6 @@ def bounded_dfa(regex: str, lo: int, hi: int | None):
             out.trans.flags.writeable = False
             out.accepting.flags.writeable = False
         _BOUNDED[key] = out
-        while sum(d.trans.nbytes for d in _BOUNDED.values() if not isinstance(d, InferlabError)) > BOUNDED_CACHE_BYTES \
-                and len(_BOUNDED) > 1:
-            _BOUNDED.popitem(last=False)
-    else:
-        _BOUNDED.move_to_end(key)
     if isinstance(out, InferlabError):
         raise out
     return out
