@@ -1092,8 +1092,9 @@ class StackGrammar:
                 for part in (m.text_trans[a], np.asarray(m.accepting[a]), np.int64([m.starts[a], m.counts[a] is None]),
                              row, exit_bytes):
                     h.update(part.tobytes())
-                got = self._twin_of.setdefault(h.digest(), a)
-                self._digests[got] = h.digest()
+                digest = h.digest()
+                got = self._twin_of.setdefault(digest, a)
+                self._digests[got] = digest
             self._twins[a] = got
         return got
 
@@ -1239,7 +1240,9 @@ def _write(out: np.ndarray, mask: np.ndarray | tuple[int, ...]) -> None:
 
 
 def _lru(cache: OrderedDict, key, build, limit: int):
-    """cache[key], built by build() on first need; the least recently used entry out past limit."""
+    """cache[key], built by build() on first need; the least recently used entry out past limit.
+    For a grammar's own caches, which one thread uses at a time: no lock on the fill's path
+    (lru.LRU holds what grammars and compiles share across threads)."""
     out = cache.get(key)
     if out is None:
         out = cache[key] = build()
