@@ -628,6 +628,42 @@ def test_shared_region_shapes_equal_unshared_splits(schema):
         assert deltas > 0        # the states of "any key but a..g" are derived from the content loop
 
 
+# fixed-length patterns, each used twice (an alphanumeric position reads 62 bytes: a wide state)
+CHAINS = {"type": "object", "properties": {
+    "a": {"type": "string", "pattern": "^[A-Za-z0-9]{6}$"}, "b": {"type": "string", "pattern": "^[A-Za-z0-9]{6}$"},
+    "c": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9]{3}-[A-Za-z0-9]{2}$"}},
+    "d": {"type": "string", "pattern": "^[A-Za-z0-9]{3}-[A-Za-z0-9]{2}$"}}, "required": ["a"]}
+
+
+def test_fixed_length_chains_share_a_shape_per_position():
+    """A fixed-length pattern's states form a chain with no loop: each position's region is the
+    rest of the chain, a shape that the pattern's other uses share, and the splits through it
+    equal those walked alone."""
+    grammar = StackGrammar(build_machine(compile_grammar(CHAINS)), small_vocab(4))
+    m = grammar.machine
+    chained = [(a, s) for a in range(m.n_automata) if m.frame_table(a) is not None
+               for s in range(m.dfas[a].n_states) if np.count_nonzero(m.frame_table(a)[s] >= 0) >= 62
+               and token_split.region(m.frame_table(a), s) is not None]
+    assert len(chained) >= 2 * (6 + 5)  # every alphanumeric position of both uses of both patterns
+    regions, shapes, _ = shared_splits_equal_unshared(grammar)
+    assert 0 < shapes < regions
+
+
+@pytest.mark.parametrize("narrow", MASK_PATHS, ids=["python-walk", "split"])
+def test_masks_equal_brute_force_through_chain_shapes(narrow):
+    """Walks of CHAINS, whose frames take their chains' shapes: every mask equals the brute force,
+    and every finished text validates."""
+    grammar = StackGrammar(build_machine(compile_grammar(CHAINS)), small_vocab(2), narrow_nodes=narrow)
+    ref, v, rng = Reference(grammar.machine), validator(CHAINS), random.Random(0)
+    finished = 0
+    for _ in range(8):
+        text, done = generate(grammar, rng, ref)
+        if done:
+            finished += 1
+            assert v.is_valid(json.loads(text)), text
+    assert finished > 0
+
+
 # 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget); the
 # default's are derandomized, as above.
 @pytest.mark.parametrize("examples", [20, pytest.param(100, marks=pytest.mark.slow)])

@@ -346,8 +346,8 @@ def frame_tokens(trie, trans: np.ndarray, exits: tuple[np.ndarray, np.ndarray], 
     """The split for one (automaton, state): trans (S, 256) the automaton's transitions inside a
     frame; exits (StackMachine.exits): per state, the row of the bytes that may be read after a
     push or pop there (-1: none may happen). With `shapes` (a cache, {signature: Shape}), a state
-    whose region (`region`) loops walks the region once per shape, and itself only the tokens
-    that leave it. With split_of(state) -> FrameTokens (the caller's cache), a delta state
+    with a region (`region`) walks the region once per shape, and itself only the tokens that
+    leave it. With split_of(state) -> FrameTokens (the caller's cache), a delta state
     (`delta_base`) whose shape is not cached derives its split from its base's instead."""
     levels = trie.levels
     base = delta_base(trans, state) if split_of is not None and levels else None
@@ -528,7 +528,8 @@ def _split_level(levels, d: int, node, x, exit_row: np.ndarray):
 # token does inside a region depends on the region's transitions alone, up to a renumbering:
 # so the walk inside it is done once per *shape* (the renumbered transitions, with a byte that
 # leaves the region marked, and the exit bytes of its states), and each state walks only the
-# tokens that leave it, from where they leave, through its own automaton.
+# tokens that leave it, from where they leave, through its own automaton. A fixed-length
+# pattern's chain is a region too: a shape per position, shared by the pattern's every use.
 QUOTE = 0x22
 REGION_STATES = 64
 REGION_MIN_BYTES = 32  # a state reading fewer bytes walks few tokens: no region
@@ -582,11 +583,14 @@ def _nbytes(value) -> int:
 
 
 def region(trans: np.ndarray, state: int) -> np.ndarray | None:
-    """The region's states (state first, breadth-first by byte) that can reach a loop in it, or
-    None when the state cannot, reads few bytes (nothing to share: its own walk is as cheap), or
-    reaches REGION_STATES states or more (a pattern's own states, whose shape would serve it alone:
-    of 28 shapes built on the first 100 sample schemas at Qwen, those of 38 states or more served
-    one or two frames each)."""
+    """The region's states (state first, breadth-first by byte), or None when the state reads few
+    bytes (nothing to share: its own walk is as cheap) or reaches REGION_STATES states or more (a
+    pattern's own states, whose shape would serve it alone: of 28 shapes built on the first 100
+    sample schemas at Qwen, those of 38 states or more served one or two frames each). Where
+    some of them can reach a loop in it (a string's content), the states that can; where none
+    can (a fixed-length pattern's chain, `[A-Za-z0-9]{15}`), all of them: the chain from each
+    position is then a shape that every use of the pattern shares, where each position's split
+    was a walk of the whole trie of its own."""
     if np.count_nonzero(trans[state] >= 0) < REGION_MIN_BYTES:
         return None
     states = _bfs(trans, state, REGION_STATES)
@@ -602,8 +606,8 @@ def region(trans: np.ndarray, state: int) -> np.ndarray | None:
         if not drop.any():
             break
         live &= ~drop
-    if not live[0]:
-        return None
+    if not live[0]:  # (every state is reachable from the first: none can reach a loop)
+        return states
     # (a dropped state never leads to a kept one: the kept states' breadth-first order is their own)
     return states if live.all() else states[live]
 
