@@ -434,6 +434,27 @@ def test_counted_strings_equal_unrolled(schema):
         walk_pair(counted, flat, rng)
 
 
+def test_counted_string_masks_at_every_count_equal_unrolled():
+    """A string of maxLength 30 written one character at a time: at every count, the counted
+    grammar's mask equals the unrolled flat DFA's. The tokens that cross its closing quote are at
+    most 7 bytes and the longest token is 24, so its kept walks (_kept_walk) are shared by the
+    counts that those 7 bytes cannot tell apart, and must part within 9 characters of the max."""
+    pieces = [b'x"', b'xx",', b'xxx"}', b'xxxx",', b'xxxxx"}', b'xxxxxx",', b'",', b'"}', b'"b":"', b"x" * 24, b"x" * 5]
+    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + pieces))
+    vocab = Vocabulary(tuple(toks) + (b"",), eos_id=len(toks), special_ids=frozenset([len(toks)]))
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 30}, "b": {"type": "string"}},
+              "required": ["a"]}
+    counted = StackGrammar(build_machine(compile_grammar(schema, count_min=2)), vocab, narrow_nodes=0)
+    flat = StackGrammar(build_machine(compile_grammar(schema, count_min=10**9)), vocab, narrow_nodes=0)
+    assert any(counted.machine.counts) and not any(flat.machine.counts)
+    sa, sb = counted.initial_state(), flat.initial_state()
+    for t in [toks.index(bytes([b])) for b in b'{"a":"'] + [toks.index(b"x")] * 30 + [toks.index(b'"}')]:
+        assert bitmask_ids(counted, sa) == bitmask_ids(flat, sb)
+        sa, sb = counted.advance(sa, t), flat.advance(sb, t)
+    assert counted.can_end(sa) and flat.can_end(sb)
+    assert 0 < len(counted._kept) <= 13  # a kept walk per count of the last 10 or so, one for all before
+
+
 def test_twin_automata_share_their_splits_and_counted_walks_exactly():
     """Strings of one character class with different bounds are twin automata (the same frames):
     one split and one counted walk serve all of them. The masks along random walks still equal

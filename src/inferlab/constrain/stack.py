@@ -86,6 +86,7 @@ TWIN_STATES = 256                 # automata up to this size are matched with th
 SPARSE_TOKENS = 32                # a narrow mask of fewer tokens is cached as their ids (_write)
 FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row in Python up to this many
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
+KEPT_ROWS = 1024                  # kept walks cached per clamped configuration (_kept_walk; a row each)
 STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 WARM_MS = 30.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
@@ -672,6 +673,7 @@ class StackGrammar:
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        self._kept: OrderedDict[int, np.ndarray] = OrderedDict()  # _kept_walk
         self._twins: dict[int, int] = {}                                    # _twin per automaton
         self._twin_of: dict[bytes, int] = {}                                # its digest -> the first with it
         self._digests: dict[int, bytes] = {}                                # a twin's digest (token_split.frame_cache)
@@ -927,7 +929,7 @@ class StackGrammar:
         keeps = [f.keep for f in frames if len(f.keep)]  # (each sorted, distinct: most masks have one)
         keep = keeps[0] if len(keeps) == 1 else np.unique(np.concatenate(keeps)) if keeps else np.zeros(0, np.int64)
         if len(keep):
-            words |= self._walk_mask(cid, keep).view(np.uint32)
+            words |= self._kept_walk(cid, keep).view(np.uint32)
         elif self.eos_id >= 0 and m.can_end(cid):
             words[self.eos_id >> 5] |= np.uint32(1 << (self.eos_id & 31))
         return words.view(np.int32)
@@ -1124,6 +1126,21 @@ class StackGrammar:
                     shared[digest, s] = out
             return out
         return _lru(self._frames, (a, s), build, self._cache_rows)
+
+    def _kept_walk(self, cid: int, keep: np.ndarray) -> np.ndarray:
+        """_walk_mask(cid, keep), kept per configuration with its counts clamped where the tokens
+        on the kept paths cannot tell them apart (StackMachine.mask_key with their most bytes as
+        the reach). Why: near its max, each count of a counted string is a mask of its own, but
+        its context-dependent tokens (a quote and what follows it) are short, so all counts but
+        the last few share their walk (Snowplow's maxLength strings walked ~2,000 trie nodes
+        through the configurations at each character)."""
+        m = self.machine
+        if not m.numbered:
+            return self._walk_mask(cid, keep)
+        # the deepest kept node's level + 1: the most bytes of a token on the kept paths
+        reach = int(np.searchsorted(token_split.level_offsets(self.vocab.trie()), keep[-1], side="right"))
+        key = m.mask_key(cid, reach)  # (its closure's tops are cid's, so are its kept paths)
+        return _lru(self._kept, key, lambda: self._walk_mask(key, keep), KEPT_ROWS)
 
     def _walk_mask(self, cid: int, keep: np.ndarray | None = None) -> np.ndarray:
         """The tokens allowed from configuration `cid` (and EOS where it can end) by a walk of the
