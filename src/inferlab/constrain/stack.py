@@ -457,10 +457,8 @@ class StackMachine:
         live = np.flatnonzero((targets >= 0).any(axis=0))
         if len(live) > ROW_LOOP_BYTES:  # (a string's content on some stack: group columns with numpy)
             cols = np.ascontiguousarray(targets[:, live].T)                              # (L, K)
-            # a column as one int64 where two stacks' int32 fit (numpy sorts those faster than raw bytes)
-            pair = len(stacks) == 2 and cols.dtype == np.int32
-            keys = cols.view(np.int64 if pair else np.dtype((np.void, cols.itemsize * len(stacks)))).reshape(-1)
-            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)  # the distinct columns
+            _, first, inverse = np.unique(cols.view(np.dtype((np.void, 4 * len(stacks)))).reshape(-1),
+                                          return_index=True, return_inverse=True)  # the distinct columns
             ids = [self._next(stacks, col) for col in cols[first].tolist()]
             out[live] = np.asarray(ids, dtype=np.int32)[inverse.reshape(-1)]
         elif len(live):
