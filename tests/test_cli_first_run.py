@@ -206,6 +206,24 @@ def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys,
     assert os.listdir(tmp_path / "experiments" / "22-cache-sizing") == []       # untouched
 
 
+def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tmp_path, capsys, monkeypatch):
+    # benchmarks/*.py share benchmark_main; without --out it once died with a TypeError traceback
+    from inferlab.cli.common import add_lab_arguments
+    from inferlab.measure.publish import benchmark_main
+    monkeypatch.chdir(tmp_path)
+    p = argparse.ArgumentParser()
+    add_lab_arguments(p, default_out="results/toy")
+    p.add_argument("--seed", type=int, default=0)
+    results = {"schema_version": 1, "experiment": "toy", "config": {}, "summary": {"x": 1}}
+    for _ in range(2):
+        assert benchmark_main("toy", p.parse_args([]), "toy", lambda: results, lambda r: None) == 0
+    assert json.loads((tmp_path / "results" / "toy" / "results.json").read_text()) == results
+    (stamp,) = (tmp_path / "results" / "runs").iterdir()
+    assert (stamp / "toy" / "results.json").is_file()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "toy: results/toy/ already holds results" in err
+
+
 def test_explicit_out_that_exists_needs_force(tmp_path, capsys):
     (tmp_path / "22-cache-sizing").mkdir()
     one_line_error(*run_cli(capsys, "kv", "derivations", "--out", str(tmp_path / "22-cache-sizing")), "--force")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from inferlab.cli.common import print_json
+from inferlab.cli.common import print_json, redirect_note, resolve_out
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 
@@ -35,7 +35,10 @@ def publish_experiment(args, experiment: str, produce: Callable[[], dict],
 def benchmark_main(prog: str, args, experiment: str, produce: Callable[[], dict],
                    report: Callable[[dict], None], figures: Callable[[dict], dict] | None = None) -> int:
     """publish_experiment, then results.json on stdout (--json) or report(results); bad input is
-    one stderr line and exit 2."""
+    one stderr line and exit 2. Without --out, the --out policy of every inferlab command
+    (cli.common.resolve_out): the default folder, or a timestamped sibling when it holds results."""
+    args._prog = prog
+    resolve_out(args)
     try:
         results = publish_experiment(args, experiment, produce, figures)
     except InferlabError as exc:
@@ -45,4 +48,6 @@ def benchmark_main(prog: str, args, experiment: str, produce: Callable[[], dict]
         print_json(results)
     else:
         report(results)
+    if note := redirect_note(args):
+        print(note, file=sys.stderr)
     return 0
