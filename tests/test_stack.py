@@ -216,11 +216,15 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow, warm):
     assert machine.uses_stack
     grammar = StackGrammar(machine, vocab, narrow_nodes=narrow)
     assert grammar.warm(math.inf, configs=warm) == warm  # (recursive: more configurations than that)
-    ref = Reference(machine)
-    rng = random.Random(0)
-    v = validator(schema)
+    walks_equal_brute_force_and_validate(grammar, schema, 12)
+
+
+def walks_equal_brute_force_and_validate(grammar, schema, walks: int) -> None:
+    """`walks` random walks of `grammar`, each mask checked against the brute force (generate's
+    Reference); every finished text validates against `schema`, and some walk finishes."""
+    ref, v, rng = Reference(grammar.machine), validator(schema), random.Random(0)
     finished = 0
-    for _ in range(12):
+    for _ in range(walks):
         text, done = generate(grammar, rng, ref)
         if done:
             finished += 1
@@ -675,14 +679,7 @@ def test_masks_equal_brute_force_through_chain_shapes(narrow):
     """Walks of CHAINS, whose frames take their chains' shapes: every mask equals the brute force,
     and every finished text validates."""
     grammar = StackGrammar(build_machine(compile_grammar(CHAINS)), small_vocab(2), narrow_nodes=narrow)
-    ref, v, rng = Reference(grammar.machine), validator(CHAINS), random.Random(0)
-    finished = 0
-    for _ in range(8):
-        text, done = generate(grammar, rng, ref)
-        if done:
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished > 0
+    walks_equal_brute_force_and_validate(grammar, CHAINS, 8)
 
 
 # 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget); the
