@@ -682,6 +682,33 @@ def test_masks_equal_brute_force_through_chain_shapes(narrow):
     walks_equal_brute_force_and_validate(grammar, CHAINS, 8)
 
 
+@pytest.mark.parametrize("tail", [0, 10**6], ids=["numpy-levels", "python-after-depth-0"])
+@pytest.mark.parametrize("schema", RECURSIVE + [CHAINS], ids=["tree", "list", "any", "chains"])
+def test_keep_walks_in_numpy_and_python_tail_equal_brute_force(schema, tail, monkeypatch):
+    """Every keep walk through token_split.kept_walk (none left to the all-Python kept_tokens),
+    each level in numpy (tail 0) or handed to Python right after depth 0: masks equal the brute
+    force, and the hand-off is taken where it should be."""
+    import inferlab.constrain.stack as stack_module
+    monkeypatch.setattr(stack_module, "KEPT_PY_NODES", 0)
+    monkeypatch.setattr(token_split, "PY_TAIL_NODES", tail)
+    calls = Counter()
+    walk, tokens = token_split.kept_walk, token_split.kept_tokens
+
+    def counted_walk(*args):
+        calls["walk"] += 1
+        return walk(*args)
+
+    def counted_tokens(*args):
+        calls["tail"] += 1
+        return tokens(*args)
+    monkeypatch.setattr(token_split, "kept_walk", counted_walk)
+    monkeypatch.setattr(token_split, "kept_tokens", counted_tokens)
+    grammar = StackGrammar(build_machine(compile_grammar(schema)), small_vocab(3), narrow_nodes=0)
+    walks_equal_brute_force_and_validate(grammar, schema, 8)
+    assert calls["walk"] > 0
+    assert (calls["tail"] > 0) == (tail > 0)
+
+
 # 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget); the
 # default's are derandomized, as above.
 @pytest.mark.parametrize("examples", [20, pytest.param(100, marks=pytest.mark.slow)])
