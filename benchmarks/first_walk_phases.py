@@ -18,7 +18,7 @@ too, so it reaches fewer configurations).
 The timers cost a fraction of a µs per call, included in every figure: the step times here are
 above schema-bench's, and only their split is meant. Calls nest (narrow_tokens calls the row
 readers _dfa_rows and _config_rows, which call StackMachine.row and _handles; _frame calls
-token_split's frame functions; _walk_mask calls kept_tokens or kept_walk, which may call kept_tokens), so the functions'
+token_split's frame functions; _walk_mask calls kept_tokens or walk_nodes), so the functions'
 times do not add up to the step's.
 """
 
@@ -52,7 +52,7 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
           (StackGrammar, "_frame"), (token_split, "region"), (token_split, "_signature"),
           (token_split, "_shaped_frame"), (token_split, "delta_frame"), (token_split, "_narrow_frame"),
           (token_split, "_walk_frame"), (StackGrammar, "_counted_bits"), (StackGrammar, "_walk_mask"),
-          (token_split, "kept_tokens"), (token_split, "kept_walk"), (StackMachine, "ensure_rows"))
+          (token_split, "kept_tokens"), (token_split, "walk_nodes"), (StackMachine, "ensure_rows"))
 
 
 def timed(spent: dict, owner, name: str) -> None:

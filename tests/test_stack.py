@@ -682,31 +682,25 @@ def test_masks_equal_brute_force_through_chain_shapes(narrow):
     walks_equal_brute_force_and_validate(grammar, CHAINS, 8)
 
 
-@pytest.mark.parametrize("tail", [0, 10**6], ids=["numpy-levels", "python-after-depth-0"])
+@pytest.mark.parametrize("kept_py_nodes", [0, 10**9], ids=["numpy-levels", "python-nodes"])
 @pytest.mark.parametrize("schema", RECURSIVE + [CHAINS], ids=["tree", "list", "any", "chains"])
-def test_keep_walks_in_numpy_and_python_tail_equal_brute_force(schema, tail, monkeypatch):
-    """Every keep walk through token_split.kept_walk (none left to the all-Python kept_tokens),
-    each level in numpy (tail 0) or handed to Python right after depth 0: masks equal the brute
-    force, and the hand-off is taken where it should be."""
+def test_keep_walks_in_numpy_and_in_python_equal_brute_force(schema, kept_py_nodes, monkeypatch):
+    """Every keep walk (a configuration's context-dependent tokens) level by level in numpy
+    (token_split.walk_nodes) or node by node in Python (kept_tokens): at the small vocabularies
+    of these tests the default walks all in Python, so numpy's is forced here. Masks equal the
+    brute force, and the path forced is the one taken."""
     import inferlab.constrain.stack as stack_module
-    monkeypatch.setattr(stack_module, "KEPT_PY_NODES", 0)
-    monkeypatch.setattr(token_split, "PY_TAIL_NODES", tail)
+    monkeypatch.setattr(stack_module, "KEPT_PY_NODES", kept_py_nodes)
     calls = Counter()
-    walk, tokens = token_split.kept_walk, token_split.kept_tokens
-
-    def counted_walk(*args):
-        calls["walk"] += 1
-        return walk(*args)
-
-    def counted_tokens(*args):
-        calls["tail"] += 1
-        return tokens(*args)
-    monkeypatch.setattr(token_split, "kept_walk", counted_walk)
-    monkeypatch.setattr(token_split, "kept_tokens", counted_tokens)
+    for name in ("walk_nodes", "kept_tokens"):
+        def counted(*args, _f=getattr(token_split, name), _name=name):
+            calls[_name] += 1
+            return _f(*args)
+        monkeypatch.setattr(token_split, name, counted)
     grammar = StackGrammar(build_machine(compile_grammar(schema)), small_vocab(3), narrow_nodes=0)
     walks_equal_brute_force_and_validate(grammar, schema, 8)
-    assert calls["walk"] > 0
-    assert (calls["tail"] > 0) == (tail > 0)
+    assert calls["walk_nodes" if kept_py_nodes == 0 else "kept_tokens"] > 0
+    assert calls["kept_tokens" if kept_py_nodes == 0 else "walk_nodes"] == 0
 
 
 # 20 draws by default, 100 with `pytest -m slow` (the default suite has a time budget); the

@@ -1162,11 +1162,10 @@ class StackGrammar:
         tokens = []
         if levels:
             first = m.row(cid)[levels[0].byte]  # (N_0,) a configuration per node, -1 dead
-            if keep is None:
-                for d, node, x in token_split.walk_trie(levels, first, rows):
-                    tokens.append(token_split.live_tokens(levels, d, node, x)[1])
-            else:
-                tokens.append(token_split.kept_walk(trie, first, rows, self._config_rows, keep))
+            walk = token_split.walk_trie(levels, first, rows) if keep is None else \
+                token_split.walk_nodes(trie, first, rows, keep)
+            for d, node, x in walk:
+                tokens.append(token_split.live_tokens(levels, d, node, x)[1])
         allowed = np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
         if self.eos_id >= 0 and m.can_end(cid):
             allowed = np.concatenate([allowed, [self.eos_id]])

@@ -40,7 +40,6 @@ from inferlab.constrain.lru import LRU
 
 DENSE_SHARE = 4  # walk a trie level densely from 1/4 of its nodes live
 FRAME_NARROW_NODES = 400  # a frame is walked in Python while it looks at fewer trie children
-PY_TAIL_NODES = 24  # a keep walk goes on in Python once fewer kept nodes than this a level are left (kept_walk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,38 +102,23 @@ def _children(lv, nxt, node: np.ndarray, x: np.ndarray, rows) -> tuple[np.ndarra
     return child[keep], x[keep]
 
 
-def kept_walk(trie, first: np.ndarray, rows, sparse_rows, keep: np.ndarray) -> np.ndarray:
-    """The tokens on the global trie node ids `keep` (sorted; a node's parent is kept with it,
-    as _paths keeps them) that walk from a state whose values per depth-0 node are `first`:
-    numpy, a level at a time, while many kept nodes lie below each level left, then node by
-    node in Python (kept_tokens from the live nodes reached) once they are fewer than
-    PY_TAIL_NODES a level. Why: a string's context-dependent paths (a quote and what follows it,
-    up to 34 bytes at Qwen) hold ~2,000 nodes, most in the first levels and a few in each deep
-    one, where a numpy level costs ~14 us and a Python node under 1 us.
-
-    A level steps from the kept nodes of the next level to their live parents, not from the
-    live nodes to all their children: a context-dependent path's ancestors are a string's
-    content, thousands of children each, of which the kept are a few. rows(ids) -> the
-    transition table, its rows of `ids` built; sparse_rows(v) -> v's sparse row (narrow_tokens's)."""
+def walk_nodes(trie, first: np.ndarray, rows, keep: np.ndarray):
+    """walk_trie over the global trie node ids `keep` alone (sorted; a node's parent is kept
+    with it, as _paths keeps them): yield (depth, nodes, x), sparse. A level steps from the kept
+    nodes of the next level to their live parents, not from the live nodes to all their
+    children: a context-dependent path's ancestors are a string's content, thousands of
+    children each, of which the kept are a few."""
     levels, offsets = trie.levels, level_offsets(trie)
     at = np.searchsorted(keep, offsets)                                   # (levels + 1,) keep's slice per level
-    deepest = int(np.searchsorted(at, len(keep))) - 1                     # the last level with kept nodes
     node = keep[at[0]:at[1]]
     x = first[node]
     node, x = node[x >= 0], x[x >= 0]
-    tokens = []
-    for d in range(deepest + 1):
+    for d in range(len(levels)):
         if not len(node):
-            break
-        end = levels[d].end_token[node]
-        tokens.append(end[end >= 0])
-        if d == deepest:
-            break
-        if len(keep) - at[d + 1] < PY_TAIL_NODES * (deepest - d):
-            seeds = dict(zip((node + offsets[d]).tolist(), x.tolist()))
-            tokens.append(np.asarray(kept_tokens(trie, None, sparse_rows, keep[at[d + 1]:].tolist(), seeds),
-                                     dtype=np.int32))
-            break
+            return
+        yield d, node, x
+        if d + 1 == len(levels):
+            return
         nxt = levels[d + 1]
         child = keep[at[d + 1]:at[d + 2]] - offsets[d + 1]
         parent = nxt.parent[child]
@@ -143,18 +127,16 @@ def kept_walk(trie, first: np.ndarray, rows, sparse_rows, keep: np.ndarray) -> n
         child, xp = child[live], x[pos[live]]
         x = rows(xp)[xp, nxt.byte[child]]                                 # (children,)
         node, x = child[x >= 0], x[x >= 0]
-    return np.concatenate(tokens) if tokens else np.zeros(0, np.int32)
 
 
-def kept_tokens(trie, first: tuple[list, bytes] | None, rows, keep: list[int], x: dict | None = None) -> list[int]:
-    """kept_walk's tokens, node by node in Python: where few nodes are kept, numpy's calls per
+def kept_tokens(trie, first: tuple[list, bytes], rows, keep: list[int]) -> list[int]:
+    """walk_nodes's tokens, node by node in Python: where few nodes are kept, numpy's calls per
     level cost more than the walk. first, rows(v): a state's sparse row as narrow_tokens asks
     it; keep: sorted global node ids, each parent kept with it (so a level's parents are walked
-    before it). x: the values of live nodes reached before (global id -> state), the parents of
-    keep's first level, where keep starts below depth 0 (first unused)."""
+    before it)."""
     view = trie_view(trie)
     offsets = view.offsets
-    x = {} if x is None else x
+    x: dict = {}
     seen: dict = {}  # rows(v), once per state
     tokens: list[int] = []
     d, lo, hi = 0, 0, offsets[1]
