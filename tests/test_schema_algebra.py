@@ -212,12 +212,15 @@ def _plain(value) -> bool:
 
 
 # 120 draws per mode by default (hypothesis rejects many: >= 40 must reach the check); `-m slow` 400.
+# The default's are derandomized (a fixed sample): a CI run's random 120 once brought 38 to the
+# check, a failure of the sample, not of the code; the slow run's stay random.
 @pytest.mark.parametrize("examples", [120, pytest.param(400, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["compact", "grammar"])
 def test_scalar_combinators_accept_only_valid_values(mode, examples):
     counts = Counter()
 
-    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples, deadline=None, derandomize=examples < 400,
+              suppress_health_check=[HealthCheck.too_slow])
     @given(combined(), st.lists(VALUES, min_size=4, max_size=10), st.randoms(use_true_random=False))
     def prop(schema, values, rng):
         _check(schema, values, rng, counts, mode)
