@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int, print_json
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=positive_int, default=7, help="samples per position and series (default 7)")
     p.add_argument("--stride", type=positive_int, help="measure every STRIDE-th position (default 1; --quick: 32)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         writer = ExperimentWriter(args.out, force=args.force)        # refuses before any work
         config = GPTConfig()

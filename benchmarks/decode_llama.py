@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int, print_json
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     p.add_argument("--positions", type=positive_int, default=256, help="decode positions 1..N (default 256; --quick 16)")
     p.add_argument("--rounds", type=positive_int, default=3, help="timed rounds after the warm-up (default 3; --quick 1)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         if args.threads != 1:
             raise InferlabError("--threads: this benchmark runs both engines on 1 thread each")

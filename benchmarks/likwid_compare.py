@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from inferlab.cli.common import add_lab_arguments, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, print_json
 from inferlab.errors import InferlabError
 from inferlab.measure import ExperimentWriter, build_manifest
 from inferlab.measure.machine import cpu_flags, last_level_cache_bytes
@@ -172,7 +172,7 @@ def compare(config: RooflineConfig, repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=None)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         writer = ExperimentWriter(args.out, force=args.force)  # fail fast, before measuring
         config = RooflineConfig.for_run(quick=args.quick, threads=args.threads)

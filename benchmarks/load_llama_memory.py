@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int, print_json
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.model.random_folder import QWEN25_05B, write_random_folder
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_lab_arguments(p, default_out="benchmarks/results/load_llama_memory")
     p.add_argument("--shard-mb", type=positive_int, help="write shards of at most this many MB (default: one file)")
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         writer = ExperimentWriter(args.out, force=args.force)
         with tempfile.TemporaryDirectory() as tmp:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int, print_json
 from inferlab.constrain import vocabulary_of
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.index import TokenIndex
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     p.add_argument("--compile-samples", type=positive_int, default=5, help="samples of each compile (default 5)")
     p.add_argument("--naive-steps", type=positive_int, default=3, help="steps timed with the naive mask (default 3)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         writer = ExperimentWriter(args.out, force=args.force)  # refuses before any work
         results = run(args)

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from inferlab.cli.common import add_lab_arguments, positive_int, print_json
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int, print_json
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
     add_lab_arguments(p, default_out="benchmarks/results/tokenizer_speed")
     p.add_argument("--samples", type=positive_int, default=7,
                    help="cold and warm samples per engine (default 7; --quick 3)")
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
         if args.threads != 1:

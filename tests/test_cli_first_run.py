@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -222,6 +223,31 @@ def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tm
     assert (stamp / "toy" / "results.json").is_file()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "toy: results/toy/ already holds results" in err
+
+
+def test_every_benchmark_script_resolves_its_default_out():
+    """Each benchmarks/*.py that takes add_lab_arguments (whose --out defaults to None) resolves
+    it before use, by parse_out_args or benchmark_main: six of them ended in a TypeError
+    traceback when run without --out."""
+    scripts = sorted((Path(__file__).parent.parent / "benchmarks").glob("*.py"))
+    lab_scripts = [p for p in scripts if "add_lab_arguments(" in p.read_text(encoding="utf-8")]
+    assert len(lab_scripts) >= 10
+    for path in lab_scripts:
+        text = path.read_text(encoding="utf-8")
+        assert "parse_out_args(p, argv)" in text or "benchmark_main(" in text, path.name
+
+
+def test_parse_out_args_takes_the_default_folder_then_a_sibling(tmp_path, monkeypatch):
+    from inferlab.cli.common import add_lab_arguments, parse_out_args
+    monkeypatch.chdir(tmp_path)
+    p = argparse.ArgumentParser()
+    add_lab_arguments(p, default_out="results/toy")
+    assert parse_out_args(p, []).out == Path("results/toy")
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    out = parse_out_args(p, []).out
+    assert out.parent.parent == Path("results/runs") and out.name == "toy"
+    assert parse_out_args(p, ["--force"]).out == Path("results/toy")
+    assert parse_out_args(p, ["--out", "mine"]).out == Path("mine")
 
 
 def test_explicit_out_that_exists_needs_force(tmp_path, capsys):

@@ -96,6 +96,14 @@ def resolve_out(args) -> None:
         args._redirected_from = default
 
 
+def parse_out_args(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """p.parse_args(argv), then the one --out policy (resolve_out): for the scripts outside the CLI
+    (benchmarks/*.py) whose parsers take add_lab_arguments."""
+    args = p.parse_args(argv)
+    resolve_out(args)
+    return args
+
+
 def redirect_note(args) -> str | None:
     default = getattr(args, "_redirected_from", None)
     if default is None:
