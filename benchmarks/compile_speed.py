@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from inferlab.cli.common import add_lab_arguments, positive_int
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.constrain.bench import BenchConfig, compile_within_limits
 from inferlab.constrain.stack import clear_compile_caches, compile_machine
 from inferlab.errors import InferlabError
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     p.add_argument("--jsb", type=Path, default=None,
                    help="JSONSchemaBench folder: also time its slowest schemas (as schema-bench compiles them)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     return benchmark_main("compile_speed", args, EXPERIMENT, lambda: run(args), report)
 
 

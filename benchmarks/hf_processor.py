@@ -19,7 +19,7 @@ from importlib import resources
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.errors import InferlabError
 from inferlab.measure.machine import blas_threads, machine_info
 from inferlab.measure.publish import benchmark_main
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     p.add_argument("--new-tokens", type=positive_int, default=32, help="decode steps per generate() (default 32)")
     p.add_argument("--samples", type=positive_int, default=7, help="interleaved rounds (default 7)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     if args.quick:
         args.new_tokens, args.samples = 8, 3
     return benchmark_main("hf_processor", args, EXPERIMENT, lambda: run(args), report)

@@ -15,7 +15,7 @@ import json
 import sys
 from importlib import resources
 
-from inferlab.cli.common import add_lab_arguments, positive_int
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.constrain.jump_forward import compare_jump_forward
 from inferlab.constrain.matcher import compile_json_schema
 from inferlab.measure.machine import blas_threads, machine_info
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=positive_int, default=5, help="seeds per prompt and temperature (default 5)")
     p.add_argument("--samples", type=positive_int, default=15, help="interleaved timing rounds (default 15)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     return benchmark_main("jump_forward", args, EXPERIMENT, lambda: run(args), report)
 
 

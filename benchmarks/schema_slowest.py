@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from inferlab.cli.common import add_lab_arguments, positive_int
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.errors import InferlabError
 from inferlab.measure.machine import machine_info
 from inferlab.measure.progress import progress_bar
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=positive_int, default=1, help="runs per schema and tree (default 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before one run is cut (default 120)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     return benchmark_main("schema_slowest", args, EXPERIMENT, lambda: run(args), report)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.cli.common import add_lab_arguments, positive_int
+from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.constrain.hf_vocab import hf_vocabulary
 from inferlab.constrain.matcher import GrammarMatcher, allocate_token_bitmask, compile_json_schema, unpack_bitmask
 from inferlab.constrain.schema import canonical_json
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     p.add_argument("--bench", type=Path, default=DEFAULT_BENCH, help="JSONSchemaBench folder")
     p.add_argument("--schemas", type=positive_int, default=60, help="schemas sampled (default 60)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     return benchmark_main("xgrammar_agreement", args, EXPERIMENT, lambda: run(args), report)
 
 

@@ -208,8 +208,8 @@ def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys,
 
 
 def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tmp_path, capsys, monkeypatch):
-    # benchmarks/*.py share benchmark_main; without --out it once died with a TypeError traceback
-    from inferlab.cli.common import add_lab_arguments
+    # benchmarks/*.py parse with parse_out_args; without --out they once died with a TypeError traceback
+    from inferlab.cli.common import add_lab_arguments, parse_out_args
     from inferlab.measure.publish import benchmark_main
     monkeypatch.chdir(tmp_path)
     p = argparse.ArgumentParser()
@@ -217,7 +217,7 @@ def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tm
     p.add_argument("--seed", type=int, default=0)
     results = {"schema_version": 1, "experiment": "toy", "config": {}, "summary": {"x": 1}}
     for _ in range(2):
-        assert benchmark_main("toy", p.parse_args([]), "toy", lambda: results, lambda r: None) == 0
+        assert benchmark_main("toy", parse_out_args(p, []), "toy", lambda: results, lambda r: None) == 0
     assert json.loads((tmp_path / "results" / "toy" / "results.json").read_text()) == results
     (stamp,) = (tmp_path / "results" / "runs").iterdir()
     assert (stamp / "toy" / "results.json").is_file()
@@ -227,8 +227,8 @@ def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tm
 
 def test_every_benchmark_script_resolves_its_default_out():
     """Each benchmarks/*.py that takes add_lab_arguments (whose --out defaults to None) resolves
-    it before use, by parse_out_args or benchmark_main: six of them ended in a TypeError
-    traceback when run without --out."""
+    it before use, by parse_out_args: eleven of them ended in a TypeError traceback when run
+    without --out."""
     scripts = sorted((Path(__file__).parent.parent / "benchmarks").glob("*.py"))
     lab_scripts = [p for p in scripts if "add_lab_arguments(" in p.read_text(encoding="utf-8")]
     assert len(lab_scripts) >= 10

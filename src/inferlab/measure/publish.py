@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from inferlab.cli.common import print_json, redirect_note, resolve_out
+from inferlab.cli.common import print_json, redirect_note
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 
@@ -35,10 +35,9 @@ def publish_experiment(args, experiment: str, produce: Callable[[], dict],
 def benchmark_main(prog: str, args, experiment: str, produce: Callable[[], dict],
                    report: Callable[[dict], None], figures: Callable[[dict], dict] | None = None) -> int:
     """publish_experiment, then results.json on stdout (--json) or report(results); bad input is
-    one stderr line and exit 2. Without --out, the --out policy of every inferlab command
-    (cli.common.resolve_out): the default folder, or a timestamped sibling when it holds results."""
+    one stderr line and exit 2. args come from cli.common.parse_out_args (--out resolved by the
+    one policy); where the run went to a timestamped sibling of the default, stderr says so."""
     args._prog = prog
-    resolve_out(args)
     try:
         results = publish_experiment(args, experiment, produce, figures)
     except InferlabError as exc:
