@@ -9,32 +9,39 @@ the µs it took per step (mean and median) and its share of the steps' summed ti
 narrow steps, over their cheapest fifth (the steps nearest the pooled median), and over the
 frame splits (where the p99 lies). Last, the steps' p50, p90 and p99 less their frame splits'
 time (`without_frame_splits`): what a walk would cost if every (automaton, state)'s split were
-built before it, as a compile that precomputes them would, so how far that alone goes.
+built before it, as a compile that precomputes them would, so how far that alone goes. Then
+the steps less the walks' own time (`without_walks`: every function of token_split, the DFA rows
+and the bit writes, their time less the calls they make to the rest): what a native kernel over
+the trie and the DFA tables would leave to Python if it did the walks in no time, and, over the
+steps still past 100 µs without them, which functions of the rest (the configurations' closures,
+rows and interning, the written keys) hold that time, each by its own time.
 The grammar warms up as schema-bench's does (`--warm-ms`, 0: lazy; the timers slow the warm-up
 too, so it reaches fewer configurations).
 
     python benchmarks/first_walk_phases.py ../shared/jsonschemabench --limit 200 --every 2 --vocab qwen --out /tmp/phases.json
 
-The timers cost a fraction of a µs per call, included in every figure: the step times here are
-above schema-bench's, and only their split is meant. Calls nest (narrow_tokens calls the row
-readers _dfa_rows and _config_rows, which call StackMachine.row and _handles; _frame calls
-token_split's frame functions; _walk_mask calls kept_tokens or walk_nodes), so the functions'
-times do not add up to the step's.
+The timers cost about half a µs per call (measured, `timer_overhead_ns`), included in every
+figure: the step times here are above schema-bench's, and only their split is meant. Calls nest
+(narrow_tokens calls the row readers _dfa_rows and _config_rows, which call StackMachine.row and
+_handles; _frame calls token_split's frame functions; _walk_mask calls kept_tokens or
+walk_nodes), so the functions' outermost times do not add up to the step's; their own times do.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from inferlab.cli.schema_bench import _load_vocab
-from inferlab.constrain import bench, stack, token_split
+from inferlab.constrain import bench, keys, stack, token_split
 from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure import atomic_write_json
@@ -55,76 +62,196 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
           (token_split, "kept_tokens"), (token_split, "walk_nodes"), (StackMachine, "ensure_rows"))
 
 
-def timed(spent: dict, owner, name: str) -> None:
-    """Replace owner.name by a wrapper adding its wall ns to spent[name] (restored by the caller),
-    outermost calls only: _frame calls itself for a delta state's base, and its time is counted once."""
-    fn = getattr(owner, name)
-    clock = time.perf_counter_ns
-    depth = [0]
+# the walks that a native kernel over the trie and the DFA tables would take over: every function
+# of token_split (trie walkers, frame splits, bit writers) and stack.py's DFA rows and bit writes.
+# What is left is the configurations (closures, rows of stacks, interning), the written keys and
+# the caches: how far such a kernel alone could go (`without_walks`)
+WALKS = tuple((token_split, name) for name, fn in sorted(vars(token_split).items())
+              if inspect.isfunction(fn) and fn.__module__ == token_split.__name__) + \
+    ((token_split, "_expand"), (StackGrammar, "_dfa_rows"), (StackGrammar, "_handles"), (StackGrammar, "_list_bits"),
+     (stack, "_write"))
 
-    def wrapper(*args, **kwargs):
-        depth[0] += 1
-        t0 = clock()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            depth[0] -= 1
-            if not depth[0]:
-                spent[name] += clock() - t0
-    setattr(owner, name, wrapper)
+# the rest, wrapped for its own time only (where the steps left over 100 µs without the walks spend it)
+REST = tuple((owner, name) for owner in (StackMachine, StackGrammar, stack._Interned, stack._Stepped, keys.KeyIndex)
+             for name, fn in sorted(vars(owner).items()) if inspect.isfunction(fn) and name != "__init__") + \
+    tuple((module, name) for module in (stack, keys) for name, fn in sorted(vars(module).items())
+          if inspect.isfunction(fn) and fn.__module__ == module.__name__ and (module, name) not in WALKS)
 
 
-def first_walk(machine: StackMachine, vocab, tokens: list[int], spent: dict, warm_ms: float) -> list[tuple[str, float, dict]]:
-    """(kind, µs, {function: µs}) per token of a fresh grammar's first walk (warmed up as schema-bench's)."""
+def qualified(owner, name: str) -> str:
+    """`StackMachine.row`, `keys.step`: the key of a function's own time (two are named step)."""
+    return f"{owner.__name__.rsplit('.', 1)[-1]}.{name}"
+
+
+class Timers:
+    """Wall ns per wrapped function, both outermost calls only (`total`, by name: _frame calls itself
+    for a delta state's base, and its time is counted once) and its own time less the wrapped
+    calls inside it (`own`, by qualified name); `calls` counts every wrapped call. A generator function's time is that of
+    its iterations (walk_trie yields a trie level at a time, and its callers work in between)."""
+
+    def __init__(self):
+        self.total: dict[str, int] = defaultdict(int)
+        self.own: dict[str, int] = defaultdict(int)
+        self.calls = 0
+        self._open: list[int] = []  # per open wrapped call: the ns of the wrapped calls inside it
+        self._depth: dict[str, int] = defaultdict(int)
+        self._saved: list = []
+
+    def wrap(self, owner, name: str) -> None:
+        """Replace owner.name by a timed wrapper (restore() puts it back)."""
+        fn = getattr(owner, name)
+        self._saved.append((owner, name, fn))
+        key = qualified(owner, name)
+        if inspect.isgeneratorfunction(fn):
+            def wrapper(*args, **kwargs):
+                it = fn(*args, **kwargs)  # (runs nothing yet)
+                while True:
+                    t0 = self._enter(name)
+                    try:
+                        value = next(it)
+                    except StopIteration:
+                        return
+                    finally:
+                        self._leave(name, key, t0)
+                    yield value
+        else:
+            def wrapper(*args, **kwargs):
+                t0 = self._enter(name)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self._leave(name, key, t0)
+        setattr(owner, name, wrapper)
+
+    def restore(self) -> None:
+        for owner, name, fn in reversed(self._saved):
+            setattr(owner, name, fn)
+        self._saved.clear()
+
+    def _enter(self, name: str) -> int:
+        self._depth[name] += 1
+        self._open.append(0)
+        return time.perf_counter_ns()
+
+    def _leave(self, name: str, key: str, t0: int) -> None:
+        spent = time.perf_counter_ns() - t0
+        self.own[key] += spent - self._open.pop()
+        if self._open:
+            self._open[-1] += spent
+        self._depth[name] -= 1
+        if not self._depth[name]:
+            self.total[name] += spent
+        self.calls += 1
+
+
+def timer_overhead_ns(n: int = 20_000) -> float:
+    """Median ns a Timers wrapper adds to one call, over 5 runs of n calls of an empty function."""
+    class Owner:
+        @staticmethod
+        def f():
+            return None
+    plain = Owner.f
+    timers = Timers()
+    timers.wrap(Owner, "f")
+    wrapped = Owner.f
+    timers.restore()
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            plain()
+        t1 = time.perf_counter_ns()
+        for _ in range(n):
+            wrapped()
+        runs.append(((time.perf_counter_ns() - t1) - (t1 - t0)) / n)
+    return float(np.median(runs))
+
+
+def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, warm_ms: float) -> list[tuple]:
+    """(kind, µs, {function: µs}, µs of the walks' own time, wrapped calls) per token of a fresh
+    grammar's first walk (warmed up as schema-bench's)."""
     grammar = StackGrammar(machine.unbuilt(), vocab, warm_ms=warm_ms)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask, as schema-bench times it apart
+    walks = {qualified(*f) for f in WALKS}
+    rest = {qualified(*f) for f in REST} - walks
     out = []
     for t in tokens:
-        kept, before, was = grammar.fill_kept(state), grammar.stats(), dict(spent)
+        kept, before = grammar.fill_kept(state), grammar.stats()
+        was, own, calls = dict(timers.total), dict(timers.own), timers.calls
         t0 = time.perf_counter_ns()
         grammar.fill_bitmask(state, row)
         us = (time.perf_counter_ns() - t0) / 1e3
+        parts = {name: (timers.total[name] - was.get(name, 0)) / 1e3 for _, name in PHASES}
+        mine = {name: (timers.own[name] - own.get(name, 0)) / 1e3 for name in walks | rest}
+        calls = timers.calls - calls  # (read before stats(), itself wrapped)
         kind = bench.step_kind(kept, before, grammar.stats())
-        out.append((kind, us, {k: (spent[k] - was[k]) / 1e3 for k in spent}))
+        out.append((kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])}))
         state = grammar.advance(state, t)
     return out
 
 
-def split(steps: list[tuple[str, float, dict]]) -> dict:
+def split(steps: list[tuple]) -> dict:
     """Per function: µs per step, mean and median, and its share of the steps' summed time."""
-    total = sum(us for _, us, _ in steps)
+    total = sum(s[1] for s in steps)
     return {name: {"us_mean": float(np.mean(v)), "us_p50": float(np.median(v)), "time_share": float(np.sum(v) / total)}
-            for name in steps[0][2] for v in [[parts[name] for _, _, parts in steps]]}
+            for name in steps[0][2] for v in [[s[2][name] for s in steps]]}
 
 
-def summarize(steps: list[tuple[str, float, dict]]) -> dict:
-    us = np.array([u for _, u, _ in steps])
+def _tail(us: np.ndarray) -> dict:
+    return {"us_p50": float(np.median(us)), "us_p90": float(np.percentile(us, 90)),
+            "us_p99": float(np.percentile(us, 99)), "over_100us_share": float(np.mean(us > 100))}
+
+
+def summarize(steps: list[tuple], overhead_ns: float) -> dict:
+    us = np.array([s[1] for s in steps])
     out = {"tokens": len(steps), "us_p50": float(np.median(us)), "us_p99": float(np.percentile(us, 99)), "by_kind": {}}
     for k, name in bench.STEP_KINDS.items():
-        v = np.array([u for kind, u, _ in steps if kind == k])
+        v = np.array([s[1] for s in steps if s[0] == k])
         if len(v):
             p10, p50, p90 = np.percentile(v, [10, 50, 90])
             out["by_kind"][name] = {"tokens": len(v), "token_share": len(v) / len(us), "time_share": float(v.sum() / us.sum()),
                                     "us_p10": float(p10), "us_p50": float(p50), "us_p90": float(p90)}
     narrow = [s for s in steps if s[0] == "n"]
     if narrow:
-        cut = np.percentile([u for _, u, _ in narrow], 20)
+        cut = np.percentile([s[1] for s in narrow], 20)
         cheap = [s for s in narrow if s[1] <= cut]
         out["narrow"] = {"steps": len(narrow), "functions": split(narrow)}
         out["narrow_cheapest_fifth"] = {"steps": len(cheap), "us_max": float(cut),
-                                        "us_p50": float(np.median([u for _, u, _ in cheap])), "functions": split(cheap)}
+                                        "us_p50": float(np.median([s[1] for s in cheap])), "functions": split(cheap)}
     splits = [s for s in steps if s[0] == "b"]
     if splits:
         out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
     # every step less its frame splits' time: the walk if every (automaton, state)'s split were
     # built before it (xgrammar precomputes its masks in its compile), timers included
-    rest = us - np.array([parts["_frame"] for _, _, parts in steps])
-    out["without_frame_splits"] = {"us_p50": float(np.median(rest)), "us_p90": float(np.percentile(rest, 90)),
-                                   "us_p99": float(np.percentile(rest, 99)), "over_100us_share": float(np.mean(rest > 100)),
-                                   "with_them_over_100us_share": float(np.mean(us > 100))}
+    rest = us - np.array([s[2]["_frame"] for s in steps])
+    out["without_frame_splits"] = {**_tail(rest), "with_them_over_100us_share": float(np.mean(us > 100))}
+    # every step less the walks' own time (WALKS): what is left for Python if a native kernel did
+    # the walks in no time. The timers' own cost stays in it: `upper` keeps all of it, `lower`
+    # takes a whole wrapper's cost off per wrapped call (part of which the walks' time holds)
+    walks = np.array([s[3] for s in steps])
+    upper = us - walks
+    lower = upper - np.array([s[4] for s in steps]) * overhead_ns / 1e3
+    out["without_walks"] = {"walks_time_share": float(walks.sum() / us.sum()), "timer_overhead_ns": overhead_ns,
+                            "wrapped_calls_per_step_mean": float(np.mean([s[4] for s in steps])),
+                            "upper": _tail(upper), "lower": _tail(lower),
+                            "over_100us_by_function": _rest_by_function(steps, upper > 100, upper)}
     return out
+
+
+def _rest_by_function(steps: list[tuple], slow: np.ndarray, upper: np.ndarray, top: int = 15) -> dict:
+    """Over the steps still over 100 µs without the walks: the share of that time (upper) in each
+    REST function's own time, the largest `top`, and what no wrapped function holds (fill_bitmask's
+    callers' lines, the timers' own cost)."""
+    total = float(upper[slow].sum())
+    own: dict[str, float] = defaultdict(float)
+    for s, is_slow in zip(steps, slow):
+        if is_slow:
+            for name, v in s[5].items():
+                own[name] += v
+    shares = {name: v / total for name, v in sorted(own.items(), key=lambda kv: -kv[1])[:top]} if total else {}
+    return {"steps": int(slow.sum()), "shares": shares, "unwrapped_share": 1 - sum(own.values()) / total if total else None}
 
 
 def main(argv: list[str]) -> int:
@@ -154,10 +281,10 @@ def main(argv: list[str]) -> int:
     bench._preprocess(vocab)
     config = bench.BenchConfig(directory=args.directory, limit=args.limit, seed=0)
     paths = bench.list_cases(args.directory, args.limit, 0)[::args.every]
-    spent = {name: 0 for _, name in PHASES}
-    saved = [(owner, name, getattr(owner, name)) for owner, name in PHASES]
-    for owner, name in PHASES:
-        timed(spent, owner, name)
+    overhead = timer_overhead_ns()
+    timers = Timers()
+    for owner, name in dict.fromkeys(PHASES + WALKS + REST):
+        timers.wrap(owner, name)
     steps: list = []
     try:
         with progress_bar(len(paths), "first walks") as advance:
@@ -174,14 +301,13 @@ def main(argv: list[str]) -> int:
                     continue
                 gc.disable()
                 try:
-                    steps += first_walk(machine, vocab, tok.encode(text), spent, args.warm_ms)
+                    steps += first_walk(machine, vocab, tok.encode(text), timers, args.warm_ms)
                 finally:
                     gc.enable()
     finally:
-        for owner, name, fn in saved:
-            setattr(owner, name, fn)
+        timers.restore()
     result = {"provenance": provenance(), "schemas": len(paths), "warm_ms": args.warm_ms, "hardware": machine_info(None),
-              "summary": summarize(steps)}
+              "summary": summarize(steps, overhead)}
     print(json.dumps(result["summary"], indent=1))
     if args.out is not None:
         atomic_write_json(args.out, result)
