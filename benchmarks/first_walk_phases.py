@@ -14,7 +14,9 @@ the steps less the walks' own time (`without_walks`: every function of token_spl
 and the bit writes, their time less the calls they make to the rest): what a native kernel over
 the trie and the DFA tables would leave to Python if it did the walks in no time, and, over the
 steps still past 100 µs without them, which functions of the rest (the configurations' closures,
-rows and interning, the written keys) hold that time, each by its own time.
+rows and interning, the written keys) hold that time, each by its own time. Last, the steps at
+or over the p99 against all (`slowest_percent`): how many top frames their configuration has,
+and how many built a frame split new to the process.
 The grammar warms up as schema-bench's does (`--warm-ms`, 0: lazy; the timers slow the warm-up
 too, so it reaches fewer configurations).
 
@@ -168,8 +170,9 @@ def timer_overhead_ns(n: int = 20_000) -> float:
 
 
 def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, warm_ms: float) -> list[tuple]:
-    """(kind, µs, {function: µs}, µs of the walks' own time, wrapped calls) per token of a fresh
-    grammar's first walk (warmed up as schema-bench's)."""
+    """(kind, µs, {function: µs}, µs of the walks' own time, wrapped calls, {function of REST: its
+    own µs}, distinct top frames of the configuration, whether a frame split was built) per token
+    of a fresh grammar's first walk (warmed up as schema-bench's)."""
     grammar = StackGrammar(machine.unbuilt(), vocab, warm_ms=warm_ms)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
@@ -187,7 +190,9 @@ def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, 
         mine = {name: (timers.own[name] - own.get(name, 0)) / 1e3 for name in walks | rest}
         calls = timers.calls - calls  # (read before stats(), itself wrapped)
         kind = bench.step_kind(kept, before, grammar.stats())
-        out.append((kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])}))
+        tops = len({st[-1][:2] for st in grammar.machine.closure(state[0])})  # (automaton, state) on top
+        out.append((kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])},
+                    tops, mine["token_split.frame_tokens"] > 0))
         state = grammar.advance(state, t)
     return out
 
@@ -237,7 +242,20 @@ def summarize(steps: list[tuple], overhead_ns: float) -> dict:
                             "wrapped_calls_per_step_mean": float(np.mean([s[4] for s in steps])),
                             "upper": _tail(upper), "lower": _tail(lower),
                             "over_100us_by_function": _rest_by_function(steps, upper > 100, upper)}
+    out["slowest_percent"] = _slowest(steps, us >= np.percentile(us, 99))
     return out
+
+
+def _slowest(steps: list[tuple], slow: np.ndarray) -> dict:
+    """The steps at or over the p99 against all: how many top frames their configuration has
+    (1, 2, 3 or more), how many built a frame split of their own (token_split.frame_tokens: an
+    (automaton, state) new to the process), and the share of their time in _frame."""
+    def shares(sel: list[tuple]) -> dict:
+        tops = np.array([s[6] for s in sel])
+        return {"steps": len(sel), "top_frames_1": float(np.mean(tops == 1)), "top_frames_2": float(np.mean(tops == 2)),
+                "top_frames_3_or_more": float(np.mean(tops >= 3)), "built_a_frame_split": float(np.mean([s[7] for s in sel])),
+                "frame_time_share": float(sum(s[2]["_frame"] for s in sel) / sum(s[1] for s in sel))}
+    return {"at_or_over_p99": shares([s for s, x in zip(steps, slow) if x]), "all": shares(steps)}
 
 
 def _rest_by_function(steps: list[tuple], slow: np.ndarray, upper: np.ndarray, top: int = 15) -> dict:
