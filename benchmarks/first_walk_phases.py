@@ -171,7 +171,8 @@ def timer_overhead_ns(n: int = 20_000) -> float:
 
 def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, warm_ms: float) -> list[tuple]:
     """(kind, µs, {function: µs}, µs of the walks' own time, wrapped calls, {function of REST: its
-    own µs}, distinct top frames of the configuration, whether a frame split was built) per token
+    own µs}, distinct top frames of the configuration, whether a frame split was built, whether a
+    top frame reads token_split.REGION_MIN_BYTES bytes or more: a string's content) per token
     of a fresh grammar's first walk (warmed up as schema-bench's)."""
     grammar = StackGrammar(machine.unbuilt(), vocab, warm_ms=warm_ms)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
@@ -190,9 +191,11 @@ def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, 
         mine = {name: (timers.own[name] - own.get(name, 0)) / 1e3 for name in walks | rest}
         calls = timers.calls - calls  # (read before stats(), itself wrapped)
         kind = bench.step_kind(kept, before, grammar.stats())
-        tops = len({st[-1][:2] for st in grammar.machine.closure(state[0])})  # (automaton, state) on top
+        m = grammar.machine
+        tops = {st[-1][:2] for st in m.closure(state[0])}  # (automaton, state) on top
+        wide = any(np.count_nonzero(m.text_trans[a][q] >= 0) >= token_split.REGION_MIN_BYTES for a, q in tops)
         out.append((kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])},
-                    tops, mine["token_split.frame_tokens"] > 0))
+                    len(tops), mine["token_split.frame_tokens"] > 0, wide))
         state = grammar.advance(state, t)
     return out
 
@@ -248,12 +251,15 @@ def summarize(steps: list[tuple], overhead_ns: float) -> dict:
 
 def _slowest(steps: list[tuple], slow: np.ndarray) -> dict:
     """The steps at or over the p99 against all: how many top frames their configuration has
-    (1, 2, 3 or more), how many built a frame split of their own (token_split.frame_tokens: an
-    (automaton, state) new to the process), and the share of their time in _frame."""
+    (1, 2, 3 or more; two with one of them wide: a string's content beside another frame), how
+    many built a frame split of their own (token_split.frame_tokens: an (automaton, state) new to
+    the process), and the share of their time in _frame."""
     def shares(sel: list[tuple]) -> dict:
         tops = np.array([s[6] for s in sel])
         return {"steps": len(sel), "top_frames_1": float(np.mean(tops == 1)), "top_frames_2": float(np.mean(tops == 2)),
-                "top_frames_3_or_more": float(np.mean(tops >= 3)), "built_a_frame_split": float(np.mean([s[7] for s in sel])),
+                "top_frames_3_or_more": float(np.mean(tops >= 3)),
+                "top_frames_2_one_wide": float(np.mean((tops == 2) & np.array([s[8] for s in sel]))),
+                "built_a_frame_split": float(np.mean([s[7] for s in sel])),
                 "frame_time_share": float(sum(s[2]["_frame"] for s in sel) / sum(s[1] for s in sel))}
     return {"at_or_over_p99": shares([s for s, x in zip(steps, slow) if x]), "all": shares(steps)}
 
