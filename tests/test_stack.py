@@ -897,3 +897,28 @@ def test_grammars_in_threads_share_the_process_caches_safely(monkeypatch):
     errors = run_in_threads(run, interval=1e-5)
     assert not errors, errors
     assert len(got) == 4 * len(cases) and all(masks == alone[i, seed] for (_, i, seed), masks in got.items())
+
+
+def test_region_search_is_breadth_first_by_byte_as_a_plain_walk_of_the_rows():
+    """token_split._bfs (successor lists per block of states) against a walk of the rows byte by
+    byte, level by level: random tables of up to 300 states (several blocks), any cap."""
+    def plain(trans, state, cap):
+        order, seen, level = [state], {state}, [state]
+        while level and len(order) < cap:
+            nxt = []
+            for q in level:
+                for b in range(256):
+                    t = int(trans[q, b])
+                    if b != token_split.QUOTE and t >= 0 and t not in seen and len(order) < cap:
+                        seen.add(t)
+                        order.append(t)
+                        nxt.append(t)
+            level = nxt
+        return order
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        trans = np.where(rng.random((n, 256)) < rng.random() ** 3, rng.integers(0, n, (n, 256)), -1).astype(np.int32)
+        for state in rng.integers(0, n, 3).tolist():
+            cap = int(rng.integers(1, 80))
+            assert token_split._bfs(trans, state, cap).tolist() == plain(trans, state, cap)
