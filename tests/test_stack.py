@@ -922,17 +922,3 @@ def test_region_search_is_breadth_first_by_byte_as_a_plain_walk_of_the_rows():
         for state in rng.integers(0, n, 3).tolist():
             cap = int(rng.integers(1, 80))
             assert token_split._bfs(trans, state, cap).tolist() == plain(trans, state, cap)
-
-
-def test_sparse_rows_listed_per_block_are_each_rows_live_bytes_and_targets():
-    """token_split._sparse_rows (a block of states per numpy pass, kept per table) against each
-    row read byte by byte: random tables of up to 300 states, several blocks."""
-    rng = np.random.default_rng(0)
-    for _ in range(100):
-        n = int(rng.integers(1, 300))
-        trans = np.where(rng.random((n, 256)) < rng.random() ** 3, rng.integers(0, n, (n, 256)), -1).astype(np.int32)
-        rows = token_split._sparse_rows(trans)
-        for q in rng.integers(0, n, 8).tolist():
-            values, live = rows(q)
-            assert list(values) == [int(t) for t in trans[q] if t >= 0]
-            assert live == bytes(b for b in range(256) if trans[q, b] >= 0)

@@ -1054,8 +1054,12 @@ class StackGrammar:
         bytes, each state's offset into both (k + 1,))."""
         plain = self.machine.plain(a, deep)
         n = len(plain)
-        to, live, at = token_split.sparse_block(self.machine.text_trans[a][first:first + DFA_BLOCK])
-        return np.where(plain[to], -2 - to, -2 - n - to).tolist(), live, at
+        trans = self.machine.text_trans[a][first:first + DFA_BLOCK]              # (k, 256)
+        rows, cols = np.nonzero(trans >= 0)                                    # row-major: by row, then byte
+        to = trans[rows, cols]
+        at = np.zeros(len(trans) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(trans)), out=at[1:])
+        return np.where(plain[to], -2 - to, -2 - n - to).tolist(), cols.astype(np.uint8).tobytes(), at.tolist()
 
     def _far_from_max(self, frame: Frame) -> bool:
         """A counted frame whose items cannot reach their max within one token: inside it, the

@@ -372,7 +372,9 @@ def _narrow_frame(trie, trans: np.ndarray, exits, state: int, words: int) -> Fra
     a few hundred trie nodes in Python cost less than numpy's calls per trie level. None past
     FRAME_NARROW_NODES children looked at."""
     exit_row, exit_bytes = exits
-    rows = _sparse_rows(trans)
+
+    def rows(q: int) -> tuple[list[int], bytes]:  # (narrow_tokens asks once per state)
+        return sparse_row(trans[q])
     visited: list = []
     tokens = narrow_tokens(trie, rows(state), rows, FRAME_NARROW_NODES, visited)
     if tokens is None:
@@ -628,62 +630,31 @@ def _bfs(trans: np.ndarray, state: int, cap: int) -> np.ndarray:
     return np.asarray(order, dtype=np.int64)
 
 
-TABLE_BLOCK = 64  # states whose rows one numpy pass lists (_successors, _sparse_rows)
-_TABLES: dict[int, tuple] = {}  # id(trans) -> (a weak reference to it, {what: {block: lists}})
-
-
-def _blocks(trans: np.ndarray, what: str) -> dict:
-    """{block: ...} of `what` listed over `trans`, kept while the table lives (a frame's table
-    lives as long as its machine)."""
-    got = _TABLES.get(id(trans))
-    if got is None or got[0]() is not trans:
-        got = _TABLES[id(trans)] = (weakref.ref(trans), {})
-        weakref.finalize(trans, _TABLES.pop, id(trans), None)
-    return got[1].setdefault(what, {})
+SUCCESSOR_BLOCK = 64  # states whose distinct targets one numpy pass lists (_successors)
+_SUCCESSORS: dict[int, tuple] = {}  # id(trans) -> (a weak reference to it, {block: lists})
 
 
 def _successors(trans: np.ndarray):
     """q -> state q's distinct targets by bytes other than a quote, in the order of the first
-    byte to each: listed a block of TABLE_BLOCK states at a time."""
-    blocks = _blocks(trans, "successors")
+    byte to each: listed a block of SUCCESSOR_BLOCK states at a time, kept while `trans` lives
+    (a frame's table lives as long as its machine)."""
+    got = _SUCCESSORS.get(id(trans))
+    if got is None or got[0]() is not trans:
+        got = _SUCCESSORS[id(trans)] = (weakref.ref(trans), {})
+        weakref.finalize(trans, _SUCCESSORS.pop, id(trans), None)
+    blocks = got[1]
 
     def succ(q: int) -> list[int]:
-        block = blocks.get(q // TABLE_BLOCK)
+        block = blocks.get(q // SUCCESSOR_BLOCK)
         if block is None:
-            block = blocks[q // TABLE_BLOCK] = _successor_block(trans, q - q % TABLE_BLOCK)
-        return block[q % TABLE_BLOCK]
+            block = blocks[q // SUCCESSOR_BLOCK] = _successor_block(trans, q - q % SUCCESSOR_BLOCK)
+        return block[q % SUCCESSOR_BLOCK]
     return succ
 
 
-def _sparse_rows(trans: np.ndarray):
-    """q -> sparse_row(trans[q]), listed a block of TABLE_BLOCK states at a time (sparse_block):
-    a narrow frame's walk reads a few dozen states' rows, and the frames of one automaton
-    (an object's keys) read many of the same states."""
-    blocks = _blocks(trans, "sparse")
-
-    def rows(q: int) -> tuple[list[int], bytes]:
-        block = blocks.get(q // TABLE_BLOCK)
-        if block is None:
-            to, live, at = sparse_block(trans[q - q % TABLE_BLOCK:q - q % TABLE_BLOCK + TABLE_BLOCK])
-            block = blocks[q // TABLE_BLOCK] = to.tolist(), live, at
-        values, live, at = block
-        lo, hi = at[q % TABLE_BLOCK], at[q % TABLE_BLOCK + 1]
-        return values[lo:hi], live[lo:hi]
-    return rows
-
-
-def sparse_block(trans: np.ndarray) -> tuple[np.ndarray, bytes, list[int]]:
-    """The sparse rows of a block of states (k, 256): every live byte's target end to end (by
-    row, then byte), those bytes, and each row's offset into both (k + 1,)."""
-    rows, cols = np.nonzero(trans >= 0)                                    # row-major: by row, then byte
-    at = np.zeros(len(trans) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=len(trans)), out=at[1:])
-    return trans[rows, cols], cols.astype(np.uint8).tobytes(), at.tolist()
-
-
 def _successor_block(trans: np.ndarray, first: int) -> list[list[int]]:
-    """_successors of states first .. first + TABLE_BLOCK - 1, in one numpy pass."""
-    rows = trans[first:first + TABLE_BLOCK].copy()                      # (k, 256)
+    """_successors of states first .. first + SUCCESSOR_BLOCK - 1, in one numpy pass."""
+    rows = trans[first:first + SUCCESSOR_BLOCK].copy()                      # (k, 256)
     rows[:, QUOTE] = -1
     r, b = np.nonzero(rows >= 0)                                            # row-major: by row, then byte
     key = r.astype(np.int64) * len(trans) + rows[r, b]                     # (row, target), in byte order
