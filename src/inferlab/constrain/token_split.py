@@ -615,9 +615,9 @@ def region(trans: np.ndarray, state: int) -> np.ndarray | None:
 def _bfs(trans: np.ndarray, state: int, cap: int) -> np.ndarray:
     """The states reached from `state` by bytes other than a quote, breadth-first with each
     state's targets in byte order: the first `cap`. Python over each state's distinct targets
-    (_successors): a region is ~10-30 states of a few targets each, where numpy's calls per
-    breadth-first level cost more than the search (a string state new to the process paid
-    ~150 µs here, on each string value of a flat object automaton)."""
+    (_successors): a region is tens of states of a few targets each, where numpy's calls per
+    breadth-first level cost more than the search, paid by every wide state new to the process
+    (benchmarks/results/commit_ab_region_bfs.json)."""
     succ = _successors(trans)
     order, seen = [state], {state}
     for q in order:  # (order grows as it is read: a queue)
