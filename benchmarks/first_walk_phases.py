@@ -14,8 +14,8 @@ the steps less the walks' own time (`without_walks`: every function of token_spl
 and the bit writes, their time less the calls they make to the rest): what a native kernel over
 the trie and the DFA tables would leave to Python if it did the walks in no time, and, over the
 steps still past 100 µs without them, which functions of the rest (the configurations' closures,
-rows and interning, the written keys) hold that time, each by its own time. Last, the steps at
-or over the p99 against all (`slowest_percent`): how many top frames their configuration has,
+rows and interning, the written keys) hold that time, each by its own time. Finally, the steps
+at or over the p99 against all (`slowest_percent`): how many top frames their configuration has,
 and how many built a frame split new to the process.
 The grammar warms up as schema-bench's does (`--warm-ms`, 0: lazy; the timers slow the warm-up
 too, so it reaches fewer configurations).
@@ -39,6 +39,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,10 +75,12 @@ WALKS = tuple((token_split, name) for name, fn in sorted(vars(token_split).items
      (stack, "_write"))
 
 # the rest, wrapped for its own time only (where the steps left over 100 µs without the walks spend it)
-REST = tuple((owner, name) for owner in (StackMachine, StackGrammar, stack._Interned, stack._Stepped, keys.KeyIndex)
-             for name, fn in sorted(vars(owner).items()) if inspect.isfunction(fn) and name != "__init__") + \
-    tuple((module, name) for module in (stack, keys) for name, fn in sorted(vars(module).items())
-          if inspect.isfunction(fn) and fn.__module__ == module.__name__ and (module, name) not in WALKS)
+REST = tuple(f for f in
+             [(owner, name) for owner in (StackMachine, StackGrammar, stack._Interned, stack._Stepped, keys.KeyIndex)
+              for name, fn in sorted(vars(owner).items()) if inspect.isfunction(fn) and name != "__init__"] +
+             [(module, name) for module in (stack, keys) for name, fn in sorted(vars(module).items())
+              if inspect.isfunction(fn) and fn.__module__ == module.__name__]
+             if f not in WALKS)
 
 
 def qualified(owner, name: str) -> str:
@@ -169,42 +172,51 @@ def timer_overhead_ns(n: int = 20_000) -> float:
     return float(np.median(runs))
 
 
-def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, warm_ms: float) -> list[tuple]:
-    """(kind, µs, {function: µs}, µs of the walks' own time, wrapped calls, {function of REST: its
-    own µs}, distinct top frames of the configuration, whether a frame split was built, whether a
-    top frame reads token_split.REGION_MIN_BYTES bytes or more: a string's content) per token
-    of a fresh grammar's first walk (warmed up as schema-bench's)."""
+class Step(NamedTuple):
+    """One fill of a first walk."""
+    kind: str                # bench.STEP_KINDS
+    us: float
+    parts: dict              # PHASES: outermost µs per name
+    walks_us: float          # the WALKS' own time
+    calls: int               # wrapped calls (each costs a timer)
+    rest_us: dict            # REST: own µs per qualified name (those above 0)
+    tops: int                # distinct top frames (automaton, state) of the configuration
+    built_split: bool        # token_split.frame_tokens ran: a frame split new to the process
+    wide_top: bool           # a top frame reads token_split.REGION_MIN_BYTES bytes or more (a string's content)
+
+
+def first_walk(machine: StackMachine, vocab, tokens: list[int], timers: Timers, warm_ms: float) -> list[Step]:
+    """A Step per token of a fresh grammar's first walk (warmed up as schema-bench's)."""
     grammar = StackGrammar(machine.unbuilt(), vocab, warm_ms=warm_ms)
     row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     state = grammar.initial_state()
     grammar.fill_bitmask(state, row)  # the first mask, as schema-bench times it apart
-    walks = {qualified(*f) for f in WALKS}
-    rest = {qualified(*f) for f in REST} - walks
+    walks, rest = {qualified(*f) for f in WALKS}, {qualified(*f) for f in REST}
     out = []
     for t in tokens:
         kept, before = grammar.fill_kept(state), grammar.stats()
-        was, own, calls = dict(timers.total), dict(timers.own), timers.calls
+        was, own, calls_before = dict(timers.total), dict(timers.own), timers.calls
         t0 = time.perf_counter_ns()
         grammar.fill_bitmask(state, row)
         us = (time.perf_counter_ns() - t0) / 1e3
         parts = {name: (timers.total[name] - was.get(name, 0)) / 1e3 for _, name in PHASES}
         mine = {name: (timers.own[name] - own.get(name, 0)) / 1e3 for name in walks | rest}
-        calls = timers.calls - calls  # (read before stats(), itself wrapped)
+        calls = timers.calls - calls_before  # (read before stats(), itself wrapped)
         kind = bench.step_kind(kept, before, grammar.stats())
         m = grammar.machine
         tops = {st[-1][:2] for st in m.closure(state[0])}  # (automaton, state) on top
         wide = any(np.count_nonzero(m.text_trans[a][q] >= 0) >= token_split.REGION_MIN_BYTES for a, q in tops)
-        out.append((kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])},
-                    len(tops), mine["token_split.frame_tokens"] > 0, wide))
+        out.append(Step(kind, us, parts, sum(mine[k] for k in walks), calls, {k: v for k in rest if (v := mine[k])},
+                        len(tops), mine["token_split.frame_tokens"] > 0, wide))
         state = grammar.advance(state, t)
     return out
 
 
-def split(steps: list[tuple]) -> dict:
+def split(steps: list[Step]) -> dict:
     """Per function: µs per step, mean and median, and its share of the steps' summed time."""
-    total = sum(s[1] for s in steps)
+    total = sum(s.us for s in steps)
     return {name: {"us_mean": float(np.mean(v)), "us_p50": float(np.median(v)), "time_share": float(np.sum(v) / total)}
-            for name in steps[0][2] for v in [[s[2][name] for s in steps]]}
+            for name in steps[0].parts for v in [[s.parts[name] for s in steps]]}
 
 
 def _tail(us: np.ndarray) -> dict:
@@ -212,59 +224,60 @@ def _tail(us: np.ndarray) -> dict:
             "us_p99": float(np.percentile(us, 99)), "over_100us_share": float(np.mean(us > 100))}
 
 
-def summarize(steps: list[tuple], overhead_ns: float) -> dict:
-    us = np.array([s[1] for s in steps])
+def summarize(steps: list[Step], overhead_ns: float) -> dict:
+    us = np.array([s.us for s in steps])
     out = {"tokens": len(steps), "us_p50": float(np.median(us)), "us_p99": float(np.percentile(us, 99)), "by_kind": {}}
     for k, name in bench.STEP_KINDS.items():
-        v = np.array([s[1] for s in steps if s[0] == k])
+        v = np.array([s.us for s in steps if s.kind == k])
         if len(v):
             p10, p50, p90 = np.percentile(v, [10, 50, 90])
             out["by_kind"][name] = {"tokens": len(v), "token_share": len(v) / len(us), "time_share": float(v.sum() / us.sum()),
                                     "us_p10": float(p10), "us_p50": float(p50), "us_p90": float(p90)}
-    narrow = [s for s in steps if s[0] == "n"]
+    narrow = [s for s in steps if s.kind == "n"]
     if narrow:
-        cut = np.percentile([s[1] for s in narrow], 20)
-        cheap = [s for s in narrow if s[1] <= cut]
+        cut = np.percentile([s.us for s in narrow], 20)
+        cheap = [s for s in narrow if s.us <= cut]
         out["narrow"] = {"steps": len(narrow), "functions": split(narrow)}
         out["narrow_cheapest_fifth"] = {"steps": len(cheap), "us_max": float(cut),
-                                        "us_p50": float(np.median([s[1] for s in cheap])), "functions": split(cheap)}
-    splits = [s for s in steps if s[0] == "b"]
+                                        "us_p50": float(np.median([s.us for s in cheap])), "functions": split(cheap)}
+    splits = [s for s in steps if s.kind == "b"]
     if splits:
         out["frame_split"] = {"steps": len(splits), "functions": split(splits)}
     # every step less its frame splits' time: the walk if every (automaton, state)'s split were
     # built before it (xgrammar precomputes its masks in its compile), timers included
-    rest = us - np.array([s[2]["_frame"] for s in steps])
+    rest = us - np.array([s.parts["_frame"] for s in steps])
     out["without_frame_splits"] = {**_tail(rest), "with_them_over_100us_share": float(np.mean(us > 100))}
     # every step less the walks' own time (WALKS): what is left for Python if a native kernel did
     # the walks in no time. The timers' own cost stays in it: `upper` keeps all of it, `lower`
     # takes a whole wrapper's cost off per wrapped call (part of which the walks' time holds)
-    walks = np.array([s[3] for s in steps])
+    walks = np.array([s.walks_us for s in steps])
+    calls = np.array([s.calls for s in steps])
     upper = us - walks
-    lower = upper - np.array([s[4] for s in steps]) * overhead_ns / 1e3
+    lower = upper - calls * overhead_ns / 1e3
     out["without_walks"] = {"walks_time_share": float(walks.sum() / us.sum()), "timer_overhead_ns": overhead_ns,
-                            "wrapped_calls_per_step_mean": float(np.mean([s[4] for s in steps])),
+                            "wrapped_calls_per_step_mean": float(np.mean(calls)),
                             "upper": _tail(upper), "lower": _tail(lower),
                             "over_100us_by_function": _rest_by_function(steps, upper > 100, upper)}
     out["slowest_percent"] = _slowest(steps, us >= np.percentile(us, 99))
     return out
 
 
-def _slowest(steps: list[tuple], slow: np.ndarray) -> dict:
+def _slowest(steps: list[Step], slow: np.ndarray) -> dict:
     """The steps at or over the p99 against all: how many top frames their configuration has
     (1, 2, 3 or more; two with one of them wide: a string's content beside another frame), how
     many built a frame split of their own (token_split.frame_tokens: an (automaton, state) new to
     the process), and the share of their time in _frame."""
-    def shares(sel: list[tuple]) -> dict:
-        tops = np.array([s[6] for s in sel])
+    def shares(sel: list[Step]) -> dict:
+        tops = np.array([s.tops for s in sel])
         return {"steps": len(sel), "top_frames_1": float(np.mean(tops == 1)), "top_frames_2": float(np.mean(tops == 2)),
                 "top_frames_3_or_more": float(np.mean(tops >= 3)),
-                "top_frames_2_one_wide": float(np.mean((tops == 2) & np.array([s[8] for s in sel]))),
-                "built_a_frame_split": float(np.mean([s[7] for s in sel])),
-                "frame_time_share": float(sum(s[2]["_frame"] for s in sel) / sum(s[1] for s in sel))}
+                "top_frames_2_one_wide": float(np.mean((tops == 2) & np.array([s.wide_top for s in sel]))),
+                "built_a_frame_split": float(np.mean([s.built_split for s in sel])),
+                "frame_time_share": float(sum(s.parts["_frame"] for s in sel) / sum(s.us for s in sel))}
     return {"at_or_over_p99": shares([s for s, x in zip(steps, slow) if x]), "all": shares(steps)}
 
 
-def _rest_by_function(steps: list[tuple], slow: np.ndarray, upper: np.ndarray, top: int = 15) -> dict:
+def _rest_by_function(steps: list[Step], slow: np.ndarray, upper: np.ndarray, top: int = 15) -> dict:
     """Over the steps still over 100 µs without the walks: the share of that time (upper) in each
     REST function's own time, the largest `top`, and what no wrapped function holds (fill_bitmask's
     callers' lines, the timers' own cost)."""
@@ -272,7 +285,7 @@ def _rest_by_function(steps: list[tuple], slow: np.ndarray, upper: np.ndarray, t
     own: dict[str, float] = defaultdict(float)
     for s, is_slow in zip(steps, slow):
         if is_slow:
-            for name, v in s[5].items():
+            for name, v in s.rest_us.items():
                 own[name] += v
     shares = {name: v / total for name, v in sorted(own.items(), key=lambda kv: -kv[1])[:top]} if total else {}
     return {"steps": int(slow.sum()), "shares": shares, "unwrapped_share": 1 - sum(own.values()) / total if total else None}
