@@ -100,3 +100,17 @@ def test_run_cost_reports_a_peak_at_least_the_memory_it_held():
     block = np.ones(16 * 2**20 // 8)          # 16 MiB touched while the cost runs
     out = cost.to_json()
     assert out["wall_s"] >= 0 and out["peak_rss_bytes"] >= block.nbytes
+
+
+def test_provenance_of_an_installed_copy_is_the_commit_its_build_recorded(monkeypatch, tmp_path):
+    """Outside a checkout (a plain `pip install .`), git cannot see the package: the commit and
+    dirty flag come from the _build.json that setup.py's build step wrote, and are null without it."""
+    from inferlab.measure import machine
+
+    monkeypatch.setattr(machine, "_PACKAGE", tmp_path)          # no git repository here
+    assert machine._git("rev-parse", "HEAD") is None
+    p = machine.provenance()
+    assert p["git_commit"] is None and p["git_dirty"] is None
+    (tmp_path / "_build.json").write_text('{"git_commit": "' + "ab" * 20 + '", "git_dirty": false}\n')
+    p = machine.provenance()
+    assert p["git_commit"] == "ab" * 20 and p["git_dirty"] is False

@@ -7,6 +7,7 @@ current numpy) and never set.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -22,6 +23,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 import inferlab
 
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
+_PACKAGE = Path(inferlab.__file__).resolve().parent  # where the running code lives (provenance)
 _BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
              "MKL_NUM_THREADS")
 # The flags that decide SIMD width and FMA throughput (the theoretical peak), not the whole list.
@@ -227,18 +229,30 @@ class RunCost:
 
 
 def _git(*args: str) -> str | None:
-    root = Path(inferlab.__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(_PACKAGE), *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _built_from() -> tuple[str | None, bool | None]:
+    """(commit, dirty) that the build wrote into an installed copy (setup.py), or (None, None)."""
+    try:
+        info = json.loads((_PACKAGE / "_build.json").read_text(encoding="utf-8"))
+        return info.get("git_commit"), info.get("git_dirty")
+    except (OSError, ValueError, AttributeError):
+        return None, None
+
+
 def provenance() -> dict:
     """How to reproduce a run: the exact command line, the package version, and the git commit
-    (with a dirty flag) when inferlab runs from a checkout (null fields otherwise)."""
+    (with a dirty flag) of the code that runs: its checkout's where inferlab runs from one (an
+    editable install), else the one `pip install .` built it from (null fields where neither is
+    known: a wheel built outside a checkout). Never the working directory's: it may hold other code."""
     commit = _git("rev-parse", "HEAD")
     dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
+    if commit is None:
+        commit, dirty = _built_from()
     return {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
             "inferlab": inferlab.__version__, "git_commit": commit, "git_dirty": dirty}
