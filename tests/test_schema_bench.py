@@ -136,10 +136,13 @@ def test_cli_peers_flag(bench_dir, capsys):
 def test_cli_peers_by_name(bench_dir, capsys):
     pytest.importorskip("llguidance")
     assert main(["schema-bench", str(bench_dir), "--vocab", "512", "--peers", "llguidance", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    out = json.loads(got.out)
     assert set(out["summary"]["all"]["peers"]) == {"llguidance"}
     for name in ("xgrammar", "outlines-core"):  # named as left out, never silently dropped
         assert out["peers"][name] == {"available": False, "note": "not selected (--peers llguidance)"}
+        # and said on the console (stderr, beside --json's stdout), as the labs say what they skip
+        assert f"inferlab schema-bench: note: peer {name} skipped: not selected (--peers llguidance)" in got.err
 
 
 @pytest.mark.parametrize("names", ["bogus", "llguidance,bogus", ","])

@@ -10,6 +10,8 @@ replace).
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 
 from rich.console import Console
@@ -156,9 +158,6 @@ def _print_peers(results: dict, console: Console) -> None:
                       "-" if s.get("first_walk_advance_us_p50") is None else
                       f"{s['first_walk_advance_us_p50']:.1f} / {s['first_walk_advance_us_mean']:.1f}")
     console.print(table)
-    for name, info in results.get("peers", {}).items():
-        if not info.get("available"):
-            console.print(f"  {name}: {info.get('note')}")
     done = [(n, i["vocab_preprocessing_ms"]) for n, i in results.get("peers", {}).items() if i.get("available")]
     if results.get("vocab_preprocessing_ms") is not None:
         done.insert(0, ("inferlab", results["vocab_preprocessing_ms"]))
@@ -242,4 +241,7 @@ def run(args) -> int:
         print_json(results)
     else:
         _print_summary(results, Console(width=max(Console().width, 130)))
+    for name, info in results.get("peers", {}).items():  # (on stderr: said with --json too)
+        if not info.get("available"):
+            print(f"{args._prog}: note: peer {name} skipped: {info.get('note')}", file=sys.stderr)
     return 0
