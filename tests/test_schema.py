@@ -584,3 +584,23 @@ def test_a_pattern_python_would_warn_about_compiles_silently_as_ecma():
         machine = build_machine(compile_grammar({"type": "string", "pattern": "[[a-z]+"}))
     assert machine.accepts('"[ab["') and machine.accepts('"z"')
     assert not machine.accepts('""') and not machine.accepts('"]"') and not machine.accepts('"A"')
+
+
+def test_listed_values_checked_without_jsonschema_report_a_narrowing_only_where_it_cut_one(monkeypatch):
+    """Without jsonschema, the values beside other keywords are kept by those keywords' regex. An
+    untyped `pattern` compiles as any JSON value with its nesting cut (narrowed): that cut is
+    reported only where it dropped a listed value, here a value nested deeper than any_depth."""
+    from inferlab.constrain.schema import values
+
+    monkeypatch.setattr(values, "_jsonschema", lambda: None)
+    compiled = check({"enum": ["ab", "cd"], "pattern": "^a"}, ["ab"], ["cd"])
+    assert compiled.narrowed == ()
+    compiled = compile_schema({"enum": [1, "a", 3], "minimum": 2})
+    assert compiled.narrowed == () and re.fullmatch(compiled.regex, '"a"') and not re.fullmatch(compiled.regex, "1")
+    deep = {"enum": ["a", [[["b"]]]], "pattern": "^a"}  # the array is valid: no string in it is checked
+    compiled = compile_schema(deep, any_depth=1)
+    assert re.fullmatch(compiled.regex, '"a"') and compiled.narrowed  # [[["b"]]] cut by the nesting limit: said
+    compiled = compile_schema({"enum": [1e300, "a"], "minimum": 2})  # 1e300 is valid, its text "1e+300" cut
+    assert [n for n in compiled.narrowed if "no exponent" in n]
+    with pytest.raises(SchemaError, match="enum at #/enum: no listed value passes .* narrowed"):
+        compile_schema({"enum": [1e300], "minimum": 2})  # not "unsatisfiable": the check cannot tell

@@ -6,10 +6,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, MAX_SUBSCHEMAS, SchemaError, SchemaTooLarge,
+from inferlab.constrain.schema.algebra import _OUTSIDE_UNIVERSE
+from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, MAX_SUBSCHEMAS, NESTING_CUT, SchemaError, SchemaTooLarge,
                                               _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining, _constrains,
                                               _generated_types, _group, _intersect_types, _json_key, _json_type,
-                                              _known_keywords, _lit, _type_set, _value_types, _values, dumps)
+                                              _known_keywords, _lit, _type_set, _value_types, _values, dumps, nesting_depth)
 
 
 class CombinatorsMixin:
@@ -381,7 +382,7 @@ class CombinatorsMixin:
             keys = {_json_key(node["const"])}
             values = [v for v in node["enum"] if _json_key(v) in keys]
         kept, seen = [], set()
-        check = None
+        check, narrowed, dropped = None, len(self.narrowed), []
         if set(rest) == {"type"}:  # the common case, checked on the value itself
             types = _type_set(rest["type"])
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
@@ -403,14 +404,32 @@ class CombinatorsMixin:
                 self.inline -= 1
         for v in values:
             text = dumps(v)
-            if _json_key(v) in seen or (check is not None and check.fullmatch(text) is None):
+            if _json_key(v) in seen:
+                continue
+            if check is not None and check.fullmatch(text) is None:
+                dropped.append(v)
                 continue
             seen.add(_json_key(v))
             kept.append(_lit(text) if not self.ws else self.spaced_literal(v))
+        # the check's narrowings narrowed the schema only where they may have dropped a listed value
+        self.narrowed[narrowed:] = cuts = [m for m in self.narrowed[narrowed:] if any(self._may_cut(m, v) for v in dropped)]
+        if not kept and cuts:  # not unsatisfiable: the check cannot tell
+            raise self.error("enum" if "enum" in node else "const", where, f"no listed value passes the other "
+                             f"keywords' regex, which is narrowed ({cuts[0]}); jsonschema checks them exactly")
         if not kept:  # dropped exactly where the schema lets it be absent, an error elsewhere
             raise _Unsat(f"{'enum' if 'enum' in node else 'const'} at #{where}: no listed value satisfies "
                          "the rest of the schema")
         return kept
+
+    def _may_cut(self, narrowing: str, value) -> bool:
+        """Could the narrowing `narrowing` have dropped the listed value `value` (enum_texts's regex
+        check)? A nesting cut keeps any_depth levels (any_value), the plain-decimal one every number
+        written without an exponent; any other, conservatively, yes."""
+        if NESTING_CUT in narrowing:
+            return nesting_depth(value) > self.any_depth
+        if _OUTSIDE_UNIVERSE in narrowing:
+            return re.search(r"[0-9][eE]", dumps(value)) is not None
+        return True
 
     def validated(self, node, values, where) -> list:
         """The listed values that validate against the whole subschema (jsonschema)."""

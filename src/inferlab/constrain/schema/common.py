@@ -18,6 +18,7 @@ MAX_REGEX_CHARS = 1_000_000
 
 
 MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
+NESTING_CUT = "nesting limited to"  # an unconstrained value's narrowing: any_depth levels kept (any_value)
 
 
 # oneOf as "each branch without the others", where a narrowing is there to fall back on (extra
@@ -353,3 +354,11 @@ def _value_types(node) -> set:
         return t | ({"integer"} if "number" in t else set())
     return set(_TYPES) | {"integer"}
 
+
+def nesting_depth(value) -> int:
+    """Levels of arrays/objects in a JSON value: 0 for a scalar."""
+    if isinstance(value, list):
+        return 1 + max(map(nesting_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(nesting_depth, value.values()), default=0)
+    return 0

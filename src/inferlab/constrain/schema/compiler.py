@@ -8,7 +8,7 @@ from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
 from inferlab.constrain.schema.canonical import CanonicalMixin
 from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
-from inferlab.constrain.schema.common import (COUNT_MIN, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
+from inferlab.constrain.schema.common import (COUNT_MIN, NESTING_CUT, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
                                               _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
@@ -204,7 +204,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
                 k = self.ref_automaton["any"] = self.new_automaton()
                 self.automata[k] = self._any(1, inner=f"(?&{k})")
             return f"(?&{self.ref_automaton['any']})"
-        self.narrow(f"unconstrained value at #{ptr}: nesting limited to {self.any_depth} levels")
+        self.narrow(f"unconstrained value at #{ptr}: {NESTING_CUT} {self.any_depth} levels")
         return self._any(self.any_depth)
 
     def _any(self, depth: int, inner: str | None = None) -> str:
