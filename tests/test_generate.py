@@ -320,3 +320,26 @@ def test_cli_says_when_the_default_model_is_untrained(model_dir, tmp_path, monke
     monkeypatch.setattr(checkpoints, "default_model_dir", lambda: folder)
     rc, out, err = run_cli(capsys, "yo", "--json", "--max-new-tokens", 3)
     assert rc == 0 and json.loads(out)["trained"] is False and "untrained" in err
+
+
+def test_cli_takes_boolean_schemas_as_schema_compile_does(model_dir, tmp_path, capsys):
+    """JSON Schema's `true` (any value) and `false` (none) are schemas: `true` constrains as `{}`,
+    `false` is refused in one line, never "expected a JSON object"."""
+    import json
+
+    (tmp_path / "true.json").write_text("true")
+    (tmp_path / "false.json").write_text("false")
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", tmp_path / "true.json", "--json", "--seed", 3)
+    doc = json.loads(out)
+    assert rc == (0 if doc["complete"] else 1), err
+    if doc["complete"]:
+        json.loads(doc["text"])                                   # any JSON value, parsed by the oracle
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", tmp_path / "false.json")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "false schema" in err
+
+
+def test_cli_jump_forward_beside_another_mask_names_the_mask(model_dir, tmp_path, capsys):
+    (tmp_path / "s.json").write_text('{"type": "integer"}')
+    rc, out, err = run_cli(capsys, "yo", "--model", model_dir, "--schema", tmp_path / "s.json", "--mask", "naive",
+                           "--jump-forward")
+    assert rc == 2 and "--mask naive" in err and "needs --schema" not in err and len(err.strip().splitlines()) == 1

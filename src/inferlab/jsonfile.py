@@ -18,17 +18,36 @@ def loads(text: str, where: str):
         return json.loads(text)
 
 
-def read_json_object(path, *, label: str | None = None, missing: str = "file not found") -> dict:
-    """The JSON object in `path`. `label` prefixes messages (e.g. "--schema FILE"); `missing` says
+def read_json(path, *, label: str | None = None, missing: str = "file not found"):
+    """The JSON value in `path`. `label` prefixes messages (e.g. "--schema FILE"); `missing` says
     what a missing file means to the caller."""
     path = Path(path)
     where = label or str(path)
     try:
-        doc = loads(path.read_text(encoding="utf-8"), where)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InferlabError(f"{where}: {missing}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InferlabError(f"{where}: not readable JSON ({exc})") from None
+    except OSError as exc:
+        raise InferlabError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InferlabError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return loads(text, where)
+    except json.JSONDecodeError as exc:
+        raise InferlabError(f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def read_json_object(path, *, label: str | None = None, missing: str = "file not found") -> dict:
+    """The JSON object in `path` (read_json's messages)."""
+    doc = read_json(path, label=label, missing=missing)
     if not isinstance(doc, dict):
-        raise InferlabError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+        raise InferlabError(f"{label or path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def read_json_schema(path, *, label: str | None = None) -> dict | bool:
+    """The JSON schema in `path`: an object, or true/false (JSON Schema's boolean schemas)."""
+    doc = read_json(path, label=label)
+    if not isinstance(doc, (dict, bool)):
+        raise InferlabError(f"{label or path}: expected a JSON schema (an object, true or false), got {type(doc).__name__}")
     return doc

@@ -9,7 +9,7 @@ from pathlib import Path
 from inferlab.cli.common import non_negative_int, positive_int, print_json, probability, temperature
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
-from inferlab.jsonfile import read_json_object
+from inferlab.jsonfile import read_json_schema
 from inferlab.measure.artifacts import check_output_file
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.generate import generate
@@ -49,8 +49,8 @@ def add_arguments(p):
                    help='print {"text", "tokens", "n_tokens", "stop_reason", "ms_per_token", ...} to stdout')
 
 
-def _read_schema(path: Path) -> dict:
-    return read_json_object(path, label=f"--schema {path}")
+def _read_schema(path: Path) -> dict | bool:
+    return read_json_schema(path, label=f"--schema {path}")
 
 
 def _check_trace_path(args) -> None:
@@ -83,8 +83,10 @@ def is_valid_json(text: str) -> bool:
 def run(args) -> int:
     if args.mask is not None and args.schema is None:
         raise InferlabError("--mask selects the mask of --schema; pass --schema FILE too")
-    if args.jump_forward and (args.schema is None or args.mask not in (None, "stack")):
-        raise InferlabError("--jump-forward needs --schema FILE (and the matcher's mask: --mask stack, the default)")
+    if args.jump_forward and args.schema is None:
+        raise InferlabError("--jump-forward needs --schema FILE")
+    if args.jump_forward and args.mask not in (None, "stack"):
+        raise InferlabError(f"--jump-forward needs the matcher's mask (--mask stack, the default), not --mask {args.mask}")
     _check_trace_path(args)
     schema = _read_schema(args.schema) if args.schema is not None else None
     ckpt = load_model(args.model) if args.model is not None else load_default_model()

@@ -8,7 +8,6 @@ rejected, 2 bad input or a refused schema (one stderr line naming keyword and JS
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from inferlab.cli.common import examples_epilog, print_json
@@ -16,7 +15,7 @@ from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.schema import canonical_json
 from inferlab.constrain.stack import call_edges, compile_machine
 from inferlab.errors import InferlabError
-from inferlab.jsonfile import loads
+from inferlab.jsonfile import read_json, read_json_schema
 
 NAME = "schema"
 HELP = "compile a JSON schema to the stack grammar and show it, or check an instance against it"
@@ -50,21 +49,8 @@ def _action(sub, name: str, text: str, *examples: str):
     return sub.add_parser(name, help=text, description=text, epilog=examples_epilog(*examples))
 
 
-def _read_json(path: Path, what: str):
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InferlabError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InferlabError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return loads(text, f"{what} {path}")
-    except json.JSONDecodeError as exc:
-        raise InferlabError(f"{what} {path}: not JSON (line {exc.lineno} column {exc.colno})") from None
-
-
 def _compile(args):
-    schema = _read_json(args.schema, "schema")
+    schema = read_json_schema(args.schema, label=f"schema {args.schema}")
     return (schema, *compile_machine(schema, max_states=DEFAULT_MAX_STATES, whitespace=args.whitespace,
                                      extra_keys=args.extra_keys))
 
@@ -109,7 +95,7 @@ def run(args) -> int:
         for n in info["ignored"]:
             print(f"  ignored: {n}")
         return 0
-    instance = _read_json(args.instance, "instance")
+    instance = read_json(args.instance, label=f"instance {args.instance}")
     text = canonical_json(instance, schema, extra_keys=args.extra_keys)
     accepted = machine.accepts(text)
     if args.json:
