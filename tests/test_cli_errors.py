@@ -69,3 +69,13 @@ def test_real_entry_point_exit_code(tmp_path):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--threads" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, prog", [(["generate", "hi", "--bogus"], "inferlab generate"),
+                                        (["kv", "size", "--bogus"], "inferlab kv size"),
+                                        (["schema", "compile", "x.json", "extra"], "inferlab schema compile")])
+def test_an_unknown_argument_names_the_subcommand_it_was_given_to(argv, prog, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == f"{prog}: error: unrecognized arguments: {argv[-1]}\n"

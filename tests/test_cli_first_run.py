@@ -7,6 +7,8 @@ modes. Interrupted runs say what they kept. One --out policy. Constrained output
 
 from __future__ import annotations
 
+import re
+
 import argparse
 import json
 import os
@@ -202,6 +204,7 @@ def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys,
     code, out, err = run_cli(capsys, "kv", "derivations")
     assert code == 0
     (stamp,) = (tmp_path / "experiments" / "runs").iterdir()
+    assert re.fullmatch(r"\d{8}T\d{6}Z", stamp.name)  # UTC, and says so (as report --help shows it)
     assert (stamp / "22-cache-sizing" / "derivations.md").is_file()
     assert str((stamp / "22-cache-sizing").relative_to(tmp_path)) in " ".join(err.split())
     assert os.listdir(tmp_path / "experiments" / "22-cache-sizing") == []       # untouched

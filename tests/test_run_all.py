@@ -35,7 +35,8 @@ def test_run_one_lab_twice_keeps_the_first(tmp_path, capsys, monkeypatch, plain_
     assert (tmp_path / "experiments" / "22-cache-sizing" / "results.json").read_bytes() == first
     (second,) = (tmp_path / "experiments" / "runs").iterdir()
     assert (second / "22-cache-sizing" / "results.json").is_file()
-    assert "already holds results" in " ".join(capsys.readouterr().err.split())   # rich wraps lines
+    err = "".join(capsys.readouterr().err.split())   # rich wraps lines (anywhere, paths included)
+    assert "alreadyholdsresults" in err and "--forcetoreplaceexperiments/22-cache-sizing/inplace;" in err
 
 
 def test_unknown_lab_is_one_line_exit_2(tmp_path, capsys):

@@ -86,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # (parse_args would name the top parser: the flags are the subcommand's)
+        parser.exit(2, f"{args._prog}: error: unrecognized arguments: {' '.join(extra)}\n")
     try:
         if hasattr(args, "_default_out"):
             resolve_out(args)

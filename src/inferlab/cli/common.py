@@ -72,7 +72,7 @@ def add_out_arguments(p: argparse.ArgumentParser, *, default_out: str, what: str
 def timestamped_runs_folder(root: Path) -> Path:
     """root/runs/<UTC time>/ (-2, -3, ... when a run started in the same second): where a run goes
     when the default folder already holds results."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # (ISO 8601 basic: the Z says UTC)
     folder, n = root / "runs" / stamp, 1
     while folder.exists():
         n += 1

@@ -65,8 +65,9 @@ def run(args) -> int:
     check_writable(root / labs[0].name, given=root)   # before the first header
     console = Console(stderr=True)
     if root != (args.out or DEFAULT_ROOT):
+        held = [f"{DEFAULT_ROOT / lab.name}/" for lab in labs if (DEFAULT_ROOT / lab.name).exists()]
         console.print(f"{DEFAULT_ROOT}/ already holds results: this run writes to {root}/ "
-                      f"(pass --force to replace {DEFAULT_ROOT}/ in place)")
+                      f"(pass --force to replace {', '.join(held)} in place; nothing else there)")
     done: list[str] = []
     for lab in labs:
         out = root / lab.name

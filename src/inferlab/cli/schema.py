@@ -46,7 +46,9 @@ def add_arguments(p):
 
 
 def _action(sub, name: str, text: str, *examples: str):
-    return sub.add_parser(name, help=text, description=text, epilog=examples_epilog(*examples))
+    p = sub.add_parser(name, help=text, description=text, epilog=examples_epilog(*examples))
+    p.set_defaults(_prog=p.prog)  # errors name the sub-subcommand
+    return p
 
 
 def _compile(args):
