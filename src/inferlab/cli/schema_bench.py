@@ -87,10 +87,12 @@ def _median_p90(s: dict, key: str, digits: int) -> str:
 
 def _print_summary(results: dict, console: Console) -> None:
     table = Table(title="schema-bench by category")
+    widest = max(map(len, results["summary"]), default=8)
     for col in ("category", "schemas", "coverage", "completeness", "soundness",
                 "compile ms (median)", "compile + first mask ms (median / p90)", "mask µs/token (median)",
-                "lookup + apply µs (median)"):
-        table.add_column(col, justify="left" if col == "category" else "right")
+                "lookup + apply µs (median)"):  # (a category's name is never cut)
+        table.add_column(col, justify="left" if col == "category" else "right", no_wrap=col == "category",
+                         min_width=widest if col == "category" else None)
     for cat, s in results["summary"].items():
         mask = s["mask_us_per_token_median"]
         table.add_row(cat, str(s["schemas"]), f"{_pct(s['coverage'])} ({s['compiled']})",
