@@ -72,7 +72,8 @@ def run(args) -> int:
     for lab in labs:
         out = root / lab.name
         t0 = time.perf_counter()
-        console.rule(f"[bold]{lab.name}[/bold]: {lab.title}")
+        console.rule(f"[bold]{lab.name}[/bold]")
+        console.print(lab.title)  # (under the rule: a rule cuts a long title at the console's width)
         try:
             results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force, budget_s=args.budget_s))
         except KeyboardInterrupt:
