@@ -177,3 +177,154 @@ def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_pat
     (folder / "tokenizer.json").unlink()
     assert main(["mask-overhead", "--model", str(folder), "--out", str(tmp_path / "none")]) == 2
     assert not (tmp_path / "none").exists()
+
+
+# --- extra rounds: the budget buys rounds after the base ones, shared by vocabularies --
+
+def test_each_vocabulary_gets_a_share_of_what_the_ones_before_left(monkeypatch):
+    spends = {"512": 0.5, "cl100k": 0.0, "qwen": 99.0}   # what each group's extra rounds would take
+    shares = {}
+
+    def fake_measure_vocab(vocab, config, step, budget):
+        shares[vocab] = budget.seconds
+        budget.charge(min(spends[vocab], budget.seconds))   # measure_interleaved charges its extra rounds
+        return {"vocab": vocab}
+
+    monkeypatch.setattr(mo, "measure_vocab", fake_measure_vocab)
+    table, left = mo.measure_vocabs(("512", "cl100k", "qwen"), mo.MaskLabConfig(budget_s=6.0), step=None)
+    assert [e["vocab"] for e in table] == ["512", "cl100k", "qwen"]
+    assert shares == {"512": 2.0, "cl100k": 2.75, "qwen": 5.5}   # 6/3, (6-0.5)/2, (5.5-0)/1
+    assert left == 0.0
+
+
+def _stats(*ms):
+    from inferlab.measure.timing import summarize
+    return summarize([m / 1e3 for m in ms])
+
+
+def test_more_rounds_while_a_ratio_straddles_1_or_a_side_is_noisy():
+    steps = {"none": {"steps": 4}, "indexed": {"steps": 4}}
+    quiet_none = _stats(30.0, 30.1, 30.2, 30.3, 30.4)
+    # resolved (every round slower) and quiet: enough
+    assert not mo._undecided({"none": quiet_none, "indexed": _stats(33.0, 33.1, 33.2, 33.3, 33.4)}, steps, ["indexed"])
+    # straddles 1
+    assert mo._undecided({"none": quiet_none, "indexed": _stats(29.0, 29.5, 30.5, 31.0, 31.5)}, steps, ["indexed"])
+    # the audit's V=151,851 indexed row: every ratio above 1 (p10 1.16), but the samples spread 40%
+    audit = {"none": _stats(30.58, 30.93, 30.31, 30.75, 30.51), "indexed": _stats(50.31, 57.42, 53.30, 36.60, 34.63)}
+    assert mo.paired_ratio(audit["indexed"], audit["none"]).p10 > 1
+    assert mo._undecided(audit, steps, ["indexed"])
+
+
+# --- the report: Block A reconciled with Block B (item 9), readable figures (item 12) -------------
+
+def _traced(forward, sample, build=0.0, apply=0.0):
+    step = forward + sample + build + apply
+    return {"step_ms": step, "forward_ms": forward, "sample_ms": sample, "mask_build_ms": build,
+            "mask_apply_ms": apply, "rest_of_decoder_ms": step - build - apply}
+
+
+def _audit_entry():
+    """V=151,851 from the audit's run (ms): a 37.3 us indexed mask beside a resolved 1.65 ratio."""
+    none = {"ms_per_step": 7.644, "noisy": False, "call": {"spread": 0.015}, "breakdown": _traced(5.07, 2.73)}
+    indexed = {"ms_per_step": 12.58, "noisy": True, "call": {"spread": 0.40},
+               "ratio_paired": {"value": 1.6455, "p10": 1.157, "p90": 1.817},
+               "breakdown": _traced(8.67, 5.04, 0.0032, 0.0341)}
+    naive = {"ms_per_step": 26.1, "noisy": True, "call": {"spread": 0.38},
+             "ratio_paired": {"value": 3.4475, "p10": 3.1146, "p90": 4.42},
+             "breakdown": _traced(7.96, 3.77, 22.277, 0.056)}
+    return {"vocab": "qwen", "vocab_size": 151_851, "no_mask": none, "masks": {"naive": naive, "indexed": indexed}}
+
+
+def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
+    from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
+
+    text = "\n".join(_block_a_vs_b_lines({"table": [_audit_entry()]}))
+    # (1.6455 - 1) x 7.644 = 4.93 ms; 37.3 us of it is the mask's: 0.76%
+    assert "| 151,851 | indexed | 4.93 ms (1.2 ms to 6.25 ms) | 37.3 us | 8.67 ms / 5.07 ms | 5.04 ms / 2.73 ms |" in text
+    assert "indexed mask's extra time at 4.93 ms per step" in text and "is 0.76% of it" in text
+    assert "other 4.9 ms lies outside the mask timer" in text and "indexed 40% of the median" in text
+    # the naive mask's 18.7 ms extra is mostly its own 22.3 ms of traced work: nothing to explain
+    assert "naive mask's extra time" not in text
+    assert not any(w in text for w in ("slower", "faster"))
+
+
+def test_block_a_vs_b_says_nothing_where_no_extra_time_is_resolved():
+    from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
+
+    e = _audit_entry()
+    e["masks"]["indexed"]["ratio_paired"] = {"value": 1.017, "p10": 0.944, "p90": 1.040}
+    del e["masks"]["naive"]
+    lines = _block_a_vs_b_lines({"table": [e]})
+    assert not any("outside the mask timer" in line or "Where Block A resolves" in line for line in lines)
+    assert "| 151,851 | indexed | 130 us (-428 us to 306 us) |" in "\n".join(lines)   # 0.017 x 7.644 ms
+
+
+def _labelled_yticks(ax) -> list[str]:
+    lo, hi = ax.get_ylim()
+    locs = [y for y in ax.get_yticks() if lo <= y <= hi]
+    return [s for s in ax.yaxis.get_major_formatter().format_ticks(locs) if s]
+
+
+def _row_ms(ms, lo, hi):
+    return {"ms_per_step": ms, "ms_per_step_p10": lo, "ms_per_step_p90": hi, "steps": 23}
+
+
+def test_scaling_figure_of_one_vocabulary_keeps_its_note_clear_of_the_data():
+    from inferlab.labs.mask_overhead_report import scaling_figure
+
+    entry = {"vocab_size": 512, "no_mask": _row_ms(0.392, 0.389, 0.401),
+             "masks": {"indexed": _row_ms(0.403, 0.397, 0.422)}}
+    ax = scaling_figure({"table": [entry]}).axes[0]
+    assert ax.get_yscale() == "linear" and len(_labelled_yticks(ax)) >= 3   # the audit's had none
+    bottom, top = ax.get_ylim()
+    assert (0.422 - bottom) / (top - bottom) <= 0.6 + 1e-9                  # data in the bottom 60%
+    note = next(t for t in ax.texts if "one vocabulary" in t.get_text())
+    assert note.get_position()[1] > 0.9                                      # the note in the top 10%
+    # the two series sit side by side, not on one line
+    xs = [line.get_xdata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1 and line.get_marker() == "o"]
+    assert len(set(xs)) == 2
+
+
+def test_peers_figure_axis_is_labelled_for_one_bar_and_for_decades():
+    from inferlab.labs.mask_overhead_report import peers_figure
+
+    missing = {"available": False, "note": "not installed (xgrammar); pip install 'inferlab[peers]'"}
+    one = peers_figure({"peers": {"512": {"inferlab-indexed": {"median_us": 0.75}, "xgrammar": missing}}}).axes[0]
+    assert one.get_yscale() == "linear" and len(_labelled_yticks(one)) >= 3
+    assert [t.get_text() for t in one.texts] == ["0.75 us"]   # the bar's own label
+    assert "xgrammar: not installed" in one.get_xlabel()                   # under the axis, not over the bars
+    many = peers_figure({"peers": {"512": {"inferlab-indexed": {"median_us": 0.75}, "llguidance": {"median_us": 14.5},
+                                           "outlines-core": {"median_us": 0.33}}}}).axes[0]
+    assert many.get_yscale() == "log"
+    assert {"0.5", "1", "2", "5", "10"} <= set(_labelled_yticks(many))
+
+
+def test_peers_not_installed_say_how_to_install_them(monkeypatch):
+    import sys
+
+    from inferlab.labs import peers
+
+    class _Mask:
+        vocab_size = 8
+
+        def reset(self):
+            pass
+
+        def advance(self, t):
+            pass
+
+        def allowed_mask(self):
+            return np.ones(8, dtype=bool)
+
+        def apply(self, logits, m):
+            pass
+
+    def absent(*args):
+        raise ModuleNotFoundError("no module", name="llguidance")
+
+    monkeypatch.setattr(peers, "PEERS", {"llguidance": absent})
+    monkeypatch.setitem(sys.modules, "xgrammar", None)      # `import xgrammar` raises ImportError
+    tok = type("Tok", (), {"vocab_size": 8})()
+    out = peers.run_peers({}, tok, [1, 2], _Mask(), min_total_s=0.0)
+    for name in ("llguidance", "xgrammar"):
+        assert out[name] == {"available": False, "note": f"not installed ({name}); pip install 'inferlab[peers]'"}

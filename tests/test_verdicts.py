@@ -65,7 +65,13 @@ def test_interleaved_measures_more_until_resolved_or_out_of_budget():
     budget = Budget(0.3)
     stats = measure_interleaved({"a": fa, "b": fb}, samples=4, min_sample_s=0.005, more=lambda s: True,
                                 budget=budget)
-    assert stats["a"].n == stats["b"].n > 4 and budget.left() == 0
+    assert stats["a"].n == stats["b"].n > 4 and budget.left() == 0 and budget.spent >= 0.3
+    # the base rounds are not charged: a budget made long before still buys extra rounds
+    budget = Budget(0.05)
+    time.sleep(0.06)
+    stats = measure_interleaved({"a": fa, "b": fb}, samples=4, min_sample_s=0.005, more=lambda s: True,
+                                budget=budget)
+    assert stats["a"].n > 4 and 0.05 <= budget.spent
     # resolved at once: exactly the first rounds
     stats = measure_interleaved({"a": fa, "b": fb}, samples=4, min_sample_s=0.005, more=lambda s: False,
                                 budget=Budget(5))

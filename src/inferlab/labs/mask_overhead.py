@@ -15,8 +15,9 @@ with and without jump-forward (constrain.jump_forward.compare_jump_forward): for
 saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
-interleaved run and becomes a verdict; while one is unresolved the lab takes more rounds, within
-`budget_s`. The report (README, figures, bench.py) is mask_overhead_report.render(results).
+interleaved run and becomes a verdict; while one is unresolved, or a configuration's samples are
+noisy, the lab takes more rounds, within `budget_s` seconds of extra rounds shared by the
+vocabularies (measure_vocabs). The report (README, figures, bench.py) is mask_overhead_report.render(results).
 """
 
 from __future__ import annotations
@@ -142,23 +143,30 @@ def _pairs(kinds) -> list[tuple[str, str]]:
     return pairs + ([("naive", "indexed")] if {"naive", "indexed"} <= set(kinds) else [])
 
 
+def _undecided(stats: dict, steps: dict, kinds) -> bool:
+    """More rounds are wanted while a paired ratio's p10-p90 straddles 1, or while a configuration's
+    samples are noisy: a load burst over a few of 5 rounds can land on one side of every pair and
+    resolve a comparison the mask has no part in (a new user's --quick run: 1.65 for a 37 us mask)."""
+    straddles = any(r.p10 <= 1 <= r.p90 for r in (_step_ratio(stats, steps, a, b) for a, b in _pairs(kinds)))
+    return straddles or any(s.noisy for s in stats.values())
+
+
 def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,
                budget: Budget) -> tuple[dict, dict]:
     """Block A: no mask ("none") and each mask in `masks`, interleaved in one run.
 
     Tracing is off; measure_interleaved discards a warm-up call of each, disables gc, aggregates
     >= 50 ms per sample and takes one sample of each configuration per round, so load drift lands
-    on all of them rather than in their ratio. While a paired ratio's p10-p90 straddles 1 it takes
-    more rounds, until the budget runs out. Returns (rows, {"naive/indexed": ratio interval, ...}).
+    on all of them rather than in their ratio. While _undecided it takes more rounds, until the
+    budget runs out. Returns (rows, {"naive/indexed": ratio interval, ...}).
     """
     runs = {name: partial(generate, model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens,
                           seed=config.seed, temperature=config.temperature)
             for name, mask in {"none": None, **masks}.items()}
     paths = {name: run() for name, run in runs.items()}
     steps = {name: {"steps": g.n_steps} for name, g in paths.items()}
-    unresolved = lambda st: any(r.p10 <= 1 <= r.p90 for r in  # noqa: E731
-                                (_step_ratio(st, steps, a, b) for a, b in _pairs(masks)))
-    stats = measure_interleaved(runs, samples=config.trials, warmup=1, more=unresolved, budget=budget)
+    stats = measure_interleaved(runs, samples=config.trials, warmup=1, more=partial(_undecided, steps=steps, kinds=masks),
+                                budget=budget)
     rows = {name: _row(paths[name], stats[name]) for name in runs}
     ratios = {f"{a}/{b}": _step_ratio(stats, rows, a, b).to_json() for a, b in _pairs(masks)}
     base = rows["none"]
@@ -390,6 +398,17 @@ def model_verdicts(table: list[dict]) -> list[dict]:
     return out
 
 
+def measure_vocabs(sources: tuple[str, ...], config: MaskLabConfig, step) -> tuple[list[dict], float]:
+    """(one entry per vocabulary, budget seconds left): each vocabulary gets an even share of what
+    the ones before left, so the first cannot spend the large vocabularies' extra rounds."""
+    table, left = [], config.budget_s
+    for i, vocab in enumerate(sources):
+        budget = Budget(left / (len(sources) - i))
+        table.append(measure_vocab(vocab, config, step, budget))
+        left -= budget.spent
+    return table, left
+
+
 def measure_all(config: MaskLabConfig) -> dict:
     results = {"schema_version": 1, "experiment": EXPERIMENT}
     if config.vocabs is None and config.model_dir is not None:
@@ -400,11 +419,10 @@ def measure_all(config: MaskLabConfig) -> dict:
     sources = config.vocabs + ((MODEL,) if config.model_dir is not None else ())
     jump = config.jump_forward and DEFAULT_VOCAB in sources
     n_steps = len(sources) * (2 + bool(config.peers)) + 1 + jump
-    budget = Budget(config.budget_s)
     with blas_threads(config.threads), progress_bar(n_steps, "mask overhead") as step:
         step("roofline")
         roof = resolve_roofline(config)
-        table = [measure_vocab(v, config, step, budget) for v in sources]
+        table, budget_left = measure_vocabs(sources, config, step)
         default = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), table[0])
         results.update(headline(default))
         results["roofline"] = roofline_placement(default, roof)
@@ -417,7 +435,7 @@ def measure_all(config: MaskLabConfig) -> dict:
     results["verdicts"] = mask_verdicts(table, default["vocab_size"]) + model_verdicts(table)
     if jump:
         results["verdicts"].append(jump_forward_verdict(results["jump_forward"]))
-    results["budget"] = {"seconds": config.budget_s, "left_s": budget.left()}
+    results["budget"] = {"seconds": config.budget_s, "left_s": budget_left}
     results["depends_on"] = roof.source
     results["config"] = config_json(config)
     return results

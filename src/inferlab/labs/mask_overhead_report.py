@@ -26,6 +26,11 @@ def duration(ms: float) -> str:
     return f"{ms * 1e3:.3g} us"
 
 
+def signed(ms: float) -> str:
+    """duration() with a sign: a paired difference can be negative."""
+    return ("-" if ms < 0 else "") + duration(abs(ms))
+
+
 def share(x: float) -> str:
     """A fraction as a percentage with two significant digits below 1% (0.02%, not 0.0%)."""
     return f"{x:.1%}" if x >= 0.01 else f"{x * 100:.2g}%"
@@ -41,9 +46,19 @@ def _bars(entry: dict) -> list[tuple[str, dict]]:
     return [(k, rows[k]) for k in MASK_ORDER if k in rows] + [(k, r) for k, r in rows.items() if k not in MASK_ORDER]
 
 
-_PARTS = (("rest_of_decoder_ms", "rest of decoder (matmul, softmax, sample)", "tab:gray"),
+# The forward and the sampling do the same work with or without a mask (same shapes, all V logits),
+# so a bar that grows there grew outside the mask (a loaded host's, say): they are drawn apart.
+_PARTS = (("forward_ms", "forward pass (the same work with or without a mask)", "dimgray"),
+          ("sample_rest_ms", "sampling and the rest of the step", "darkgray"),
           ("mask_build_ms", "mask build (state machine / lookup)", "tab:red"),
           ("mask_apply_ms", "mask apply (to the logits)", "tab:orange"))
+
+
+def _parts(b: dict) -> dict[str, float]:
+    """A traced breakdown as _PARTS's keys (ms per step); they add up to the traced step."""
+    forward = b.get("forward_ms", 0.0)
+    return {"forward_ms": forward, "sample_rest_ms": b["rest_of_decoder_ms"] - forward,
+            "mask_build_ms": b["mask_build_ms"], "mask_apply_ms": b["mask_apply_ms"]}
 
 
 def overhead_figure(results: dict):
@@ -53,9 +68,10 @@ def overhead_figure(results: dict):
     axes = np.atleast_1d(axes)
     for ax, entry in zip(axes, table):
         bars = [(name, row["breakdown"]) for name, row in _bars(entry)]
+        parts = [_parts(b) for _, b in bars]
         bottom = np.zeros(len(bars))
         for key, label, color in _PARTS:
-            vals = np.array([b.get(key, 0.0) for _, b in bars])
+            vals = np.array([p[key] for p in parts])
             ax.bar([n for n, _ in bars], vals, bottom=bottom, color=color, label=label)
             bottom += vals
         for i, (name, b) in enumerate(bars):
@@ -69,7 +85,7 @@ def overhead_figure(results: dict):
         ax.set_title(f"{name}vocab {entry['vocab_size']:,}, {entry['no_mask']['steps']}-step run", fontsize=10)
         ax.set_ylabel("ms per decode step (traced run)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8)
     fig.suptitle("Per-step breakdown (Block B, one traced run per bar)")
     return fig
 
@@ -92,63 +108,104 @@ def _staggered_labels(table: list[dict]) -> list[str]:
     return labels
 
 
+def _value_axis(ax, values) -> None:
+    """The y axis for `values`: log with 1-2-5 ticks written as plain numbers where they span more
+    than a decade, else linear. Over a narrower span a log axis shows one labelled decade or none
+    (matplotlib's log axis writes no tick label under a decade's span, two for a single bar)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0])   # (n,)
+    if v.size == 0 or v.max() <= 10 * v.min():
+        return
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _headroom(ax, lo: float, hi: float, used: float) -> None:
+    """y limits that keep the data [lo, hi] in the bottom `used` fraction of the axes, on the
+    axis's own scale, so a note and the legend above them cover nothing."""
+    bottom = lo / 2 if ax.get_yscale() == "log" else max(lo - 0.1 * hi, 0.0)
+    top = bottom * (hi / bottom) ** (1 / used) if ax.get_yscale() == "log" else bottom + (hi - bottom) / used
+    ax.set_ylim(bottom, top)
+
+
+def _dodged(v: list[int], i: int, n: int) -> np.ndarray:
+    """Series i of n moved 0.04 decade apart around V (log x): bars at one V stay apart."""
+    return np.asarray(v, dtype=float) * 10 ** (0.04 * (i - (n - 1) / 2))
+
+
 def scaling_figure(results: dict):
-    """Per-step ms against vocabulary size, log-log, each point marked with its step count; lines
-    only where there are two vocabularies or more to join."""
+    """Per-step ms against vocabulary size, each point marked with its step count; lines only
+    where there are two vocabularies or more to join. The series sit side by side at each V."""
     table = _minigpt_shaped(results)
     fig, ax = new_figure(figsize=(6.8, 4.6))
     style = "o-" if len(table) > 1 else "o"
     series = [("no mask", "k", [(e["vocab_size"], e["no_mask"]) for e in table])]
     series += [(f"{kind} mask", color, [(e["vocab_size"], e["masks"][kind]) for e in table if kind in e["masks"]])
                for kind, color in (("naive", "tab:red"), ("indexed", "tab:blue"), ("stack", "tab:green"))]
-    for label, color, pts in series:
-        if not pts:
-            continue
-        v = [p[0] for p in pts]
-        ms = np.array([p[1]["ms_per_step"] for p in pts])
-        err = np.array([[m - p[1]["ms_per_step_p10"], p[1]["ms_per_step_p90"] - m] for m, p in zip(ms, pts)]).T
-        ax.errorbar(v, ms, yerr=err, fmt=style, color=color, label=label + " (median, p10-p90)", capsize=3)
+    series = [s for s in series if s[2]]
+    values = []
+    for i, (label, color, pts) in enumerate(series):
+        ms = np.array([p[1]["ms_per_step"] for p in pts])                             # (points,)
+        lo = np.array([p[1]["ms_per_step_p10"] for p in pts])
+        hi = np.array([p[1]["ms_per_step_p90"] for p in pts])
+        ax.errorbar(_dodged([p[0] for p in pts], i, len(series)), ms, yerr=np.stack([ms - lo, hi - ms]), fmt=style,
+                    color=color, label=label + " (median, p10-p90)", capsize=3)
+        values += [*lo, *hi]
     builds = [(e["vocab_size"], e["masks"]["naive"]["breakdown"]["mask_build_ms"]) for e in table if "naive" in e["masks"]]
     if len(builds) > 1:
         ax.plot(*zip(*builds), "x--", color="tab:red", alpha=0.7, label="naive mask build alone (traced)")
         v0, b0 = builds[0]
         v = np.array([b[0] for b in builds], dtype=float)
         ax.plot(v, b0 * v / v0, ":", color="tab:red", label=f"build linear in V (from V={v0:,})")
-    if len(table) == 1:
-        ax.text(0.5, 0.5, "one vocabulary ran: no scaling to draw", transform=ax.transAxes, ha="center",
-                fontsize=10, color="grey")
+        values += [b0 * v[-1] / v0, *(b for _, b in builds)]
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    _value_axis(ax, values)
+    if len(table) == 1:
+        # the note and the legend sit above the data, on the room _headroom leaves them
+        _headroom(ax, min(values), max(values), used=0.6)
+        ax.text(0.98, 0.97, "one vocabulary ran: no scaling to draw", transform=ax.transAxes, ha="right",
+                va="top", fontsize=9, color="dimgrey")
+        v = table[0]["vocab_size"]
+        ax.set_xlim(v / 10 ** 0.5, v * 10 ** 0.5)
     # each vocabulary's decode steps under its tick: large vocabularies run shorter generations
     ax.set_xticks([e["vocab_size"] for e in table], _staggered_labels(table))
     ax.minorticks_off()
     ax.set_xlabel("vocabulary size V (and the decode steps its runs took)")
     ax.set_ylabel("ms per decode step (Block A)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left" if len(table) == 1 else "best")   # one vocabulary: the note is upper right
     ax.set_title("Per-step time against the vocabulary")
     return fig
 
 
 def peers_figure(results: dict):
-    """Per-step mask time of each peer and of our indexed mask, grouped by vocabulary (log); a
-    note names every peer without a number and why."""
+    """Per-step mask time of each peer and of our indexed mask, grouped by vocabulary, each bar
+    labelled with its value; every peer without a number is named under the axis, with why."""
     by_vocab = results["peers"]
     names = sorted({n for per in by_vocab.values() for n, r in per.items() if r.get("median_us")})
     fig, ax = new_figure(figsize=(7.5, 4.8))
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(by_vocab))
+    values = []
     for i, name in enumerate(names):
-        vals = [per.get(name, {}).get("median_us") or np.nan for per in by_vocab.values()]
-        ax.bar(x + i * width, vals, width, label=name)
+        vals = np.array([per.get(name, {}).get("median_us") or np.nan for per in by_vocab.values()])  # (vocabs,)
+        bars = ax.bar(x + i * width, vals, width, label=name)
+        ax.bar_label(bars, labels=["" if np.isnan(u) else duration(u / 1e3) for u in vals], fontsize=8)
+        values += [u for u in vals if not np.isnan(u)]
     ax.set_xticks(x + width * (len(names) - 1) / 2, [f"V={int(v):,}" for v in by_vocab])
-    ax.set_yscale("log")
-    ax.set_ylabel("per-step mask time (us, median; log)")
+    _value_axis(ax, values)
+    if values:
+        # a bar starts at 0 on a linear axis; room above the tallest for its label and the legend
+        _headroom(ax, min(values) if ax.get_yscale() == "log" else 0.0, max(values), used=0.75)
+    ax.set_ylabel("per-step mask time (us, median)")
     ax.set_title("Peers on the same schema, vocabulary and token path")
     missing = sorted({f"{n}: {r.get('note', 'no result')}" for per in by_vocab.values() for n, r in per.items()
                       if not r.get("median_us")})
-    if missing:
-        ax.text(0.01, 0.99, "no number for\n" + "\n".join(m[:90] for m in missing), transform=ax.transAxes,
-                va="top", fontsize=7, color="dimgrey")
+    # under the axis, where the layout makes room for it: inside, it covered the bars
+    ax.set_xlabel("\n".join(["vocabulary", *(["", "no number for:"] + [m[:100] for m in missing] if missing else [])]),
+                  fontsize=8)
     if names:
         ax.legend(fontsize=8, loc="upper right")
     return fig
@@ -240,6 +297,71 @@ def _block_a_table(results: dict) -> list[str]:
             lines.append(f"| {_vocab_cell(e)} | {name} | {r['steps']} | {r['call']['n']} | {ms} | "
                          f"{_f(rp['value'])} ({_f(rp['p10'])}-{_f(rp['p90'])}) | {_f(r['compile_ms'])} | {agree} |")
     return lines
+
+
+# Where the mask's own traced work is under this share of a resolved Block A extra, the README says
+# where the rest was measured.
+MASK_EXPLAINS = 0.5
+
+
+def _extra_ms(e: dict, r: dict) -> tuple[float, float, float]:
+    """Block A's extra ms per step with a mask: (paired ratio - 1) x the no-mask ms/step, as
+    (median, p10, p90)."""
+    rp, base = r["ratio_paired"], e["no_mask"]["ms_per_step"]
+    return tuple((rp[k] - 1) * base for k in ("value", "p10", "p90"))
+
+
+def _traced_pair(key: str, masked: dict, plain: dict) -> str:
+    """'with / without' of one _PARTS key from two traced breakdowns; n/a where a run lacks it."""
+    if "forward_ms" not in masked["breakdown"] or "forward_ms" not in plain["breakdown"]:
+        return "n/a"
+    return f"{duration(_parts(masked['breakdown'])[key])} / {duration(_parts(plain['breakdown'])[key])}"
+
+
+def _outside_the_mask(e: dict, kind: str, r: dict) -> str:
+    """Where Block A resolves a mask's extra time but the mask's traced work is a small part of
+    it: the numbers of the parts whose work does not depend on the mask, and what they can mean."""
+    extra, lo, hi = _extra_ms(e, r)
+    mask_ms = _mask_share(r)[0]
+    noisy = [f"{name} {row['call']['spread']:.0%}" for name, row in (("no mask", e["no_mask"]), (kind, r))
+             if row.get("noisy")]
+    return (f"At V={e['vocab_size']:,} Block A puts the {kind} mask's extra time at {duration(extra)} per step "
+            f"(p10-p90 {signed(lo)} to {signed(hi)}); the mask's own traced work (build + apply, "
+            f"{duration(mask_ms)}) is {share(mask_ms / extra)} of it, so the other {duration(extra - mask_ms)} "
+            "lies outside the mask timer. The forward pass and the sampling do the same work with or without "
+            f"a mask; traced, with / without it they took {_traced_pair('forward_ms', r, e['no_mask'])} and "
+            f"{_traced_pair('sample_rest_ms', r, e['no_mask'])} per step (one run each, no interval)"
+            + (f"; the Block A samples are noisy (spread: {', '.join(noisy)} of the median)" if noisy else "")
+            + ". Time there is the machine's (load, clock) or the mask's footprint in the caches, and one run "
+            "cannot tell which: rerun before reading that verdict as the mask's cost.")
+
+
+def _block_a_vs_b_lines(results: dict) -> list[str]:
+    """Block A's extra time per mask beside the traced parts of Block B: why a resolved ratio can
+    exceed what the mask's own traced work explains (a 1.65x beside a 37 us mask was once left
+    unexplained)."""
+    lines = ["## Block A against Block B", "",
+             "Block A's extra time per step with each mask is (paired ratio - 1) x the no-mask ms/step, with the "
+             "ratio's p10-p90; beside it, the traced parts of Block B (one run each, no interval).", "",
+             "| vocab | mask | Block A extra per step (p10-p90) | mask build + apply (traced) | "
+             "forward, with / without the mask (traced) | sampling and rest, with / without (traced) |",
+             "|---|---|---|---|---|---|"]
+    notes, resolved = [], 0
+    for e in results["table"]:
+        for kind, r in e["masks"].items():
+            extra, lo, hi = _extra_ms(e, r)
+            mask_ms = _mask_share(r)[0]
+            lines.append(f"| {_vocab_cell(e)} | {kind} | {signed(extra)} ({signed(lo)} to {signed(hi)}) | {duration(mask_ms)} | "
+                         f"{_traced_pair('forward_ms', r, e['no_mask'])} | "
+                         f"{_traced_pair('sample_rest_ms', r, e['no_mask'])} |")
+            if r["ratio_paired"]["p10"] > 1:       # Block A resolves an extra time
+                resolved += 1
+                if mask_ms < MASK_EXPLAINS * extra:
+                    notes.append(_outside_the_mask(e, kind, r))
+    if resolved and not notes:
+        notes.append(f"Where Block A resolves a mask's extra time, the mask's own traced work is at least "
+                     f"{MASK_EXPLAINS:.0%} of it.")
+    return lines + [""] + [line for note in notes for line in (note, "")]
 
 
 def _fraction_paragraph(default: dict) -> str:
@@ -337,8 +459,8 @@ def readme_text(results: dict, manifest: dict) -> str:
         f"Run on {hw.get('cpu_model')} with {c['threads']} BLAS thread(s), governor "
         f"{hw.get('cpu_governor_at_run')}, seed {c['seed']}, temperature {c['temperature']}"
         f"{', --quick' if c['quick'] else ''}. Each row took {'-'.join(map(str, (rounds[0], rounds[-1]))) if len(rounds) > 1 else rounds[0]} "
-        f"interleaved rounds ({c['trials']} first, more while a comparison was unresolved, within a "
-        f"{_f(budget.get('seconds'))} s budget); first call discarded, gc off, tracing off, >= 50 ms per sample. "
+        f"interleaved rounds ({c['trials']} first, more while a comparison was unresolved or a configuration's "
+        f"samples noisy, within {_f(budget.get('seconds'))} s of extra rounds shared by the vocabularies); first call discarded, gc off, tracing off, >= 50 ms per sample. "
         f"Generation runs up to {c['max_new_tokens']} new tokens; the runs actually took "
         f"{', '.join(map(str, steps))} decode steps (the steps column; a run stops at EOS). "
         "Reproduce: `python bench.py` or the command in manifest.json.", "",
@@ -360,6 +482,7 @@ def readme_text(results: dict, manifest: dict) -> str:
         f"per_step_ms_with_mask {_f(results.get('per_step_ms_with_mask'))}, ratio {_f(results.get('ratio'))}; "
         f"indexed: ratio_indexed {_f(results.get('ratio_indexed'))}.", "",
         "## Block B: breakdown", "", "![overhead](overhead.png)", "",
+        *_block_a_vs_b_lines(results),
         "## Scaling", "", "![scaling](scaling.png)", "",
         *[f"- {note}" for note in results.get("skipped", [])], "",
         "Vocabularies other than 512 use MiniGPT's shape with that vocabulary's embedding and tied LM head, "

@@ -1,4 +1,5 @@
-"""Side-by-side peers for the mask-overhead lab: llguidance and outlines-core (extra `[peers]`).
+"""Side-by-side peers for the mask-overhead lab: llguidance and outlines-core (extra `[peers]`,
+which also holds xgrammar: it is reported, not yet timed).
 
 Each peer compiles the same schema for the same vocabulary and is walked along the same token
 path that inferlab's masked generation produced, timing the per-step mask computation. Peers are
@@ -108,6 +109,11 @@ def _inferlab(mask, tok, path: list[int], min_total_s: float) -> dict:
 
 
 PEERS = {"llguidance": _llguidance, "outlines-core": _outlines}
+INSTALL_HINT = "pip install 'inferlab[peers]'"   # pyproject.toml's extra with all three peers
+
+
+def _not_installed(exc: ImportError) -> dict:
+    return {"available": False, "note": f"not installed ({exc.name}); {INSTALL_HINT}"}
 
 
 def run_peers(schema: dict, tok, path: list[int], ours, *, min_total_s: float = 0.2) -> dict:
@@ -118,15 +124,15 @@ def run_peers(schema: dict, tok, path: list[int], ours, *, min_total_s: float = 
         try:
             results[name] = fn(schema, tok, path, min_total_s)
         except ImportError as exc:
-            results[name] = {"available": False, "note": f"not installed ({exc.name}); pip install 'inferlab[peers]'"}
+            results[name] = _not_installed(exc)
         except Exception as exc:  # a peer's own failure is a finding, reported, not a crash
             results[name] = {"available": True, "compiled": False, "note": f"{type(exc).__name__}: {exc}"}
     try:
         import xgrammar  # noqa: F401
         results["xgrammar"] = {"available": True, "compiled": False,
                                "note": "xgrammar imports, but inferlab has no adapter for it yet"}
-    except ImportError:
-        results["xgrammar"] = {"available": False, "note": "not installed"}
+    except ImportError as exc:
+        results["xgrammar"] = _not_installed(exc)
     ref = results["inferlab-indexed"]["mean_us"]
     for r in results.values():
         if r.get("mean_us"):

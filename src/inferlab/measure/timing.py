@@ -140,16 +140,23 @@ QUICK_BUDGET_S = 2.0
 
 
 class Budget:
-    """Seconds a lab may spend measuring more to resolve its comparisons, shared by its calls."""
+    """Seconds a lab may spend on extra rounds to resolve its comparisons, shared by its calls.
+
+    Only extra rounds are charged (measure_interleaved times each batch): a clock running from
+    the lab's start was spent by the base rounds before any comparison could ask for more, so a
+    --quick run never took an extra round, however noisy its samples."""
 
     def __init__(self, seconds: float):
         if not seconds >= 0:
             raise ValueError(f"budget must be >= 0 seconds, got {seconds}")
         self.seconds = float(seconds)
-        self._deadline = time.perf_counter() + self.seconds
+        self.spent = 0.0
 
     def left(self) -> float:
-        return max(0.0, self._deadline - time.perf_counter())
+        return max(0.0, self.seconds - self.spent)
+
+    def charge(self, seconds: float) -> None:
+        self.spent += seconds
 
 
 def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 30, min_sample_s: float = 0.05,
@@ -196,7 +203,9 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
         rounds(samples)
         result = stats()
         while more is not None and budget is not None and budget.left() > 0 and more(result):
+            t0 = time.perf_counter()
             rounds(max(samples // 2, 2))
+            budget.charge(time.perf_counter() - t0)
             result = stats()
     return result
 
