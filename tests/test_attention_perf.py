@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inferlab.attention_perf import (
-    MHAWeights, SweepConfig, attention_forward_timed, av_cost, memory_bound_threshold, op_costs, out_proj_cost,
+    OPS, MHAWeights, SweepConfig, attention_forward_timed, av_cost, memory_bound_threshold, op_costs, out_proj_cost,
     profile_forward,
     projection_intensity, qkv_proj_cost, scores_cost, scores_intensity, seed_shortcut_threshold,
     softmax_cost,
@@ -343,11 +343,79 @@ def test_existing_out_is_refused_before_measuring(tmp_path, capsys):
     assert "already exists; pass --force" in capsys.readouterr().err
 
 
+def _side(ms: list[float]) -> dict:
+    """One side of a comparison as results.json stores it, from per-round times in ms."""
+    from inferlab.measure.timing import summarize
+
+    return summarize([t / 1e3 for t in ms]).to_json("ms")
+
+
+def _paired(num: list[float], den: list[float]) -> dict:
+    from inferlab.measure.verdicts import Interval
+
+    return Interval.from_samples(a / b for a, b in zip(num, den)).to_json()
+
+
+# a loaded --quick run at T=256 (a new user's): 1 thread, and 2 threads (flagged noisy), 5 rounds
+AUDIT_ONE = [2.26, 1.18, 1.92, 0.9, 0.93]
+AUDIT_TWO = [2.08, 3.18, 16.65, 41.13, 1.67]
+
+
+def test_noisy_or_few_rounds_are_decided_unpaired():
+    from inferlab.labs.attention_report import comparison_interval
+
+    # The per-round ratios 1.087, 0.371, 0.115, 0.022, 0.557 have p10-p90 0.059-0.875, wholly below 1:
+    # paired, the run would call 2 threads slower. Unpaired, 1 thread's p10-p90 (0.912-2.124 ms)
+    # overlaps 2 threads' (1.834-31.34 ms): 0.912 / 31.34 = 0.029 to 2.124 / 1.834 = 1.158.
+    paired = _paired(AUDIT_ONE, AUDIT_TWO)
+    assert (paired["p10"], paired["p90"]) == pytest.approx((0.0593, 0.8747), abs=1e-3)
+    r, basis = comparison_interval(_side(AUDIT_ONE), _side(AUDIT_TWO), paired)
+    assert basis == "unpaired, the samples are noisy and 5 rounds, under 10"
+    assert (r.p10, r.p90) == pytest.approx((0.912 / 31.338, 2.124 / 1.834), rel=1e-3)
+    assert r.value == paired["value"] and r.p10 < 1 < r.p90
+    # ten quiet rounds (spread under 10%), B always 2x A: paired, exactly 0.5
+    a, b = [1.0, 1.02] * 5, [2.0, 2.04] * 5
+    r, basis = comparison_interval(_side(a), _side(b), _paired(a, b))
+    assert basis == "paired" and (r.value, r.p10, r.p90) == pytest.approx((0.5, 0.5, 0.5))
+    # noisy but far apart (1-1.5 ms against 10-15 ms): unpaired still decides, 1.04 / 14.6 .. 1.46 / 10.4
+    a, b = [1.0, 1.5, 1.1, 1.2, 1.3] * 2, [10.0, 15.0, 11.0, 12.0, 13.0] * 2
+    r, basis = comparison_interval(_side(a), _side(b), _paired(a, b))
+    assert basis == "unpaired, the samples are noisy" and r.p90 < 1
+
+
+def _results_with(comparison: dict) -> dict:
+    """The least results dict attention_verdicts reads: one profile point, round ceilings, and
+    the given thread comparison."""
+    from inferlab.measure.verdicts import Interval
+    from inferlab.roofline import Roofline
+
+    roof = Roofline(threads=1, peak=Interval.exact(40.0), bandwidth=Interval.exact(8.0))
+    op = {"intensity": 1.0, "gflops": 1.0, "gflops_p10": 1.0, "gflops_p90": 1.0}
+    point = {"T": comparison["T"], "projections_over_t2": {"value": 0.5, "p10": 0.4, "p90": 0.6},
+             "ops": {name: op for name in OPS}}
+    return {"roofline": roof.to_json(), "profile": {"points": [point]}, "flash": {"points": []},
+            "threads_comparison": [comparison]}
+
+
+def test_a_loaded_quick_runs_noisy_thread_comparison_cannot_tell():
+    from inferlab.labs.attention import attention_verdicts
+    from verdict_checks import check_verdicts
+
+    comparison = {"T": 256, "threads": [1, 2], "speedup": _paired(AUDIT_ONE, AUDIT_TWO),
+                  "forward": {"1": _side(AUDIT_ONE), "2": _side(AUDIT_TWO)}}
+    verdicts = attention_verdicts(_results_with(comparison))
+    check_verdicts(verdicts)
+    (v,) = [v for v in verdicts if v["id"] == "threads_T256"]
+    assert not v["resolved"] and "cannot tell" in v["statement"] and "slower" not in v["statement"]
+    assert "(unpaired, the samples are noisy and 5 rounds, under 10)" in v["statement"]
+
+
 @LAB_RUN
 @pytest.mark.parametrize("speedup,side", [((1.2, 1.1, 1.3), "faster"), ((0.8, 0.7, 0.9), "slower"),
                                           ((1.0, 0.7, 1.4), None)])
 def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
-    """The report re-rendered from edited results: quiet, inverted and noisy thread comparisons."""
+    """The report re-rendered from edited results: quiet, inverted and straddling thread comparisons,
+    each side made quiet over ten rounds so the paired ratio decides."""
     from copy import deepcopy
 
     from inferlab.labs.attention import attention_verdicts
@@ -356,6 +424,7 @@ def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
     r = deepcopy(lab_run[3])
     for c in r["threads_comparison"]:
         c["speedup"] = dict(zip(("value", "p10", "p90"), speedup))
+        c["forward"] = {t: {**_side([1.0, 1.02] * 5)} for t in c["forward"]}
     r["verdicts"] = attention_verdicts(r)
     text = readme_text(r)
     check_readme(text, r["verdicts"])
@@ -392,3 +461,33 @@ def test_lab_profiles_a_model_folders_gqa_shape(tmp_path):
     # --model with --heads is refused in one line, nothing written
     assert main(["attention", "--model", str(folder), "--heads", "4", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def _summary_point(T: int, bounds: dict[str, str]) -> dict:
+    """A profile point with round figures: every op 10 GFLOP/s, 20% of the forward, 5% of its roof."""
+    return {"T": T, "ops": {name: {"gflops": 10.0 + T / 64, "pct_of_total": 20.0, "pct_of_attainable": 5.0,
+                                   "bound": bounds.get(name, "compute")} for name in OPS}}
+
+
+def test_summary_uses_the_largest_T_and_keeps_the_seeds_keys():
+    from inferlab.labs.attention_report import _summary_lines, summary_json
+
+    # --T 64 only: the seed's T=512 keys stay (null), the largest-T keys carry T=64's figures
+    only64 = {"profile": {"points": [_summary_point(64, {"softmax": "memory"})]}}
+    s = summary_json(only64)
+    assert s["softmax_GFLOPS_at_T_512"] is None and s["phase_27_motivation_pct_memory"] is None
+    assert s["largest_T"] == 64 and s["softmax_GFLOPS_at_largest_T"] == 11.0
+    # softmax alone is memory-bound: 20% of the forward; the three T^2 ops 60%
+    assert s["phase_27_motivation_ops_at_largest_T"] == ["softmax"]
+    assert s["phase_27_motivation_pct_memory_at_largest_T"] == 20.0 and s["t2_ops_pct_of_total_at_largest_T"] == 60.0
+    text = "\n".join(_summary_lines(s))
+    assert "n/a" not in text and "(none" not in text and "T = 64" in text
+    assert "- softmax_GFLOPS_at_largest_T = 11" in text and "(softmax)" in text
+    # listed out of order with 512 measured: the seed's keys at 512, the largest-T keys at 1024
+    both = {"profile": {"points": [_summary_point(1024, {}), _summary_point(512, {"scores": "memory"})]}}
+    s = summary_json(both)
+    assert s["largest_T"] == 1024 and s["softmax_GFLOPS_at_largest_T"] == 26.0
+    assert s["softmax_GFLOPS_at_T_512"] == 18.0 and s["phase_27_motivation_ops"] == ["scores"]
+    text = "\n".join(_summary_lines(s))
+    assert "- softmax_GFLOPS_at_T_512 = 18" in text and "At the largest T measured, T = 1024" in text
+    assert "(none of them)" in text   # at 1024 no T^2 op is memory-bound

@@ -209,10 +209,10 @@ def test_more_rounds_while_a_ratio_straddles_1_or_a_side_is_noisy():
     assert not mo._undecided({"none": quiet_none, "indexed": _stats(33.0, 33.1, 33.2, 33.3, 33.4)}, steps, ["indexed"])
     # straddles 1
     assert mo._undecided({"none": quiet_none, "indexed": _stats(29.0, 29.5, 30.5, 31.0, 31.5)}, steps, ["indexed"])
-    # the audit's V=151,851 indexed row: every ratio above 1 (p10 1.16), but the samples spread 40%
-    audit = {"none": _stats(30.58, 30.93, 30.31, 30.75, 30.51), "indexed": _stats(50.31, 57.42, 53.30, 36.60, 34.63)}
-    assert mo.paired_ratio(audit["indexed"], audit["none"]).p10 > 1
-    assert mo._undecided(audit, steps, ["indexed"])
+    # a loaded --quick run's V=151,851 indexed row: every ratio above 1 (p10 1.16), but the samples spread 40%
+    loaded = {"none": _stats(30.58, 30.93, 30.31, 30.75, 30.51), "indexed": _stats(50.31, 57.42, 53.30, 36.60, 34.63)}
+    assert mo.paired_ratio(loaded["indexed"], loaded["none"]).p10 > 1
+    assert mo._undecided(loaded, steps, ["indexed"])
 
 
 # --- the report: Block A reconciled with Block B (item 9), readable figures (item 12) -------------
@@ -223,8 +223,8 @@ def _traced(forward, sample, build=0.0, apply=0.0):
             "mask_apply_ms": apply, "rest_of_decoder_ms": step - build - apply}
 
 
-def _audit_entry():
-    """V=151,851 from the audit's run (ms): a 37.3 us indexed mask beside a resolved 1.65 ratio."""
+def _loaded_entry():
+    """V=151,851 from a loaded --quick run (ms): a 37.3 us indexed mask beside a resolved 1.65 ratio."""
     none = {"ms_per_step": 7.644, "noisy": False, "call": {"spread": 0.015}, "breakdown": _traced(5.07, 2.73)}
     indexed = {"ms_per_step": 12.58, "noisy": True, "call": {"spread": 0.40},
                "ratio_paired": {"value": 1.6455, "p10": 1.157, "p90": 1.817},
@@ -238,7 +238,7 @@ def _audit_entry():
 def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
     from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
 
-    text = "\n".join(_block_a_vs_b_lines({"table": [_audit_entry()]}))
+    text = "\n".join(_block_a_vs_b_lines({"table": [_loaded_entry()]}))
     # (1.6455 - 1) x 7.644 = 4.93 ms; 37.3 us of it is the mask's: 0.76%
     assert "| 151,851 | indexed | 4.93 ms (1.2 ms to 6.25 ms) | 37.3 us | 8.67 ms / 5.07 ms | 5.04 ms / 2.73 ms |" in text
     assert "indexed mask's extra time at 4.93 ms per step" in text and "is 0.76% of it" in text
@@ -251,7 +251,7 @@ def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
 def test_block_a_vs_b_says_nothing_where_no_extra_time_is_resolved():
     from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
 
-    e = _audit_entry()
+    e = _loaded_entry()
     e["masks"]["indexed"]["ratio_paired"] = {"value": 1.017, "p10": 0.944, "p90": 1.040}
     del e["masks"]["naive"]
     lines = _block_a_vs_b_lines({"table": [e]})
@@ -275,7 +275,7 @@ def test_scaling_figure_of_one_vocabulary_keeps_its_note_clear_of_the_data():
     entry = {"vocab_size": 512, "no_mask": _row_ms(0.392, 0.389, 0.401),
              "masks": {"indexed": _row_ms(0.403, 0.397, 0.422)}}
     ax = scaling_figure({"table": [entry]}).axes[0]
-    assert ax.get_yscale() == "linear" and len(_labelled_yticks(ax)) >= 3   # the audit's had none
+    assert ax.get_yscale() == "linear" and len(_labelled_yticks(ax)) >= 3   # the loaded run's had none
     bottom, top = ax.get_ylim()
     assert (0.422 - bottom) / (top - bottom) <= 0.6 + 1e-9                  # data in the bottom 60%
     note = next(t for t in ax.texts if "one vocabulary" in t.get_text())

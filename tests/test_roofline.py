@@ -169,6 +169,58 @@ def test_theoretical_peak_unknown_without_clock(monkeypatch):
     assert theoretical_peak(1)["float32"] == "unknown"
 
 
+def _theory_results(median, p10, p90, ghz_source="current_mhz"):
+    """A float32-only results dict: 32 FLOP/cycle/core at 2.5 GHz on 2 cores (80 GFLOP/s per core)."""
+    theory = {"isa": "AVX-512 on 256-bit datapaths (Zen 4)", "vector_bits": 256, "fma": True, "pipes_assumed": 2,
+              "cores": 2, "ghz": 2.5, "ghz_source": ghz_source,
+              "float32": {"flop_per_cycle_per_core": 32, "GFLOPS": 160.0}, "float64": "unknown"}
+    entry = lambda k: {"median": k * median, "p10": k * p10, "p90": k * p90}  # noqa: E731
+    return {"theoretical_peak_GFLOPS": theory, "peak_GFLOPS": {"float32": {"1": entry(1), "2": entry(2)}}}
+
+
+def test_a_gemm_above_the_theoretical_peak_calls_it_an_underestimate():
+    # 1 thread: 100 (95-101) GFLOP/s over 1 core's 80: 1.25 (1.19-1.26), wholly above 1. The
+    # assumed 32 FLOP/cycle would need 100 / 32 = 3.125 GHz, not the 2.5 read from current_mhz.
+    verdicts = {v["id"]: v for v in roofline.theoretical_verdicts(_theory_results(100.0, 95.0, 101.0))}
+    assert set(verdicts) == {"theoretical_float32_1", "theoretical_float32_2"}   # float64 unknown: no claim
+    one = verdicts["theoretical_float32_1"]
+    assert (one["value"], one["p10"], one["p90"]) == pytest.approx((1.25, 95 / 80, 101 / 80))
+    assert one["resolved"] and "underestimate" in one["statement"]
+    assert "3.12 GHz" in one["statement"] or "3.13 GHz" in one["statement"]
+    assert "2.50 GHz from current_mhz" in one["statement"] and "turbo unknown" in one["statement"]
+    assert "80.0 GFLOP/s of 1 core(s)" in one["statement"]
+    # 2 threads are held to 2 cores' 160: the same share
+    assert verdicts["theoretical_float32_2"]["value"] == pytest.approx(1.25)
+    check_verdicts(list(verdicts.values()))
+
+
+@pytest.mark.parametrize("median,p10,p90,expect", [
+    (60.0, 55.0, 65.0, "stays under"),        # 0.75 (0.69-0.81): under the peak
+    (80.0, 70.0, 90.0, "cannot tell"),        # 1.0 (0.875-1.125) straddles: no side taken
+])
+def test_a_gemm_under_or_at_the_theoretical_peak(median, p10, p90, expect):
+    v = roofline.theoretical_verdicts(_theory_results(median, p10, p90))[0]
+    assert expect in v["statement"] and "underestimate" not in v["statement"]
+    check_verdicts([v])
+
+
+def test_the_report_names_the_beaten_theoretical_line(tmp_path):
+    from inferlab.labs.roofline_report import _theory_lines, beaten_theory
+
+    r = {**_theory_results(100.0, 95.0, 101.0), "verdicts": []}   # an older results.json: none stored
+    assert beaten_theory(r, 1) == frozenset({"float32"})
+    r = {**_theory_results(60.0, 55.0, 65.0), "verdicts": []}
+    assert beaten_theory(r, 1) == frozenset()
+    text = "\n".join(_theory_lines(r))
+    assert "| float32 | 1 | 32 | 80.0 (1) | 60.0 (55.0-65.0) | 0.75 |" in text
+    assert "| float32 | 2 | 32 | 160.0 (2) | 120.0 (110.0-130.0) | 0.75 |" in text
+
+
+def test_quick_keeps_ten_gemm_and_stream_trials():
+    quick = RooflineConfig.for_run(quick=True, threads=2)
+    assert quick.gemm_samples >= 10 and quick.trials >= 10
+
+
 def test_run_roofline_numbers_follow_from_the_times(tiny_machine):
     r = roofline.run_roofline(tiny_config(threads=2))
     n = r["stream"]["array_elems"]
@@ -192,7 +244,10 @@ def test_run_roofline_numbers_follow_from_the_times(tiny_machine):
     assert r["ridge_point_flop_per_byte"] == pytest.approx(ridge["peak_GFLOPS"] / ridge["bandwidth_GBps"])
     assert ridge["p10"] <= ridge["value"] <= ridge["p90"]
     check_verdicts(r["verdicts"])
-    assert {v["id"] for v in r["verdicts"]} == {"triad_threads", "gemm_float32_threads", "gemv_memory_bound"}
+    theory = {"theoretical_float32_1", "theoretical_float32_2", "theoretical_float64_1", "theoretical_float64_2"}
+    known = isinstance(r["theoretical_peak_GFLOPS"]["float32"], dict)
+    assert {v["id"] for v in r["verdicts"]} == {"triad_threads", "gemm_float32_threads", "gemv_memory_bound",
+                                                *(theory if known else ())}
     ws = [p["working_set_bytes"] for p in r["sweep"]["points"]]
     assert ws[0] <= 32 * 1024 and ws[-1] >= 4 * TINY_LLC  # L1-sized to DRAM-sized
     assert set(r["cache_roofs_GBps"]) == {"L1", "L2", "DRAM"}

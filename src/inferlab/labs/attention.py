@@ -25,11 +25,12 @@ from inferlab.attention_perf import (
 )
 from inferlab.flash import DEFAULT_BLOCK, flash_cost, flash_mha, naive_t2_cost, traced_peak_bytes
 from inferlab.labs import Lab, LabOptions, add_report
-from inferlab.labs.attention_report import EXPERIMENT, SUMMARY_T, render
+from inferlab.labs.attention_report import (EXPERIMENT, MIN_PAIRED_ROUNDS, SUMMARY_T, comparison_interval,
+                                            largest_point, point_at, render, summary_json)
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved, summarize
 from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
+from inferlab.measure.timing import DEFAULT_BUDGET_S, DEFAULT_NOISE_THRESHOLD, QUICK_BUDGET_S, Budget
 from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
 from inferlab.roofline import Roofline
 
@@ -113,9 +114,15 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
 
 
 def _unresolved(pairs):
-    """more() for measure_interleaved: any (num, den) per-round ratio whose p10-p90 straddles 1."""
+    """more() for measure_interleaved: any (num, den) comparison whose deciding interval
+    (comparison_interval) straddles 1."""
     def more(stats) -> bool:
-        return any((r := paired_ratio(stats[a], stats[b])).p10 <= 1 <= r.p90 for a, b in pairs)
+        for a, b in pairs:
+            r, _ = comparison_interval(stats[a].to_json("ms"), stats[b].to_json("ms"),
+                                       paired_ratio(stats[a], stats[b]).to_json())
+            if r.p10 <= 1 <= r.p90:
+                return True
+        return False
     return more
 
 
@@ -198,6 +205,7 @@ def measure_all(config: AttentionLabConfig) -> dict:
                     "points": [_point_json(T, profile[T], config, roof) for T in sweep.T_sweep]},
         "threads_comparison": threads,
         "flash": {"block": config.flash_block, "causal": True, "points": flash},
+        "comparison_rule": {"min_paired_rounds": MIN_PAIRED_ROUNDS, "quiet_spread": DEFAULT_NOISE_THRESHOLD},
         "budget": {"seconds": config.budget_s, "left_s": budget.left()},
     }
     results["summary"] = summary_json(results)
@@ -221,7 +229,7 @@ def attention_verdicts(results: dict) -> list[dict]:
                               above=f"At T={p['T']} {name} is compute-bound here (right of the ridge point)",
                               below=f"At T={p['T']} {name} is memory-bound here (left of the ridge point)",
                               question=f"at T={p['T']} whether {name} is memory- or compute-bound here").to_json())
-    soft = next((p for p in points if p["T"] == SUMMARY_T), points[-1])
+    soft = point_at(results, SUMMARY_T) or largest_point(results)
     sm = soft["ops"]["softmax"]
     pct = quotient(Interval(sm["gflops"], sm["gflops_p10"], sm["gflops_p90"]),
                    roof.attainable_interval(sm["intensity"])).scaled(100)
@@ -231,7 +239,8 @@ def attention_verdicts(results: dict) -> list[dict]:
                       below=f"At T={soft['T']} softmax stays under {SOFTMAX_ROOF_PCT:g}% of its memory roof",
                       question=f"at T={soft['T']} whether softmax reaches {SOFTMAX_ROOF_PCT:g}% of its memory roof",
                       fmt=".3g").to_json())
-    for p in {points[0]["T"]: points[0], points[-1]["T"]: points[-1]}.values():
+    ends = (min(points, key=lambda p: p["T"]), largest_point(results))
+    for p in {e["T"]: e for e in ends}.values():
         out.append(decide(f"projections_vs_t2_T{p['T']}", Interval(**p["projections_over_t2"]), 1.0,
                           quantity=f"projection time over T^2-op time at T={p['T']} (per sample)",
                           above=f"At T={p['T']} the projections take more time than scores + softmax + av",
@@ -239,15 +248,17 @@ def attention_verdicts(results: dict) -> list[dict]:
                           question=f"at T={p['T']} whether the projections or the T^2 ops take more time").to_json())
     for c in results["threads_comparison"]:
         one, many = c["threads"]
-        out.append(decide(f"threads_T{c['T']}", Interval(**c["speedup"]), 1.0,
-                          quantity=f"forward time with {one} thread(s) over {many} threads at T={c['T']} (paired)",
+        ratio, basis = comparison_interval(c["forward"][str(one)], c["forward"][str(many)], c["speedup"])
+        out.append(decide(f"threads_T{c['T']}", ratio, 1.0,
+                          quantity=f"forward time with {one} thread(s) over {many} threads at T={c['T']} ({basis})",
                           above=f"At T={c['T']} the forward runs faster with {many} BLAS threads than with {one}",
                           below=f"At T={c['T']} the forward runs slower with {many} BLAS threads than with {one}",
                           question=f"at T={c['T']} whether {many} BLAS threads change the forward time").to_json())
     for p in results["flash"]["points"]:
         if "flash_over_naive" in p:
-            out.append(decide(f"flash_vs_naive_T{p['T']}", Interval(**p["flash_over_naive"]), 1.0,
-                              quantity=f"flash forward time over naive at T={p['T']} (paired)",
+            ratio, basis = comparison_interval(p["flash_forward"], p["naive_forward"], p["flash_over_naive"])
+            out.append(decide(f"flash_vs_naive_T{p['T']}", ratio, 1.0,
+                              quantity=f"flash forward time over naive at T={p['T']} ({basis})",
                               above=f"At T={p['T']} the numpy flash forward is slower than the naive one",
                               below=f"At T={p['T']} the numpy flash forward is faster than the naive one",
                               question=f"at T={p['T']} whether the numpy flash forward differs in time from the naive one").to_json())
@@ -271,34 +282,6 @@ def threshold_json(d_k: int, i_crit: float, group: int = 1) -> dict:
     return {"d_k": d_k, "i_crit": i_crit, "intensity_limit": d_k / 2, "group": group,
             "T_star_exact": memory_bound_threshold(d_k, i_crit, group),
             "T_star_seed_shortcut": seed_shortcut_threshold(d_k, i_crit)}
-
-
-def _point_at(results: dict, T: int) -> dict | None:
-    return next((p for p in results["profile"]["points"] if p["T"] == T), None)
-
-
-def summary_json(results: dict) -> dict:
-    """The seed's results_summary (null where T=512 was not measured), plus what README needs.
-
-    phase_27_motivation_pct_memory: the share (%) of the forward's median time at T=512 spent in
-    the T^2 ops that flash attention fuses (scores, softmax, av) AND that sit left of the ridge
-    point (medians) on this machine: the time whose cost is bytes that flash removes.
-    """
-    p = _point_at(results, SUMMARY_T)
-    if p is None:
-        return {"softmax_GFLOPS_at_T_512": None, "softmax_pct_of_total_at_T_512": None,
-                "scores_GFLOPS_at_T_512": None, "phase_27_motivation_pct_memory": None}
-    ops_ = p["ops"]
-    memory_t2 = [name for name in T2_OPS if ops_[name]["bound"] == "memory"]
-    return {
-        "softmax_GFLOPS_at_T_512": ops_["softmax"]["gflops"],
-        "softmax_pct_of_total_at_T_512": ops_["softmax"]["pct_of_total"],
-        "scores_GFLOPS_at_T_512": ops_["scores"]["gflops"],
-        "phase_27_motivation_pct_memory": sum(ops_[name]["pct_of_total"] for name in memory_t2),
-        "phase_27_motivation_ops": memory_t2,
-        "t2_ops_pct_of_total_at_T_512": sum(ops_[name]["pct_of_total"] for name in T2_OPS),
-        "softmax_pct_of_memory_roof_at_T_512": ops_["softmax"]["pct_of_attainable"],
-    }
 
 
 def run_attention(config: AttentionLabConfig, out: Path, *, force: bool) -> dict:

@@ -11,18 +11,91 @@ import numpy as np
 
 from inferlab.attention_perf import OPS, T2_OPS, memory_bound_threshold, op_costs
 from inferlab.measure import new_figure
-from inferlab.measure.verdicts import verdict_lines
+from inferlab.measure.verdicts import Interval, quotient, verdict_lines
 from inferlab.roofline import Roofline, draw_roofline
 
 EXPERIMENT = "15-attention-perf"
-SUMMARY_T = 512   # the seed's results_summary keys are all "at_T_512"
+SUMMARY_T = 512   # the seed's results_summary keys are all at T = 512
+# summary figure -> its results.json key at T = 512: the seed's names (phase_27_motivation_* carry no
+# T but are at T = 512 too); at the largest T measured each figure's key is `<figure>_at_largest_T`
+SEED_SUMMARY_KEYS = {"softmax_GFLOPS": "softmax_GFLOPS_at_T_512",
+                     "softmax_pct_of_total": "softmax_pct_of_total_at_T_512",
+                     "scores_GFLOPS": "scores_GFLOPS_at_T_512",
+                     "phase_27_motivation_pct_memory": "phase_27_motivation_pct_memory",
+                     "phase_27_motivation_ops": "phase_27_motivation_ops",
+                     "t2_ops_pct_of_total": "t2_ops_pct_of_total_at_T_512",
+                     "softmax_pct_of_memory_roof": "softmax_pct_of_memory_roof_at_T_512"}
 OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red", "av": "tab:green",
              "out_proj": "tab:purple"}
 OTHER = ("other (mask, timers)", "lightgray")
-# T labels of ops sharing an intensity (the two projections; scores and av) go on opposite sides
-PROJECTIONS = ("qkv_proj", "out_proj")
-LABEL_DX = {"qkv_proj": 6, "out_proj": 8, "scores": 6, "av": -36, "softmax": 6}
-LABEL_DY_LARGEST = {"out_proj": -14}  # below its marker: qkv_proj's label sits above at the same intensity
+# The two projections share an intensity at every T, so their tracks run side by side: their
+# T labels go above (qkv_proj) and below (out_proj) their markers, and only at the largest T
+PROJECTION_SIDE = {"qkv_proj": 1, "out_proj": -1}
+LABEL_GAP_PT = 7   # from a marker's centre: clears the largest marker's 5-point radius
+# Below this many rounds the p10 and p90 of the per-round ratios lie between the two most extreme
+# rounds, so one outlier round moves them: the pairing is not trusted (comparison_interval).
+MIN_PAIRED_ROUNDS = 10
+
+
+def comparison_interval(num: dict, den: dict, paired: dict) -> tuple[Interval, str]:
+    """The interval that decides time(num) / time(den), and what it is ("paired" or why not).
+
+    num, den: the two sides' timings as results.json stores them (Stats.to_json("ms")); paired:
+    their per-round ratio. The pairing cancels load that drifts between rounds, not load that
+    changes within one: when either side is flagged noisy, or there are fewer than
+    MIN_PAIRED_ROUNDS rounds, the ratio is taken unpaired instead, each side's p10 against the
+    other's p90 (verdicts.quotient), widened to hold the paired interval. It lies on one side of 1
+    only when the two sides' p10-p90 time ranges do not overlap.
+    """
+    ratio = Interval(paired["value"], paired["p10"], paired["p90"])
+    why = []
+    if num["noisy"] or den["noisy"]:
+        why.append("the samples are noisy")
+    if num["n"] < MIN_PAIRED_ROUNDS:
+        why.append(f"{num['n']} rounds, under {MIN_PAIRED_ROUNDS}")
+    if not why:
+        return ratio, "paired"
+    side = lambda t: Interval(t["median_ms"], t["p10_ms"], t["p90_ms"])  # noqa: E731
+    wide = quotient(side(num), side(den))
+    return (Interval(ratio.value, min(ratio.p10, wide.p10), max(ratio.p90, wide.p90)),
+            "unpaired, " + " and ".join(why))
+
+
+def point_at(results: dict, T: int) -> dict | None:
+    return next((p for p in results["profile"]["points"] if p["T"] == T), None)
+
+
+def largest_point(results: dict) -> dict:
+    """The profile point of the largest T measured (--T may list lengths in any order)."""
+    return max(results["profile"]["points"], key=lambda p: p["T"])
+
+
+def _summary_figures(p: dict | None) -> dict:
+    """The summary figures of one profile point (all None where the point was not measured).
+
+    phase_27_motivation_pct_memory: the share (%) of the forward's median time spent in the T^2
+    ops that flash attention fuses (scores, softmax, av) AND that sit left of the ridge point
+    (medians) on this machine: the time whose cost is bytes that flash removes.
+    """
+    if p is None:
+        return dict.fromkeys(SEED_SUMMARY_KEYS)
+    ops_ = p["ops"]
+    memory_t2 = [name for name in T2_OPS if ops_[name]["bound"] == "memory"]
+    return {"softmax_GFLOPS": ops_["softmax"]["gflops"], "softmax_pct_of_total": ops_["softmax"]["pct_of_total"],
+            "scores_GFLOPS": ops_["scores"]["gflops"],
+            "phase_27_motivation_pct_memory": sum(ops_[name]["pct_of_total"] for name in memory_t2),
+            "phase_27_motivation_ops": memory_t2,
+            "t2_ops_pct_of_total": sum(ops_[name]["pct_of_total"] for name in T2_OPS),
+            "softmax_pct_of_memory_roof": ops_["softmax"]["pct_of_attainable"]}
+
+
+def summary_json(results: dict) -> dict:
+    """The seed's results_summary at T=512 under its own key names (null where T=512 was not
+    measured), and the same figures at the largest T measured, with that T as `largest_T`."""
+    at_512 = _summary_figures(point_at(results, SUMMARY_T))
+    largest = largest_point(results)
+    return {**{SEED_SUMMARY_KEYS[name]: v for name, v in at_512.items()}, "largest_T": largest["T"],
+            **{f"{name}_at_largest_T": v for name, v in _summary_figures(largest).items()}}
 
 
 def _segments(points: list[dict]) -> list[tuple[str, str, np.ndarray]]:
@@ -69,6 +142,21 @@ def perf_figure(results: dict):
     return fig
 
 
+def _label_side(xs: list[float], ys: list[float], i: int, vertical: int | None) -> tuple[int, int]:
+    """(dx, dy) in {-1, 0, 1}: where point i's T label goes. Beside the marker (dy 0), on the side
+    away from the neighbouring T of the same op (the track's next point, or the previous one at the
+    end), so that marker cannot cover it and the label stays off the ridge text above the track;
+    a vertical track (softmax's constant intensity) labels right, up or down away from its
+    neighbour; `vertical` (the projections) fixes right and up or down. A single point: right."""
+    j = i - 1 if i == len(xs) - 1 else i + 1
+    if vertical or j < 0:
+        return 1, vertical or 0
+    dx, dy = np.log(xs[i] / xs[j]), np.log(ys[i] / ys[j])
+    if dx == 0:
+        return 1, 1 if dy >= 0 else -1
+    return (1 if dx > 0 else -1), 0
+
+
 def roofline_figure(results: dict):
     """Block D: each op as (intensity, GFLOP/s) under the roofline of the profile's thread count;
     marker size grows with T and only the smallest and largest T are labelled (the largest only for
@@ -87,11 +175,13 @@ def roofline_figure(results: dict):
         ax.plot(xs, ys, "-", color=OP_COLORS[name], lw=0.8)
         for i, (x, y) in enumerate(zip(xs, ys)):
             ax.plot([x], [y], "o", color=OP_COLORS[name], ms=sizes[i], label=name if i == len(points) - 1 else None)
-        # ops of equal intensity (the projections) label above and below, and only their largest T:
-        # their smallest-T labels fell on each other's tracks
-        for i in ({len(points) - 1} if name in PROJECTIONS else {0, len(points) - 1}):
+        for i in ({len(points) - 1} if name in PROJECTION_SIDE else {0, len(points) - 1}):
+            dx, dy = _label_side(xs, ys, i, PROJECTION_SIDE.get(name))
+            # above the markers and lines, on a light box: a neighbouring marker cannot hide it
             ax.annotate(f"T={points[i]['T']}", (xs[i], ys[i]), textcoords="offset points",
-                        xytext=(LABEL_DX[name], -10 if i == 0 else LABEL_DY_LARGEST.get(name, 4)), fontsize=7, color=OP_COLORS[name])
+                        xytext=(dx * LABEL_GAP_PT, dy * LABEL_GAP_PT), ha="left" if dx > 0 else "right",
+                        va={1: "bottom", 0: "center", -1: "top"}[dy], fontsize=7, color=OP_COLORS[name], zorder=5,
+                        bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
     fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
     fx = [p["flash_intensity"] for p in fused]
     ax.plot(fx, [roof.attainable_GFLOPS(i) for i in fx], "kD", mfc="none", ms=7,
@@ -192,7 +282,7 @@ def _shape_lines(results: dict) -> list[str]:
     shape = {"d_model": cfg["d_model"], "n_heads": cfg["n_heads"], "kv_heads": cfg.get("kv_heads", cfg["n_heads"])}
     if shape == MINIGPT:
         return []
-    p = results["profile"]["points"][-1]
+    p = largest_point(results)
     T, H, kv, d_k = p["T"], cfg["n_heads"], shape["kv_heads"], cfg["d_head"]
     lines = ["## What changes from the MiniGPT defaults", "",
              f"The defaults (MiniGPT's attention) are d_model = 64, 4 heads of d_head = 16, 4 KV heads; this run "
@@ -245,9 +335,66 @@ def _roofline_table(points: list[dict]) -> list[str]:
     return lines
 
 
+def _summary_bullets(summ: dict, keys: dict[str, str], T: int) -> list[str]:
+    """results_summary's figures at one T; keys maps each figure to its results.json key there."""
+    ops = summ[keys["phase_27_motivation_ops"]]
+    return [*(f"- {keys[name]} = {_num(summ[keys[name]])}" for name in ("softmax_GFLOPS", "softmax_pct_of_total",
+                                                                       "scores_GFLOPS")),
+            f"- {keys['phase_27_motivation_pct_memory']} = {_num(summ[keys['phase_27_motivation_pct_memory']])}: "
+            f"the share (%) of the forward's median time at T = {T} spent in the T^2 ops that flash attention fuses "
+            "(scores, softmax, av) and whose median intensity is left of the median ridge point "
+            f"({', '.join(ops) or 'none of them'}): the sum of their `pct_of_total`. All three T^2 ops together take "
+            f"{_num(summ[keys['t2_ops_pct_of_total']])}% of the forward at T = {T}."]
+
+
+def _summary_lines(summ: dict) -> list[str]:
+    """The seed's keys (at T = 512) when that T was measured; the largest T's keys when it differs."""
+    largest = {name: f"{name}_at_largest_T" for name in SEED_SUMMARY_KEYS}
+    T = summ["largest_T"]
+    lines = ["## results_summary", ""]
+    if summ["softmax_GFLOPS_at_T_512"] is None:
+        return lines + [f"The seed's keys are at T = {SUMMARY_T}, which this run did not measure (null in "
+                        f"results.json). At the largest T measured, T = {T}:", "",
+                        *_summary_bullets(summ, largest, T), ""]
+    lines += _summary_bullets(summ, SEED_SUMMARY_KEYS, SUMMARY_T)
+    if T != SUMMARY_T:
+        lines += ["", f"At the largest T measured, T = {T}:", "", *_summary_bullets(summ, largest, T)]
+    return lines + [""]
+
+
+def _rule_sentence(results: dict) -> str:
+    """How the comparisons were decided, as results.json records it (older runs: paired only)."""
+    rule = results.get("comparison_rule")
+    if rule is None:
+        return " Each is decided on its paired per-round ratio."
+    return (f" A comparison is decided on its paired per-round ratio when both sides are quiet (spread <= "
+            f"{rule['quiet_spread']:.0%}) over >= {rule['min_paired_rounds']} rounds; otherwise unpaired, each "
+            "side's p10 against the other's p90, so it states a direction only where the two sides' p10-p90 "
+            "time ranges do not overlap. Each verdict names the interval it used.")
+
+
+def _three_measures(results: dict) -> list[str]:
+    """Why the 1-thread forward at one T reads differently in the three tables: each is its own
+    run of different code under different conditions (the numbers quoted are the tables')."""
+    comp = results["threads_comparison"]
+    T = max(c["T"] for c in comp)
+    one, many = comp[0]["threads"]
+    here = next(c for c in comp if c["T"] == T)["forward"][str(one)]
+    flash = next((p for p in results["flash"]["points"] if p["T"] == T and "naive_forward" in p), None)
+    in_flash = (f", {flash['naive_forward']['median_ms']:.3g} ms in the flash comparison (the plain forward "
+                "alternating with the flash forward)" if flash else "")
+    return [f"At T = {T} the {one}-thread forward reads {here['median_ms']:.3g} ms in this table, "
+            f"{point_at(results, T)['forward_ms']:.3g} ms in the per-op table (the instrumented forward with "
+            f"{one} thread(s) held for the whole sweep){in_flash}. Each is its own run: here every {one}-thread "
+            f"sample follows a {many}-thread one, whose BLAS threads and load can still occupy the cores, so "
+            "compare figures within one table, not across tables."]
+
+
 def readme_text(results: dict) -> str:
     """README.md from this run's own numbers: the setup, then Block E's three answers."""
-    cfg, roof, thr, summ = results["config"], results["roofline"], results["threshold"], results["summary"]
+    # the summary recomputed (a pure function of the profile): a results.json from before the
+    # largest-T keys renders too
+    cfg, roof, thr, summ = results["config"], results["roofline"], results["threshold"], summary_json(results)
     points = results["profile"]["points"]
     d_k = cfg["d_head"]
     flash = results["flash"]["points"]
@@ -261,10 +408,11 @@ def readme_text(results: dict) -> str:
           "forwards, after a discarded warm-up, gc disabled; median (p10-p90). "
           f"Per-op profile with {cfg['threads']} BLAS thread(s), set with threadpoolctl. Comparisons are "
           f"interleaved runs of {cfg['flash_samples']} rounds or more (more while unresolved, within a "
-          f"{cfg['budget_s']:g} s budget), each a verdict below."]
+          f"{cfg['budget_s']:g} s budget), each a verdict below." + _rule_sentence(results)]
     if cfg["quick"]:
-        L += ["", f"**Quick run**: {cfg['samples']} samples per point instead of 100, and the memory sweep "
-              f"stops at T = {max(cfg['flash_T'])}; the numbers are noisier."]
+        L += ["", f"**Quick run**: {cfg['samples']} samples per point instead of 100, comparisons of "
+              f"{cfg['flash_samples']} rounds, and the memory sweep stops at T = {max(cfg['flash_T'])}; the "
+              "numbers are noisier."]
     noisy = [f"{n}@T={p['T']}" for p in points for n in OPS if p["ops"][n]["noisy"]]
     if noisy:
         L += ["", f"Spread (p90-p10)/median above 10% (noisy, shared machine): {', '.join(noisy)}."]
@@ -275,7 +423,10 @@ def readme_text(results: dict) -> str:
     if roof["wide_ceilings"]:
         L += ["", "**Caution: this roofline has wide ceilings** (" + "; ".join(roof["wide_ceilings"])
               + "); the verdicts that use it carry that spread."]
-    L += ["", "## Time per op (ms per forward, median (p10-p90))", "", *_timing_table(points), "",
+    L += ["", "## Time per op (ms per forward, median (p10-p90))", "",
+          f"The instrumented forward (`attention_forward_timed`: a timer read around each op), "
+          f"{cfg['threads']} BLAS thread(s) held for the whole sweep, {cfg['samples']} samples per T:", "",
+          *_timing_table(points), "",
           "`forward (sum)` is the five op medians plus the median unattributed rest (building the causal mask, "
           "the timer reads; total minus the five ops, sample by sample): "
           + ", ".join(f"{p['unattributed']['median_ms']:.3g} ms at T={p['T']}" for p in points)
@@ -307,7 +458,7 @@ def readme_text(results: dict) -> str:
     if over:
         L += [f"Points at more than 100% of the DRAM roofline ({', '.join(over)}): the op's bytes fit in a "
               "cache whose roof is higher, or the measured ceilings are low (load lowers a measured peak).", ""]
-    soft = next((p for p in points if p["T"] == SUMMARY_T), points[-1])
+    soft = point_at(results, SUMMARY_T) or largest_point(results)
     sm = soft["ops"]["softmax"]
     L += ["### 2. Softmax against its roof", "",
           f"At T = {soft['T']} softmax runs at {sm['gflops']:.3g} GFLOP/s (median); its roof at I = 0.625 is "
@@ -338,34 +489,29 @@ def readme_text(results: dict) -> str:
           f"{max(p['max_abs_diff'] for p in flash):.2g} (outputs up to {big['max_abs_output']:.2g}).", ""]
     timed = [p for p in flash if "flash_forward" in p]
     if timed:
-        L += ["Forward time, naive and flash (numpy, the same projections; median ms, interleaved): "
-              + ", ".join(f"T={p['T']}: {p['naive_forward']['median_ms']:.3g} and {p['flash_forward']['median_ms']:.3g}"
-                          for p in timed) + ". In numpy each tile is a Python-level loop iteration:", "",
+        L += [f"Forward time of the plain forwards (no per-op timers), naive (`MHAWeights.forward`) and flash, "
+              f"{cfg['threads']} BLAS thread(s), one sample of each in turn (median ms): "
+              + ", ".join(f"T={p['T']}: {p['naive_forward']['median_ms']:.3g} and "
+                          f"{p['flash_forward']['median_ms']:.3g} ({p['naive_forward']['n']} rounds)" for p in timed)
+              + ". In numpy each tile is a Python-level loop iteration:", "",
               *_verdicts(results, "flash_vs_naive"), ""]
     L += ["![flash](flash.png)", ""]
-    L += ["## results_summary", "",
-          f"- softmax_GFLOPS_at_T_512 = {_num(summ['softmax_GFLOPS_at_T_512'])}",
-          f"- softmax_pct_of_total_at_T_512 = {_num(summ['softmax_pct_of_total_at_T_512'])}",
-          f"- scores_GFLOPS_at_T_512 = {_num(summ['scores_GFLOPS_at_T_512'])}",
-          f"- phase_27_motivation_pct_memory = {_num(summ['phase_27_motivation_pct_memory'])}: the share (%) "
-          "of the forward's median time at T = 512 spent in the T^2 ops that flash attention fuses "
-          "(scores, softmax, av) and whose median intensity is left of the median ridge point "
-          f"({', '.join(summ.get('phase_27_motivation_ops') or []) or 'none'}): the sum of their "
-          "`pct_of_total`. All three T^2 ops together take "
-          f"{_num(summ.get('t2_ops_pct_of_total_at_T_512'))}% of the forward at T = 512.", ""]
+    L += _summary_lines(summ)
     comp = results["threads_comparison"]
     if comp:
         one, many = comp[0]["threads"]
         L += [f"## BLAS threads: {one} vs {many}", "",
-              f"The whole forward, {one} and {many} BLAS threads interleaved sample by sample (threadpoolctl "
-              "switches the limit between samples, outside the timer):", "",
-              f"| T | forward ms, {one} thread(s) | forward ms, {many} threads | paired time ratio {one}/{many} (p10-p90) | rounds |",
-              "|---|---|---|---|---|"]
+              f"The plain forward (`MHAWeights.forward`, no per-op timers), {one} and {many} BLAS threads "
+              "interleaved sample by sample (threadpoolctl switches the limit between samples, outside the timer):",
+              "", f"| T | forward ms, {one} thread(s) (p10-p90) | forward ms, {many} threads (p10-p90) | "
+              f"paired time ratio {one}/{many} (p10-p90) | rounds | noisy ({one} / {many}) |",
+              "|---|---|---|---|---|---|"]
         for c in comp:
             a, b, s = c["forward"][str(one)], c["forward"][str(many)], c["speedup"]
-            L.append(f"| {c['T']} | {a['median_ms']:.4g} | {b['median_ms']:.4g} | {s['value']:.2f} "
-                     f"({s['p10']:.2f}-{s['p90']:.2f}) | {a['n']} |")
-        L += ["", *_verdicts(results, "threads_"), ""]
+            L.append(f"| {c['T']} | {a['median_ms']:.4g} ({a['p10_ms']:.3g}-{a['p90_ms']:.3g}) | {b['median_ms']:.4g} "
+                     f"({b['p10_ms']:.3g}-{b['p90_ms']:.3g}) | {s['value']:.2f} ({s['p10']:.2f}-{s['p90']:.2f}) | "
+                     f"{a['n']} | {'yes' if a['noisy'] else 'no'} / {'yes' if b['noisy'] else 'no'} |")
+        L += ["", *_verdicts(results, "threads_"), "", *_three_measures(results), ""]
     L += ["## Notes", "",
           "- The byte model is the seed's: one read of each input and one write of S/A. The engine's "
           "`scores` op also scales S in place and adds the causal mask (two more read-write sweeps of "

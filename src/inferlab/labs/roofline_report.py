@@ -12,7 +12,8 @@ import numpy as np
 
 from inferlab.measure import new_figure
 from inferlab.measure.verdicts import verdict_lines
-from inferlab.roofline import EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, draw_roofline
+from inferlab.roofline import (EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig, draw_roofline,
+                               theoretical_at, theoretical_verdicts)
 
 LIKWID_EXPERIMENT = "01-roofline-likwid"
 
@@ -52,7 +53,9 @@ def sweep_figure(results: dict):
         if roof is not None:
             right = (hi or lo * 2) / 1024
             ax.hlines(roof, max(lo / 1024, ws[0]), right, colors="C3", lw=2)
-            ax.text(right, roof, f" {level['name']} {roof:.0f} GB/s", fontsize=7, va="bottom", ha="right")
+            # a few points above the 2-point line, so the line does not strike through the text
+            ax.annotate(f"{level['name']} {roof:.0f} GB/s", (right, roof), xytext=(0, 3), textcoords="offset points",
+                        fontsize=7, va="bottom", ha="right", color="C3")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("working set (KiB)")
     ax.set_ylabel("GB/s (STREAM add counting, 24 B/elem)")
@@ -62,12 +65,26 @@ def sweep_figure(results: dict):
     return fig
 
 
+def theory_verdicts(results: dict) -> list[dict]:
+    """The GEMM-vs-theoretical-peak verdicts; computed from the ceilings for a results.json
+    written before they were stored."""
+    stored = [v for v in results["verdicts"] if v["id"].startswith("theoretical_")]
+    return stored or theoretical_verdicts(results)
+
+
+def beaten_theory(results: dict, threads: int) -> frozenset[str]:
+    """The dtypes whose theoretical peak at `threads` the measured GEMM beats (whole p10-p90 above)."""
+    return frozenset(v["id"].split("_")[1] for v in theory_verdicts(results)
+                     if v["id"].endswith(f"_{threads}") and v["p10"] > v["threshold"])
+
+
 def roofline_figure(results: dict):
     """One panel per thread count: every roof in a panel was measured at that panel's count."""
     counts = results["thread_counts"]
     fig, axes = new_figure(1, len(counts), figsize=(7.0 * len(counts), 5.2))
     for ax, t in zip(np.atleast_1d(axes), counts):
-        draw_roofline(ax, Roofline.from_results(results, t), theory=results["theoretical_peak_GFLOPS"])
+        draw_roofline(ax, Roofline.from_results(results, t), theory=results["theoretical_peak_GFLOPS"],
+                      beaten=beaten_theory(results, t))
         ax.set_title(f"{t} thread(s): every roof here measured with {t} thread(s)"
                      + (" (cache roofs: 1-thread sweep)" if t == 1 else ""), fontsize=9)
     fig.suptitle("roofline of this machine (medians; shaded: p10-p90)")
@@ -117,18 +134,62 @@ def _ceiling_notes(r: dict) -> list[str]:
     return lines
 
 
+def _theory_lines(r: dict) -> list[str]:
+    """The theoretical peak, what it assumes, and each measured GEMM against it at its own thread
+    count (1 thread: 1 core), as verdicts: a GEMM above it shows the figure is an underestimate."""
+    theory = r["theoretical_peak_GFLOPS"]
+    lines = [f"Theoretical peak from the CPU flags: ISA {theory['isa']}, FMA {'yes' if theory['fma'] else 'no'}, "
+             f"{theory['pipes_assumed']} vector pipes per core assumed, at most {theory['cores']} core(s), "
+             f"{_fmt(theory['ghz'], 2)} GHz (from {theory['ghz_source'] or 'nowhere'}"
+             + ("; without cpufreq (e.g. a VM) this is the clock /proc/cpuinfo reports now, usually the nominal "
+                "one; the turbo clock a busy core may reach is unknown"
+                if theory["ghz_source"] == "current_mhz" else "")
+             + ")."]
+    rows = [(dtype, tk, e, theoretical_at(theory, dtype, int(tk))) for dtype, per_t in r["peak_GFLOPS"].items()
+            for tk, e in per_t.items()]
+    if not any(at for *_, at in rows):
+        return lines + ["", "Unknown: the SIMD width or the clock is not readable, so no GEMM is compared with it."]
+    lines += ["", "| dtype | threads | FLOP/cycle/core | theoretical GFLOP/s (cores) | measured median GFLOP/s "
+              "(p10-p90) | measured / theoretical |", "|---|---|---|---|---|---|"]
+    for dtype, tk, e, at in rows:
+        if at is not None:
+            lines.append(f"| {dtype} | {tk} | {theory[dtype]['flop_per_cycle_per_core']} | {at[0]:.1f} ({at[1]}) | "
+                         f"{e['median']:.1f} ({e['p10']:.1f}-{e['p90']:.1f}) | {e['median'] / at[0]:.2f} |")
+    return lines + ["", "Each GEMM against the theoretical figure at its own thread count:", "",
+                    *verdict_lines(theory_verdicts(r))]
+
+
+def _quick_lines(r: dict) -> list[str]:
+    """What --quick measured less than the full run, from the recorded config."""
+    cfg, full = r["config"], RooflineConfig(threads=r["config"]["threads"])
+    if not cfg["quick"]:
+        return []
+    return [f"**Quick run**: GEMM at n = {', '.join(map(str, cfg['gemm_sizes']))} only (full run: "
+            f"{', '.join(map(str, full.gemm_sizes))}); the sweep takes {cfg['sweep_points_per_octave']} point(s) per "
+            f"octave up to {cfg['sweep_max_llc_multiple']}x the LLC, {cfg['sweep_samples']} samples each (full run: "
+            f"{full.sweep_points_per_octave} per octave up to {full.sweep_max_llc_multiple}x, {full.sweep_samples} "
+            "samples). The trials columns below give each ceiling's count.", ""]
+
+
+def _trials_sentence(r: dict) -> str:
+    """How many trials the ceilings used, read from the recorded counts, not the config."""
+    counts = [e["trials"] for per_t in r["bandwidth_GBps"].values() for e in per_t.values()]
+    counts += [e["time"]["n"] for per_t in r["peak_GFLOPS"].values() for e in per_t.values()]
+    span = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+    return (f"STREAM and GEMM ceilings: {span} trials each after a discarded warm-up; each cache roof: a sweep "
+            f"point of {r['config']['sweep_samples']} samples.")
+
+
 def readme(results: dict, manifest: dict, folder: Path) -> str:
     r, ridge = results, results["ridge"]
-    t = str(ridge["threads"])
-    theory = r["theoretical_peak_GFLOPS"]
     s = r["stream"]
     lines = [f"# {EXPERIMENT}: the roofline of this machine", "",
              f"Measured {manifest['date']} with `inferlab roofline --threads {r['config']['threads']}"
              + (" --quick" if r["config"]["quick"] else "")
              + "`. Every number says the thread count it used. GB = 1e9 bytes. **Statistic**: every "
              "ceiling is the **median** of its trials, with p10-p90 beside it (a lone fast or slow "
-             "trial moves neither); the best trial is listed for reference only.", "",
-             "## Machine", "", *machine_lines(manifest), "",
+             "trial moves neither); the best trial is listed for reference only. " + _trials_sentence(r), "",
+             *_quick_lines(r), "## Machine", "", *machine_lines(manifest), "",
              "## Ridge point", "",
              f"**{r['ridge_point_flop_per_byte']:.2f} FLOP/byte** (p10-p90 {ridge['p10']:.2f}-{ridge['p90']:.2f}) = "
              f"float32 GEMM median {ridge['peak_GFLOPS']:.1f} GFLOP/s / DRAM triad median "
@@ -139,7 +200,8 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
              f"{min(ridge['peak_GFLOPS'], 0.5 * ridge['bandwidth_GBps']):.1f} GFLOP/s here. "
              f"With float64 GEMM as the roof the ridge is {r['ridge_points_flop_per_byte']['float64']:.2f} FLOP/B.",
              "", "Verdicts of this run (each decided by its own p10-p90 interval):", "",
-             *verdict_lines(r["verdicts"]), "", *_ceiling_notes(r),
+             *verdict_lines([v for v in r["verdicts"] if not v["id"].startswith("theoretical_")]), "",
+             *_ceiling_notes(r),
              "![roofline](roofline.png)", "",
              "## DRAM bandwidth (STREAM)", "",
              f"Arrays of {s['array_elems']:,} float64 ({s['array_bytes'] / 2**20:.0f} MiB each, "
@@ -174,31 +236,21 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
               "repeats the same working set inside one numpy call, so numpy's per-call overhead does not "
               "hide the L1 plateau. Each level's roof is the highest **median** point between 2x the "
               "previous level's size and half its own (DRAM: >= 4x the LLC), as the Empirical Roofline "
-              "Toolkit reads plateaus.", "", "| level | size | roof GB/s |", "|---|---|---|"]
+              "Toolkit reads plateaus.", "", "| level | size | roof GB/s | samples per point |", "|---|---|---|---|"]
     for level in r["sweep"]["levels"]:
         size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
-        lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} |")
+        lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} | "
+                     f"{r['config']['sweep_samples']} |")
     lines += ["", "![sweep](sweep.png)", "", "## Peak compute (GEMM, 2n^3 FLOP)", "",
               "The peak of a dtype is the GEMM size with the highest median; thread counts interleaved.", "",
-              "| dtype | threads | n | median GFLOP/s | p10-p90 | best (ref.) | median by n |", "|---|---|---|---|---|---|---|"]
+              "| dtype | threads | n | median GFLOP/s | p10-p90 | best (ref.) | trials | median by n |",
+              "|---|---|---|---|---|---|---|---|"]
     for dtype, per_t in r["peak_GFLOPS"].items():
         for tk, e in per_t.items():
             by_n = ", ".join(f"{n}: {g:.1f}" for n, g in e["by_n"].items())
             lines.append(f"| {dtype} | {tk} | {e['n']} | {e['median']:.1f} | {e['p10']:.1f}-{e['p90']:.1f} | "
-                         f"{e['best']:.1f} | {by_n} |")
-    lines += ["", f"Theoretical peak from the CPU flags: ISA {theory['isa']}, FMA {'yes' if theory['fma'] else 'no'}, "
-              f"{theory['pipes_assumed']} vector pipes per core assumed, {theory['cores']} core(s), "
-              f"{_fmt(theory['ghz'], 2)} GHz (from {theory['ghz_source'] or 'nowhere'}"
-              + ("; the current clock under a hypervisor, turbo unknown" if theory["ghz_source"] == "current_mhz" else "")
-              + ")."]
-    for dtype in ("float32", "float64"):
-        th = theory[dtype]
-        if isinstance(th, dict):
-            lines.append(f"- {dtype}: {th['flop_per_cycle_per_core']} FLOP/cycle/core -> {th['GFLOPS']:.1f} GFLOP/s; "
-                         f"the measured median GEMM with {t} thread(s) is {100 * r['measured_over_theoretical'][dtype]:.0f}% of it.")
-        else:
-            lines.append(f"- {dtype}: unknown (SIMD width or clock not readable).")
-    lines += ["", "## Independent check: likwid-bench", "", *_likwid_lines(folder), "",
+                         f"{e['best']:.1f} | {e['time']['n']} | {by_n} |")
+    lines += ["", *_theory_lines(r), "", "## Independent check: likwid-bench", "", *_likwid_lines(folder), "",
               "## Caveats", "",
               "- Results marked noisy have (p90-p10)/median above 10%: on a shared machine, rerun "
               "when nothing else is running.",
