@@ -114,3 +114,19 @@ def test_provenance_of_an_installed_copy_is_the_commit_its_build_recorded(monkey
     (tmp_path / "_build.json").write_text('{"git_commit": "' + "ab" * 20 + '", "git_dirty": false}\n')
     p = machine.provenance()
     assert p["git_commit"] == "ab" * 20 and p["git_dirty"] is False
+
+
+def test_train_records_the_build_commit_outside_a_checkout(monkeypatch, tmp_path):
+    """`inferlab train` stamps its weights with a commit: outside git (a plain install), the one
+    the build recorded, "+dirty" where the build's checkout was."""
+    from inferlab.cli import train
+    from inferlab.measure import machine
+
+    def no_git(*args, **kwargs):
+        raise OSError("no git here")
+
+    monkeypatch.setattr(train.subprocess, "run", no_git)
+    monkeypatch.setattr(machine, "_PACKAGE", tmp_path)
+    assert train._git_commit() == "unknown"
+    (tmp_path / "_build.json").write_text('{"git_commit": "' + "cd" * 20 + '", "git_dirty": true}\n')
+    assert train._git_commit() == "cd" * 20 + "+dirty"

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from inferlab.cli.common import add_out_arguments, non_negative_int, positive_float, positive_int, thread_count
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
-from inferlab.measure.machine import blas_threads
+from inferlab.measure.machine import blas_threads, built_from
 from inferlab.measure.plots import new_figure
 from inferlab.model import corpus
 from inferlab.model import train as tr
@@ -63,7 +63,8 @@ def _command(args) -> str:
 
 def _git_commit() -> str:
     """HEAD, with "+dirty" when a loaded inferlab module differs from it (other files in the tree
-    cannot change the weights); "unknown" outside git."""
+    cannot change the weights); outside git, the commit a `pip install .` was built from
+    (measure.machine.built_from); else "unknown"."""
     here = Path(__file__).parent
     loaded = sorted({m.__file__ for name, m in list(sys.modules.items())
                      if name.split(".")[0] == "inferlab" and getattr(m, "__file__", None)})
@@ -73,7 +74,8 @@ def _git_commit() -> str:
         dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *loaded], cwd=here,
                                capture_output=True).returncode != 0
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        sha, dirty = built_from()
+        return "unknown" if sha is None else sha + ("+dirty" if dirty else "")
     return sha + ("+dirty" if dirty else "")
 
 

@@ -236,7 +236,7 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _built_from() -> tuple[str | None, bool | None]:
+def built_from() -> tuple[str | None, bool | None]:
     """(commit, dirty) that the build wrote into an installed copy (setup.py), or (None, None)."""
     try:
         info = json.loads((_PACKAGE / "_build.json").read_text(encoding="utf-8"))
@@ -253,6 +253,6 @@ def provenance() -> dict:
     commit = _git("rev-parse", "HEAD")
     dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
     if commit is None:
-        commit, dirty = _built_from()
+        commit, dirty = built_from()
     return {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
             "inferlab": inferlab.__version__, "git_commit": commit, "git_dirty": dirty}
