@@ -305,8 +305,6 @@ def test_peers_not_installed_say_how_to_install_them(monkeypatch):
     from inferlab.labs import peers
 
     class _Mask:
-        vocab_size = 8
-
         def reset(self):
             pass
 
@@ -319,12 +317,124 @@ def test_peers_not_installed_say_how_to_install_them(monkeypatch):
         def apply(self, logits, m):
             pass
 
-    def absent(*args):
-        raise ModuleNotFoundError("no module", name="llguidance")
-
-    monkeypatch.setattr(peers, "PEERS", {"llguidance": absent})
-    monkeypatch.setitem(sys.modules, "xgrammar", None)      # `import xgrammar` raises ImportError
-    tok = type("Tok", (), {"vocab_size": 8})()
+    modules = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
+    for module in modules.values():
+        monkeypatch.setitem(sys.modules, module, None)      # `import <module>` raises ImportError
+    tok = type("Tok", (), {"vocab_size": 8, "token_bytes": (b"a",) * 7 + (b"",), "eos_id": 7,
+                           "special_ids": frozenset({7})})()
     out = peers.run_peers({}, tok, [1, 2], _Mask(), min_total_s=0.0)
-    for name in ("llguidance", "xgrammar"):
-        assert out[name] == {"available": False, "note": f"not installed ({name}); pip install 'inferlab[peers]'"}
+    assert set(out) == {"inferlab-indexed", *modules}                      # none silently dropped
+    for name, module in modules.items():
+        assert out[name] == {"available": False, "note": f"not installed ({module}); pip install 'inferlab[peers]'"}
+
+
+# The conjugation schema's instances, walked by every peer beside our indexed mask.
+CONJUGATIONS = ('{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}',
+                '{"verbo":"tener","tiempo":"pretérito","persona":"tú","forma":"tuviste"}')
+# What JSON allows in a string that a peer's string rule leaves out: DEL, escapes (their
+# backslash) and the C1 controls (U+0080-U+009F, lead byte 0xC2). llguidance and outlines-core
+# leave them out everywhere; xgrammar only in forma's maxLength string, which it compiles into
+# a rule that takes raw control bytes (< 0x20, which JSON forbids) and no escapes. outlines-core
+# also allows a space around the separators (its default whitespace), which ours does not.
+STRICTER_STRING_BYTES = b"\x7f\\\xc2"
+
+
+@pytest.fixture(scope="module")
+def conjugation_walks(tmp_path_factory):
+    """(tok, {name: [(peer's allowed ids, ours, remaining bytes of the text) per step, EOS step
+    last]}) for each installed peer, along each conjugation's tokens (tiny_vocab's tokenizer)."""
+    from inferlab.constrain import compile_mask
+    from inferlab.constrain.bench_peers import load_peers
+    from inferlab.constrain.vocab import Vocabulary
+    from inferlab.model.corpus import conjugation_schema
+
+    text = " ".join(f"conjuga hablar, presente, yo:{CONJUGATIONS[0]}" for _ in range(30))
+    tok = train_bpe(text * 3, 300)
+    schema = conjugation_schema()
+    mask, _ = compile_mask(schema, tok, "indexed")
+    peers, _ = load_peers(Vocabulary.from_tokenizer(tok), tok)
+    if not peers:
+        pytest.skip("no peer installed (pip install 'inferlab[peers]')")
+    walks = {}
+    for name, peer in peers.items():
+        walks[name] = [_walk(peer, peer.compile(schema), mask, tok, t.encode()) for t in CONJUGATIONS]
+    return tok, walks
+
+
+def _walk(peer, handle, mask, tok, data: bytes) -> list[tuple[set, set, bytes]]:
+    fill, consume, words = peer.matcher(handle)
+    mask.reset()
+    out, done = [], 0
+    for t in tok.encode(data.decode()) + [tok.eos_id]:
+        fill()
+        bits = np.unpackbits(np.asarray(words).view(np.uint8), bitorder="little")[:tok.vocab_size]  # (V,)
+        out.append((set(np.flatnonzero(bits).tolist()), set(mask.allowed_ids().tolist()), data[done:]))
+        if t != tok.eos_id:
+            assert consume(t) is not False
+            mask.advance(t)
+            done += len(tok.token_bytes[t])
+    return out
+
+
+@pytest.mark.slow  # loads the three peers (xgrammar imports torch)
+def test_each_peer_allows_the_path_and_ends_only_at_its_end(conjugation_walks):
+    """The oracle is the instance itself (valid for the schema): every peer's bitmask allows each
+    of its next tokens and EOS only after the last, so the peers read our vocabulary's ids as ours."""
+    import jsonschema
+
+    from inferlab.model.corpus import conjugation_schema
+    tok, walks = conjugation_walks
+    for text in CONJUGATIONS:
+        jsonschema.validate(json.loads(text), conjugation_schema())
+    for name, per_text in walks.items():
+        for text, steps in zip(CONJUGATIONS, per_text):
+            path = tok.encode(text) + [tok.eos_id]
+            assert all(t in peer for t, (peer, _, _) in zip(path, steps)), name
+            assert [tok.eos_id in peer for peer, _, _ in steps] == [False] * (len(steps) - 1) + [True], name
+
+
+def _has(tok, ids, chars: bytes) -> bool:
+    return all(any(c in tok.token_bytes[i] for c in chars) for i in ids)
+
+
+@pytest.mark.slow  # loads the three peers (xgrammar imports torch)
+def test_peers_allowed_sets_differ_from_ours_only_where_their_string_rules_do(conjugation_walks):
+    """Checked, not assumed: no peer's grammar is byte-exact for the conjugation schema. Every
+    allowed-set difference from ours is one the peer's own rules explain (STRICTER_STRING_BYTES
+    and the spaces above); llguidance also leaves out the non-canonical splits of text the
+    grammar forces, prefixes of the rest of the instance."""
+    tok, walks = conjugation_walks
+    for name, per_text in walks.items():
+        for steps in per_text:
+            for peer, ours, rest in steps:
+                only_ours, only_peer = ours - peer, peer - ours
+                if name == "llguidance":
+                    only_ours = {i for i in only_ours if not rest.startswith(tok.token_bytes[i])}
+                if name == "xgrammar":   # raw control bytes, only inside forma (the last string)
+                    assert not only_peer or (_has(tok, only_peer, bytes(range(0x20))) and rest.count(b'"') == 1)
+                elif name == "outlines-core":   # its regex's optional space around the separators
+                    assert all(tok.token_bytes[i].startswith(b" ") for i in only_peer), rest
+                else:
+                    assert not only_peer, (name, rest)
+                assert _has(tok, only_ours, STRICTER_STRING_BYTES), (name, rest)
+    assert any(p != o for steps in walks.get("xgrammar", [[]]) for p, o, _ in steps)  # loosened, not exact
+
+
+@pytest.mark.slow  # loads the three peers (xgrammar imports torch)
+def test_the_lab_times_every_peer_on_its_bitmask_fill(conjugation_walks):
+    from inferlab.constrain import compile_mask
+    from inferlab.labs.peers import run_peers
+    from inferlab.model.corpus import conjugation_schema
+
+    tok, walks = conjugation_walks
+    schema = conjugation_schema()
+    out = run_peers(schema, tok, tok.encode(CONJUGATIONS[0]), compile_mask(schema, tok, "indexed")[0],
+                    min_total_s=0.0)
+    assert set(out) == {"inferlab-indexed", "llguidance", "xgrammar", "outlines-core"}
+    for name in walks:
+        r = out[name]
+        assert set(r) == {"available", "compiled", "compile_ms", "version", "median_us", "p95_us", "mean_us",
+                          "n_readings", "note", "ratio_to_inferlab"}, name
+        assert r["available"] and r["compiled"] and r["n_readings"] == len(tok.encode(CONJUGATIONS[0]))
+        assert r["ratio_to_inferlab"] == pytest.approx(r["mean_us"] / out["inferlab-indexed"]["mean_us"])
+        assert "bitmask" in r["note"]

@@ -15,6 +15,7 @@ The tokenizer conversion of each peer is vocabulary preprocessing: done once, ti
 the parent. Each peer's work on a schema then runs in a forked child (run_peer_bounded), which
 inherits that preprocessing copy-on-write: a peer past the memory or time bound, or one that
 crashes, is refused for that schema, and what it allocated goes with the child.
+The mask-overhead lab (labs/peers.py) walks the same adapters along its token path.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
 OUTLINES_MAX_REGEX = 20_000
 OUTLINES_MAX_REPEAT = 256
 MIN_TIMING_S = 0.05
+INSTALL_HINT = "pip install 'inferlab[peers]'"   # pyproject.toml's extra with all three peers
 
 
 @dataclass
@@ -69,9 +71,14 @@ def _version(dist: str) -> str | None:
 
 class _Peer:
     """A peer adapter: compile(schema) -> handle; matcher(handle) -> (fill, consume, words): a
-    fresh matcher, its bitmask row's words (EOS bit: may it end here)."""
+    fresh matcher, its bitmask row's words (EOS bit: may it end here). `note`: what its compile
+    time covers and how its mask is filled, for the reports. setup(vocab, tok): `vocab`
+    (constrain.vocab.Vocabulary.from_tokenizer(tok)) gives the ids, bytes (b"" for a special) and
+    EOS the peer must see as ours; `tok` gives what only llguidance needs, the pre-tokenizer
+    pattern and the special tokens' names."""
 
     name = ""
+    note = ""
 
     def __init__(self, vocab, tok):
         self.vocab_size = vocab.vocab_size
@@ -89,6 +96,8 @@ class _Peer:
 
 class _LLGuidance(_Peer):
     name = "llguidance"
+    note = ("compile = grammar_from_json_schema + LLMatcher (the tokenizer's slices are built before, untimed); "
+            "mask = fill_next_token_bitmask into a numpy int32 bitmask")
 
     def setup(self, vocab, tok):
         import llguidance
@@ -96,6 +105,7 @@ class _LLGuidance(_Peer):
 
         from inferlab.model.pretokenize import REFERENCE_PATTERNS
         self.ll, self.lln = llguidance, lln
+        # tiktoken's layout: bytes -> rank. Our ids are ranks (merge order), so they carry over as is.
         encoder = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
         self.tokenizer = llguidance.LLTokenizer.from_tiktoken(
             encoder=encoder, special_tokens=dict(tok.special_tokens), pattern=REFERENCE_PATTERNS[tok.pattern],
@@ -135,6 +145,8 @@ class _LLGuidance(_Peer):
 
 class _XGrammar(_Peer):
     name = "xgrammar"
+    note = ("compile = GrammarCompiler.compile_json_schema (TokenizerInfo and the compiler are built before, "
+            "untimed); mask = fill_next_token_bitmask into a torch int32 bitmask")
 
     def setup(self, vocab, tok):
         import xgrammar as xgr
@@ -158,6 +170,9 @@ class _XGrammar(_Peer):
 
 class _Outlines(_Peer):
     name = "outlines-core"
+    note = ("compile = build_regex_from_schema + Index; mask = Guide.write_mask_into a numpy int32 bitmask; "
+            "outlines-core does not enforce every keyword (e.g. integer minimum) and allows a space around "
+            "the separators")
 
     def setup(self, vocab, tok):
         import outlines_core as oc
@@ -210,10 +225,22 @@ def load_peers(vocab, tok, names=PEER_NAMES) -> tuple[dict, dict]:
             info[name] = {"available": True, "version": _version(name),
                           "vocab_preprocessing_ms": peers[name].preprocessing_ms}
         except ImportError as exc:
-            info[name] = {"available": False, "note": f"not installed ({exc.name}); pip install 'inferlab[peers]'"}
+            info[name] = {"available": False, "note": f"not installed ({exc.name}); {INSTALL_HINT}"}
         except Exception as exc:  # a peer that cannot take this vocabulary is a finding, reported
             info[name] = {"available": False, "note": f"{type(exc).__name__}: {exc}"}
     return peers, info
+
+
+def compile_timed(peer: _Peer, schema) -> tuple[object, float]:
+    """(the compiled handle, its compile time in ms); raises the peer's refusal."""
+    t0 = time.perf_counter()
+    handle = peer.compile(schema)
+    return handle, (time.perf_counter() - t0) * 1e3
+
+
+def refusal(exc: Exception) -> str:
+    """A peer's exception as one short line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
 def _eos_allowed(words: np.ndarray, eos: int) -> bool:
@@ -283,12 +310,11 @@ def run_peer_bounded(peer: _Peer, schema, cases, timing_tokens, *, memory_bytes:
 
 def run_peer(peer: _Peer, schema, cases: list[tuple[bool, str, list[int]]], timing_tokens) -> PeerResult:
     """`cases`: (valid, canonical text, its tokens) per test instance."""
-    t0 = time.perf_counter()
     try:
-        handle = peer.compile(schema)
+        handle, compile_ms = compile_timed(peer, schema)
     except Exception as exc:  # the peer's refusal, in its words
-        return PeerResult(compiled=False, reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-    res = PeerResult(compiled=True, compile_ms=(time.perf_counter() - t0) * 1e3)
+        return PeerResult(compiled=False, reason=refusal(exc))
+    res = PeerResult(compiled=True, compile_ms=compile_ms)
     for valid, text, tokens in cases:
         ok = _accepts(peer, handle, tokens)
         if valid:

@@ -9,8 +9,8 @@ a model of MiniGPT's shape whose embedding and LM head have that vocabulary (ran
 cost of a step does not depend on the weights' values, only the token path does). With
 `model_dir` (`--model DIR`) the lab adds a row for that model with its own vocabulary (the
 folder's tokenizer.json) beside MiniGPT's: the mask's share of a real step, and the verdicts on
-what changes from MiniGPT. Peers (llguidance, outlines-core) are walked along the same token path
-when asked for. The jump-forward row (issue 11) decodes the conjugation schema with MiniGPT
+what changes from MiniGPT. Peers (llguidance, xgrammar, outlines-core) are walked along the same
+token path when asked for. The jump-forward row (issue 11) decodes the conjugation schema with MiniGPT
 with and without jump-forward (constrain.jump_forward.compare_jump_forward): forward passes
 saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
@@ -261,7 +261,7 @@ def measure_vocab(vocab: str, config: MaskLabConfig, step, budget: Budget) -> di
 
 
 def peers_on_path(schema: dict, tok, mask, row: dict) -> dict:
-    """llguidance and outlines-core next to our indexed mask, walked along the masked run's tokens."""
+    """llguidance, xgrammar and outlines-core next to our indexed mask, walked along the masked run's tokens."""
     from inferlab.labs.peers import run_peers   # the peers are optional: imported only when asked for
 
     out = run_peers(schema, tok, row["tokens"], mask)

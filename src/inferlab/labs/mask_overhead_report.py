@@ -184,7 +184,8 @@ def peers_figure(results: dict):
     """Per-step mask time of each peer and of our indexed mask, grouped by vocabulary, each bar
     labelled with its value; every peer without a number is named under the axis, with why."""
     by_vocab = results["peers"]
-    names = sorted({n for per in by_vocab.values() for n, r in per.items() if r.get("median_us")})
+    # in the table's order: ours first, then the peers
+    names = list(dict.fromkeys(n for per in by_vocab.values() for n, r in per.items() if r.get("median_us")))
     fig, ax = new_figure(figsize=(7.5, 4.8))
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(by_vocab))
@@ -204,7 +205,9 @@ def peers_figure(results: dict):
     missing = sorted({f"{n}: {r.get('note', 'no result')}" for per in by_vocab.values() for n, r in per.items()
                       if not r.get("median_us")})
     # under the axis, where the layout makes room for it: inside, it covered the bars
-    ax.set_xlabel("\n".join(["vocabulary", *(["", "no number for:"] + [m[:100] for m in missing] if missing else [])]),
+    ax.set_xlabel("\n".join(["vocabulary (peers: int32 bitmask fill, their native path; inferlab-indexed: "
+                               "lookup + apply to the logits)",
+                               *(["", "no number for:"] + [m[:100] for m in missing] if missing else [])]),
                   fontsize=8)
     if names:
         ax.legend(fontsize=8, loc="upper right")
@@ -436,7 +439,15 @@ def _peers_lines(results: dict) -> list[str]:
         return ["Peers were not run (`--peers`)."]
     lines = ["Each is walked along the same token path (our indexed mask's masked run), per-step readings with "
              "perf_counter_ns, repeated until >= 0.2 s of mask work; the last column is mean / inferlab-indexed's "
-             "mean (one run each, no interval).", "",
+             "mean (one run each, no interval). Each peer fills an int32 bitmask row in place on its fastest "
+             "native path, through the adapters `schema-bench --peers` uses (constrain/bench_peers.py), with "
+             "our vocabulary's ids; ours looks up its row and applies it to the logits, which is more work.", "",
+             "None of the peers' grammars is byte-exact for this schema, so their allowed sets differ from ours "
+             "on a few tokens (tests/test_mask_overhead.py checks each difference): llguidance and outlines-core "
+             "leave DEL, the C1 controls and some escapes out of strings, which JSON allows; llguidance also "
+             "allows only one split of the text the grammar forces; outlines-core allows a space around the "
+             "separators; xgrammar, in forma's maxLength string, takes raw control bytes (which JSON forbids) "
+             "and no escapes.", "",
              "| V | implementation | compile (ms) | mask/step median (us) | p95 (us) | mean (us) | mean / inferlab | note |",
              "|---|---|---|---|---|---|---|---|"]
     for v, per in results["peers"].items():
