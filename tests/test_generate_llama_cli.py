@@ -41,3 +41,20 @@ def test_generate_cli_greedy_equals_transformers(tmp_path, capsys, family, arch)
     assert out["tokens"] == ref[:len(out["tokens"])] and len(out["tokens"]) > 0
     if family == "qwen2":                                     # byte-level: text is the tokens' bytes
         assert out["text"] == tok.decode(out["tokens"], skip_special_tokens=False)
+
+
+def test_jump_forward_on_a_sentencepiece_folder_is_refused_in_one_line(tmp_path, capsys):
+    """Jump-forward retokenizes from a pre-token boundary: a SentencePiece-style tokenizer has no
+    pre-tokenizer pattern, so the flag is refused by name, not by an internal pattern error."""
+    tok = BUILDERS["llama2"]()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    config = transformers.LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=64, eos_token_id=tok.token_to_id("</s>"))
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    schema = tmp_path / "s.json"
+    schema.write_text('{"const": "sí"}')
+    capsys.readouterr()                                       # (transformers' own progress on save)
+    rc = main(["generate", "x", "--model", str(tmp_path), "--schema", str(schema), "--jump-forward"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "jump-forward needs a byte-level BPE" in err

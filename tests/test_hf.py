@@ -3,6 +3,7 @@ transformers' generate() (GPT-2 and Llama architectures, random weights, batches
 per row, greedy / sampling / beam search) checked with jsonschema, and inferlab's bitmask against
 xgrammar's at every step of valid instances, with the schemas where the two differ pinned down."""
 
+import copy
 import json
 
 import jsonschema
@@ -276,3 +277,67 @@ def test_one_processor_serves_successive_generate_calls(setup):
             gen = row[:row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
             assert complete
             jsonschema.validate(json.loads(b"".join(token_bytes[t] for t in gen)), FLAGS)
+
+
+def _greedy(model, tok, proc, ids, **kw):
+    out = model.generate(ids, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=12,
+                         do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kw)
+    return out, out[0, ids.shape[1]:].tolist()
+
+
+def test_a_reused_processor_answers_as_a_fresh_one(setup):
+    """transformers gives a processor no sign of a new generate(): prompts of the last output's
+    length, prompts that extend the last prompt with other tokens, and the last (finished) output
+    fed back are each new calls, constrained as a fresh processor constrains them."""
+    model, tok = setup
+    proc = JSONSchemaLogitsProcessor(FLAGS, tok)
+    first = tok(["a"], return_tensors="pt")["input_ids"]
+    out, _ = _greedy(model, tok, proc, first)
+    others = tok(["z" * 40], return_tensors="pt")["input_ids"][0]
+    prompts = [others[:out.shape[1]], others[:out.shape[1] + 3], others[:out.shape[1] + 3]]
+    ended = out[0, first.shape[1]:].tolist()
+    if tok.eos_token_id in ended:                             # the output, fed back once it took EOS
+        prompts.append(out[0])
+    for ids in prompts:
+        got = _greedy(model, tok, proc, ids[None])[1]
+        assert got == _greedy(model, tok, JSONSchemaLogitsProcessor(FLAGS, tok), ids[None])[1]
+
+
+def test_prompt_lookup_decoding_steps_several_tokens_and_stays_valid(setup):
+    """Prompt-lookup decoding checks candidate tokens several at a time (and steps back): each
+    row's state is found from the prefixes the call has seen, so the output equals greedy's."""
+    model, tok = setup
+    ids = tok(['[true, false] [true'], return_tensors="pt")["input_ids"]
+    plain = _greedy(model, tok, JSONSchemaLogitsProcessor(FLAGS, tok), ids)[1]
+    looked = _greedy(model, tok, JSONSchemaLogitsProcessor(FLAGS, tok), ids, prompt_lookup_num_tokens=3)[1]
+    assert looked == plain
+
+
+def test_bad_tokenizers_are_refused_in_one_line(setup):
+    model, tok = setup
+    with pytest.raises(InferlabError, match="tokenizer: expected a transformers fast tokenizer .* got str"):
+        JSONSchemaLogitsProcessor(FLAGS, "gpt2")
+    no_eos = copy.deepcopy(tok)
+    no_eos.eos_token = None
+    proc = JSONSchemaLogitsProcessor(FLAGS, no_eos)
+    with pytest.raises(InferlabError, match="no EOS token"):
+        proc(torch.tensor([[1, 2]]), torch.zeros(1, model.config.vocab_size))
+
+
+def test_compile_json_schema_takes_a_transformers_tokenizer(setup):
+    """compile_json_schema reads a fast tokenizer's bytes itself (hf_vocabulary, checked against
+    its decode()), and names what it got where it gets neither kind of tokenizer."""
+    _, tok = setup
+    grammar = compile_json_schema(FLAGS, tok, warm_ms=0)
+    assert grammar.vocab.token_bytes == hf_vocabulary(tok).token_bytes
+    with pytest.raises(InferlabError, match="got str"):
+        compile_json_schema(FLAGS, "gpt2")
+
+
+def test_a_vocabulary_without_eos_accepts_no_negative_token():
+    """eos_id -1 means there is none: -1 is not a token, however complete the text is."""
+    from inferlab.constrain.vocab import Vocabulary
+
+    vocab = Vocabulary((b"[", b"]", b"true", b","), -1, frozenset())
+    m = GrammarMatcher(compile_json_schema({"type": "array", "maxItems": 0}, vocab, warm_ms=0))
+    assert m.accept_token(0) and m.accept_token(1) and not m.accept_token(-1) and not m.is_terminated()

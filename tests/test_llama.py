@@ -264,3 +264,23 @@ def test_sharded_index_names_a_missing_shard(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "part-1.safetensors"}}))
     with pytest.raises(InferlabError, match="part-1.safetensors not found"):
         weight_files(tmp_path)
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ({"num_hidden_layers": 4}, "missing ['model.layers.3."),
+    ({"intermediate_size": 2 * SHAPE["intermediate_size"]},
+     "model.layers.0.mlp.gate_proj.weight/model.layers.0.mlp.up_proj.weight has shape (192, 64), expected (384, 64)"),
+])
+def test_weights_that_do_not_fit_the_config_name_the_folder_and_tensor(tmp_path, patch, needle):
+    """A config.json edited after the weights were saved: one line naming the folder and the
+    checkpoint's own tensor name (not our fused parameter names)."""
+    from inferlab.model.random_folder import write_random_folder
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **SHAPE}
+    folder = write_random_folder(tmp_path / "m", config, seed=0)
+    doc = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**doc, **patch}))
+    with pytest.raises(InferlabError) as exc:
+        load_model(folder)
+    message = str(exc.value)
+    assert message.startswith(f"{folder}: the weights do not fit config.json") and needle in message

@@ -170,6 +170,9 @@ def test_bitmask_helpers_hand_set_bits():
     half = torch.arange(V, dtype=torch.bfloat16)  # not float32: the masked_fill_ path
     apply_token_bitmask_inplace(half, bm[0])
     assert torch.isfinite(half).nonzero().flatten().tolist() == [0, 31, 32, 69]
+    for wide in (np.zeros(97, dtype=np.float32), torch.zeros(97)):  # past the 96 tokens of 3 words
+        with pytest.raises(ValueError, match="97 columns but the bitmask covers 96"):
+            apply_token_bitmask_inplace(wide, bm[0])
 
 
 def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):

@@ -35,10 +35,21 @@ _VOCABS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def vocabulary_of(tokenizer) -> Vocabulary:
-    """The cached Vocabulary of `tokenizer`; its trie is built once, on first use."""
+    """The cached Vocabulary of `tokenizer`: an inferlab Tokenizer, or a transformers fast
+    tokenizer (hf_vocab.hf_vocabulary, its own size: pass hf_vocabulary(tok, model's vocab_size)
+    where the model pads its logits); its trie is built once, on first use."""
+    hf = hasattr(tokenizer, "backend_tokenizer")
+    if not hf and not hasattr(tokenizer, "token_bytes"):
+        raise InferlabError(f"expected a Vocabulary, an inferlab Tokenizer or a transformers fast tokenizer, "
+                            f"got {type(tokenizer).__name__}")
     vocab = _VOCABS.get(tokenizer)
     if vocab is None:
-        vocab = _VOCABS[tokenizer] = Vocabulary.from_tokenizer(tokenizer)
+        if hf:
+            from inferlab.constrain.hf_vocab import hf_vocabulary  # (no transformers import: duck-typed)
+            vocab = hf_vocabulary(tokenizer)
+        else:
+            vocab = Vocabulary.from_tokenizer(tokenizer)
+        _VOCABS[tokenizer] = vocab
     return vocab
 
 

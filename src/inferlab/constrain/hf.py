@@ -6,10 +6,18 @@
     proc.complete(out)   # per row: the output is a whole instance (EOS accepted or may end there)
 
 Rows are matched by their generated tokens, not by position: beam search reorders rows every
-step, so each call looks the state of a row's prefix up (a dict of the previous call's rows) and
-advances it by the one new token. States are the grammar's immutable values, so that is a copy of
-a reference. EOS is allowed only where the text is a complete instance; after it, the row (HF pads
-it from then on) and any beam that took a -inf candidate allow only EOS, so no row is all -inf.
+step, so each call finds the node of a row's prefix (the last call's rows by their tokens, else a
+walk of every prefix this call has seen: assisted and prompt-lookup decoding step several tokens,
+or back) and advances it by the one new token. States are the grammar's immutable values, so a
+node holds a reference. EOS is allowed only where the text is a complete instance; after it, the
+row (HF pads it from then on) and any beam that took a -inf candidate allow only EOS, so no row is
+all -inf.
+
+transformers tells a processor nothing of where one generate() call ends. A call starts afresh
+where its rows do not all begin with the prompts the last call began with, or extend prefixes that
+call has not seen, or follow rows that all took EOS; but a prompt that is an unfinished output of
+the last call (cut by max_new_tokens, fed back) looks like that call going on: call reset()
+between such calls, or use a new processor.
 
 This module imports torch and transformers (the [hf] extra); the core never imports it.
 """
@@ -54,6 +62,9 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self.schemas = list(schemas) if isinstance(schemas, (list, tuple)) else [schemas]
         if not self.schemas:
             raise InferlabError("schemas: expected a schema or a non-empty list of schemas")
+        if not (hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "token_bytes")):
+            raise InferlabError(f"tokenizer: expected a transformers fast tokenizer or an inferlab Tokenizer, "
+                                f"got {type(tokenizer).__name__}")
         self.tokenizer = tokenizer
         # Equal schemas compile once; the key keeps property order, which the output follows.
         for s in self.schemas:  # before json.dumps, which recurses per level
@@ -68,12 +79,62 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self.reset()
 
     def reset(self) -> None:
-        """Forget the rows of the last generate() call (grammars are kept). Called by itself when
-        a call's input is not one token longer than the last's: a new generate() began."""
+        """Forget the last generate() call's rows and prefixes (grammars are kept). Called by itself
+        when a call begins afresh (_new_call)."""
         self._prompt_len: int | None = None
-        self._last_len: int | None = None
-        self._states: dict[tuple, object] = {}
+        self._prompts: set[tuple] = set()
+        self._rows: dict[tuple, int] = {}            # (grammar, generated tokens) -> node: the last call's rows
+        self._child: dict[tuple[int, int], int] = {}  # (node, token) -> node: every prefix this call has seen
+        self._node_state: list = []                  # node -> grammar state (or DEAD / ENDED)
+        self._roots: dict[int, int] = {}             # grammar -> the node of no token
         self._bitmask = None
+
+    def _new_call(self, input_ids) -> bool:
+        """Does `input_ids` begin a new generate() call? Within one call every row begins with one
+        of the prompt rows its first step saw, and its tokens but the newest form a prefix that
+        call has seen, whatever beam search, assisted or prompt-lookup decoding do; and once every
+        row took EOS, generate() stops, so a call after that is a new one (its output fed back)."""
+        if self._prompt_len is None or input_ids.shape[1] < self._prompt_len:
+            return True
+        if not {tuple(r) for r in input_ids[:, :self._prompt_len].tolist()} <= self._prompts:
+            return True
+        rows = input_ids.shape[0]
+        parents = [self._parent(self._grammar_index(r, rows), tuple(seq))
+                   for r, seq in enumerate(input_ids[:, self._prompt_len:].tolist())]
+        if any(p is None for p in parents):
+            return True
+        return all(self._node_state[p] == ENDED for p in parents) and input_ids.shape[1] > self._prompt_len
+
+    def _parent(self, gi: int, seq: tuple) -> int | None:
+        """The node of seq[:-1] (of seq when empty) if this call has seen it, else None: the last
+        call's rows first (one dict lookup), else a walk from the root (a jump of several tokens)."""
+        if not seq:
+            return self._root(gi)
+        node = self._rows.get((gi, seq[:-1]))
+        if node is not None:
+            return node
+        node = self._root(gi)
+        for t in seq[:-1]:
+            node = self._child.get((node, t))
+            if node is None:
+                return None
+        return node
+
+    def _root(self, gi: int) -> int:
+        node = self._roots.get(gi)
+        if node is None:
+            node = self._roots[gi] = self._node(self.grammars[gi].initial_state())
+        return node
+
+    def _node(self, state) -> int:
+        self._node_state.append(state)
+        return len(self._node_state) - 1
+
+    def _child_of(self, gi: int, node: int, token: int) -> int:
+        got = self._child.get((node, token))
+        if got is None:
+            got = self._child[(node, token)] = self._node(self._step(self.grammars[gi], self._node_state[node], token))
+        return got
 
     def _vocabulary(self, width: int) -> Vocabulary:
         if hasattr(self.tokenizer, "backend_tokenizer"):
@@ -87,6 +148,9 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         vocab = self._vocabulary(width)
         if vocab.vocab_size != width:
             raise InferlabError(f"the tokenizer has {vocab.vocab_size} tokens but the logits only {width}")
+        if vocab.eos_id < 0:  # a finished row could then allow nothing: every logit -inf
+            raise InferlabError("the tokenizer has no EOS token (eos_token is None): a row that completes its "
+                                "instance could not end; set the tokenizer's eos_token")
         self.grammars = [StackGrammar(machine, vocab) for machine in self._machines]
 
     def _grammar_index(self, row: int, rows: int) -> int:
@@ -116,24 +180,20 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         rows, width = scores.shape
         self._build(width)
-        if self._last_len is None or input_ids.shape[1] != self._last_len + 1:
+        if self._new_call(input_ids):
             self.reset()
             self._prompt_len = input_ids.shape[1]
-        self._last_len = input_ids.shape[1]
+            self._prompts = {tuple(r) for r in input_ids.tolist()}
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_token_bitmask(rows, width)
         generated = input_ids[:, self._prompt_len:].tolist()
-        previous, self._states = self._states, {}
+        parents = [self._parent(self._grammar_index(r, rows), tuple(seq)) for r, seq in enumerate(generated)]
+        self._rows = {}
         for r, seq in enumerate(generated):
             gi = self._grammar_index(r, rows)
-            key = (gi, tuple(seq))
-            state = self._states.get(key)
-            if state is None:
-                parent = previous.get((gi, key[1][:-1])) if seq else None
-                state = (self._step(self.grammars[gi], parent, seq[-1]) if parent is not None
-                         else self._walk(gi, key[1]))
-                self._states[key] = state
-            self._fill(self.grammars[gi], state, r)
+            node = self._child_of(gi, parents[r], seq[-1]) if seq else parents[r]
+            self._rows[(gi, tuple(seq))] = node
+            self._fill(self.grammars[gi], self._node_state[node], r)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 

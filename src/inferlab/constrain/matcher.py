@@ -52,9 +52,12 @@ def apply_token_bitmask_inplace(logits, bitmask) -> None:
 
     logits: numpy float (V,) or (B, V), or a torch tensor of those shapes (torch is imported only
     when a tensor is passed); bitmask: int32 (W,) or (B, W), numpy or torch. Logits wider than
-    the bitmask's 32*W tokens are a caller's bug; narrower ones (a model padded below the
-    tokenizer) are fine: only the first V bits are read.
+    the bitmask's 32*W tokens are a caller's bug (ValueError); narrower ones (a model padded below
+    the tokenizer) are fine: only the first V bits are read.
     """
+    if logits.shape[-1] > 32 * bitmask.shape[-1]:  # past the bitmask: neither allowed nor refused
+        raise ValueError(f"logits have {logits.shape[-1]} columns but the bitmask covers {32 * bitmask.shape[-1]} "
+                         "tokens: allocate it for the logits' width (allocate_token_bitmask)")
     if isinstance(logits, np.ndarray):
         keep = unpack_bitmask(np.asarray(bitmask), logits.shape[-1])        # (..., V)
         np.copyto(logits, NEG_INF, where=~keep)

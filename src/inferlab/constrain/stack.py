@@ -719,9 +719,11 @@ class StackGrammar:
         return self.machine.can_end(state[0])
 
     def advance(self, state: State, token: int) -> State | None:
+        if not 0 <= token < self.vocab_size:  # (before EOS: a vocabulary without one has eos_id -1)
+            return None
         if token == self.eos_id:
             return state if self.can_end(state) else None
-        if not 0 <= token < self.vocab_size or token in self.vocab.special_ids:
+        if token in self.vocab.special_ids:
             return None
         key = (state, token)
         if key not in self._advance:

@@ -282,6 +282,11 @@ def generate(model, tokenizer, prompt: str, mask: TokenMask | None = None, max_n
     prompt_ids = ([bos] if bos is not None else []) + tokenizer.encode(prompt) or [tokenizer.eos_id]
     if jump_forward and mask is None:
         raise InferlabError("jump-forward needs a mask: pass a schema")
+    if jump_forward and getattr(tokenizer, "pattern", None) is None:
+        # JumpForward retokenizes from a pre-token boundary; a SentencePiece-style tokenizer
+        # (Llama 2, Mistral) has no pre-tokenizer pattern, so no boundary it could start from
+        raise InferlabError("jump-forward needs a byte-level BPE tokenizer with a pre-tokenization pattern "
+                            "(GPT-2, Llama 3, Qwen2); this one (SentencePiece-style) has none")
     jump = JumpForward(tokenizer) if jump_forward else None
     t0 = time.perf_counter()
     tokens, reason, steps = decode_loop(model, prompt_ids, eos_id=tokenizer.eos_id, mask=mask,

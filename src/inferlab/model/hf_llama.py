@@ -117,7 +117,27 @@ def load_hf_llama(folder, *, context: int | None = None) -> Llama:
     folder = Path(folder)
     where = str(folder / "config.json")
     config = llama_config(read_json_object(folder / "config.json"), where, context=context)
-    return Llama(config, params_from_hf(config, _tensors(folder), where=str(folder)))
+    params = params_from_hf(config, _tensors(folder), where=str(folder))
+    try:
+        return Llama(config, params)
+    except InferlabError as exc:  # our parameter names: say the folder's, and which file set them
+        raise InferlabError(f"{folder}: the weights do not fit config.json: {_hf_spelling(str(exc))}") from None
+
+
+def _hf_spelling(message: str) -> str:
+    """`message` with our parameter names (layers.1.down.w) spelled as the checkpoint's tensors."""
+    def hf(m: re.Match) -> str:
+        name = m.group(0)
+        top = {ours: theirs for theirs, ours in _TOP_NAMES.items()}
+        if name in top:
+            return top[name]
+        layer = _LAYER.match(name)
+        if layer:
+            theirs = [k for k, (ours, _) in _LAYER_NAMES.items() if ours == layer.group(2)]
+            if theirs:
+                return "/".join(f"model.layers.{layer.group(1)}.{t}" for t in theirs)
+        return name
+    return re.sub(r"\b(?:embed|norm|lm_head|layers\.\d+\.[a-z_]+\.?[wb]?)\b", hf, message)
 
 
 def _tensors(folder: Path):
