@@ -80,30 +80,35 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
 
     def reset(self) -> None:
         """Forget the last generate() call's rows and prefixes (grammars are kept). Called by itself
-        when a call begins afresh (_new_call)."""
+        when a call begins afresh (_parents)."""
         self._prompt_len: int | None = None
-        self._prompts: set[tuple] = set()
+        self._prompt_ids = None                      # (prompts, prompt_len): the call's first rows
         self._rows: dict[tuple, int] = {}            # (grammar, generated tokens) -> node: the last call's rows
         self._child: dict[tuple[int, int], int] = {}  # (node, token) -> node: every prefix this call has seen
         self._node_state: list = []                  # node -> grammar state (or DEAD / ENDED)
         self._roots: dict[int, int] = {}             # grammar -> the node of no token
         self._bitmask = None
 
-    def _new_call(self, input_ids) -> bool:
-        """Does `input_ids` begin a new generate() call? Within one call every row begins with one
-        of the prompt rows its first step saw, and its tokens but the newest form a prefix that
-        call has seen, whatever beam search, assisted or prompt-lookup decoding do; and once every
-        row took EOS, generate() stops, so a call after that is a new one (its output fed back)."""
-        if self._prompt_len is None or input_ids.shape[1] < self._prompt_len:
-            return True
-        if not {tuple(r) for r in input_ids[:, :self._prompt_len].tolist()} <= self._prompts:
-            return True
+    def _parents(self, input_ids) -> list[int] | None:
+        """Each row's node before its newest token, or None where `input_ids` begins a new
+        generate() call. Within one call every row begins with one of the prompt rows its first
+        step saw, and its tokens but the newest form a prefix the call has seen, whatever beam
+        search, assisted or prompt-lookup decoding do; and once every row took EOS, generate()
+        stops, so a call after that is a new one (its output fed back)."""
+        n = self._prompt_len
+        if n is None or input_ids.shape[1] < n:
+            return None
+        heads = input_ids[:, :n]
+        if not (heads[:, None, :] == self._prompt_ids[None, :, :]).all(-1).any(-1).all():  # (rows, prompts)
+            return None
         rows = input_ids.shape[0]
-        parents = [self._parent(self._grammar_index(r, rows), tuple(seq))
-                   for r, seq in enumerate(input_ids[:, self._prompt_len:].tolist())]
+        generated = input_ids[:, n:].tolist()
+        parents = [self._parent(self._grammar_index(r, rows), tuple(seq)) for r, seq in enumerate(generated)]
         if any(p is None for p in parents):
-            return True
-        return all(self._node_state[p] == ENDED for p in parents) and input_ids.shape[1] > self._prompt_len
+            return None
+        if generated[0] and all(self._node_state[p] == ENDED for p in parents):
+            return None
+        return parents
 
     def _parent(self, gi: int, seq: tuple) -> int | None:
         """The node of seq[:-1] (of seq when empty) if this call has seen it, else None: the last
@@ -180,14 +185,14 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         rows, width = scores.shape
         self._build(width)
-        if self._new_call(input_ids):
+        parents = self._parents(input_ids)
+        if parents is None:  # a new generate() call
             self.reset()
-            self._prompt_len = input_ids.shape[1]
-            self._prompts = {tuple(r) for r in input_ids.tolist()}
+            self._prompt_len, self._prompt_ids = input_ids.shape[1], input_ids.clone()
+            parents = [self._root(self._grammar_index(r, rows)) for r in range(rows)]
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_token_bitmask(rows, width)
         generated = input_ids[:, self._prompt_len:].tolist()
-        parents = [self._parent(self._grammar_index(r, rows), tuple(seq)) for r, seq in enumerate(generated)]
         self._rows = {}
         for r, seq in enumerate(generated):
             gi = self._grammar_index(r, rows)
