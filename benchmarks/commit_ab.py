@@ -179,12 +179,24 @@ def compare(rounds: list[dict]) -> dict:
     return out
 
 
-def write_new(path: Path, data: dict, force: bool) -> None:
-    """Atomically, with the umask's permissions; an existing file only with force."""
+def _bad_input(args, repo: Path) -> str | None:
+    """What is wrong with the arguments, in one line, or None."""
+    if args.out is not None and args.out.exists() and not args.force:
+        return f"--out {args.out} exists (use --force to replace it)"
+    if args.limit < 1 or args.rounds < 1:
+        return "--limit and --rounds must be >= 1"
+    if not args.directory.is_dir():
+        return f"{args.directory} is not a folder of JSONSchemaBench files"
+    if subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", f"{args.base}^{{commit}}"],
+                      capture_output=True).returncode != 0:
+        return f"--base {args.base}: not a commit of {repo}"
+    return None
+
+
+def write_new(path: Path, data: dict) -> None:
+    """Atomically, with the umask's permissions (main refused an existing file without --force)."""
     from inferlab.measure import atomic_write_json  # (the parent's inferlab: not at module level, which the child shares)
 
-    if path.exists() and not force:
-        raise SystemExit(f"commit_ab: {path} exists (use --force to replace it)")
     atomic_write_json(path, data)
 
 
@@ -206,6 +218,10 @@ def main(argv: list[str]) -> int:
         return 0
     args.directory = args.directory.resolve()
     repo = Path(__file__).resolve().parents[1]
+    problem = _bad_input(args, repo)  # before any work: a run takes minutes
+    if problem is not None:
+        print(f"commit_ab: {problem}", file=sys.stderr)
+        return 2
     commits = {"base_commit": _git(repo, "rev-parse", args.base), "tree_commit": _git(repo, "rev-parse", "HEAD"),
                "tree_clean": not _git(repo, "status", "--porcelain", "--untracked-files=no")}  # (as the run began)
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,7 +243,7 @@ def main(argv: list[str]) -> int:
               "ratios": compare(rounds)}
     print(json.dumps(result["ratios"], indent=1))
     if args.out is not None:
-        write_new(args.out, result, args.force)
+        write_new(args.out, result)
     return 0
 
 
