@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from inferlab.cli.common import add_out_arguments, parse_out_args
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 
@@ -52,10 +53,9 @@ def run_once(quick: bool) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results/run_all_cost"))
-    p.add_argument("--force", action="store_true")
+    add_out_arguments(p, default_out="benchmarks/results/run_all_cost")   # the one --out policy
     p.add_argument("--only", choices=("quick", "full"), default=None, help="run one of the two (default both)")
-    args = p.parse_args(argv)
+    args = parse_out_args(p, argv)
     try:
         writer = ExperimentWriter(args.out, force=args.force)
         runs = {}
@@ -77,6 +77,7 @@ def main(argv=None) -> int:
     for kind, r in runs.items():
         print(f"run all {'--quick' if kind == 'quick' else '(full)'}: {r['wall_s']:.1f} s, peak RSS "
               f"{r['peak_rss_bytes'] / 2**30:.2f} GiB (targets {r['targets']})")
+    print(f"wrote {args.out}/")  # (a timestamped sibling where the default folder held results)
     return 0
 
 

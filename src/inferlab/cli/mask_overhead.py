@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
                    help="also measure this Hugging Face folder (Llama, Qwen2, Mistral, GPT-2) with its own "
                         "tokenizer.json, beside MiniGPT (V=512 unless --vocab says otherwise); its runs stop "
                         "after 16 new tokens (--quick 6)")
-    p.add_argument("--peers", action="store_true", help="also run llguidance and outlines-core (extra [peers])")
+    p.add_argument("--peers", action="store_true", help="also run llguidance, xgrammar and outlines-core (extra [peers])")
     add_roofline_argument(p)
     add_lab_arguments(p, default_out=f"experiments/{EXPERIMENT}", default_threads=1)
 
