@@ -130,3 +130,28 @@ def test_train_records_the_build_commit_outside_a_checkout(monkeypatch, tmp_path
     assert train._git_commit() == "unknown"
     (tmp_path / "_build.json").write_text('{"git_commit": "' + "cd" * 20 + '", "git_dirty": true}\n')
     assert train._git_commit() == "cd" * 20 + "+dirty"
+
+
+def test_a_runs_own_outputs_do_not_make_it_dirty(monkeypatch, tmp_path):
+    """git_dirty says whether the code differs from the commit: an edit to a tracked results file
+    (what `run all` rewrites before its later labs) leaves it false; one to the package sets it."""
+    import subprocess
+
+    from inferlab.measure import machine
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    package = tmp_path / "src" / "pkg"
+    package.mkdir(parents=True)
+    (package / "code.py").write_text("x = 1\n")
+    (tmp_path / "results.json").write_text("{}\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.setattr(machine, "_PACKAGE", package)
+    monkeypatch.setattr(machine.sys, "argv", ["inferlab", "run", "all"])
+    (tmp_path / "results.json").write_text('{"new": 1}\n')
+    assert machine.provenance()["git_dirty"] is False
+    (package / "code.py").write_text("x = 2\n")
+    assert machine.provenance()["git_dirty"] is True

@@ -245,13 +245,22 @@ def built_from() -> tuple[str | None, bool | None]:
         return None, None
 
 
+def _code() -> list[str]:
+    """The paths whose edits make a run's code differ from its commit: the package, and the script
+    run where it is a file (a benchmark). Not the whole checkout: a run of `run all` rewrites the
+    tracked experiments/ folders, which would mark every later lab of the same run dirty."""
+    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    return [str(_PACKAGE)] + ([str(script)] if script is not None and script.suffix == ".py" and script.is_file() else [])
+
+
 def provenance() -> dict:
-    """How to reproduce a run: the exact command line, the package version, and the git commit
-    (with a dirty flag) of the code that runs: its checkout's where inferlab runs from one (an
-    editable install), else the one `pip install .` built it from (null fields where neither is
-    known: a wheel built outside a checkout). Never the working directory's: it may hold other code."""
+    """How to reproduce a run: the exact command line, the package version, and the git commit of
+    the code that runs, with a dirty flag (an edit to the package or the script run: _code): its
+    checkout's where inferlab runs from one (an editable install), else the one `pip install .`
+    built it from (null fields where neither is known: a wheel built outside a checkout). Never
+    the working directory's: it may hold other code."""
     commit = _git("rev-parse", "HEAD")
-    dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
+    dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no", "--", *_code()))
     if commit is None:
         commit, dirty = built_from()
     return {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
