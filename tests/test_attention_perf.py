@@ -362,7 +362,7 @@ AUDIT_TWO = [2.08, 3.18, 16.65, 41.13, 1.67]
 
 
 def test_noisy_or_few_rounds_are_decided_unpaired():
-    from inferlab.labs.attention_report import comparison_interval
+    from inferlab.measure.verdicts import comparison_interval
 
     # The per-round ratios 1.087, 0.371, 0.115, 0.022, 0.557 have p10-p90 0.059-0.875, wholly below 1:
     # paired, the run would call 2 threads slower. Unpaired, 1 thread's p10-p90 (0.912-2.124 ms)

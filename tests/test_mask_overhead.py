@@ -438,3 +438,17 @@ def test_the_lab_times_every_peer_on_its_bitmask_fill(conjugation_walks):
         assert r["available"] and r["compiled"] and r["n_readings"] == len(tok.encode(CONJUGATIONS[0]))
         assert r["ratio_to_inferlab"] == pytest.approx(r["mean_us"] / out["inferlab-indexed"]["mean_us"])
         assert "bitmask" in r["note"]
+
+
+@pytest.mark.parametrize("noisy, rounds, resolved", [(False, 20, True), (True, 20, False), (False, 5, False)])
+def test_mask_verdicts_trust_the_pairing_only_on_quiet_sides_over_enough_rounds(noisy, rounds, resolved):
+    """No mask 7.6 ms a step (7.0-9.0), indexed 9.0 (8.0-12.0): the paired ratio 1.2 (1.1-1.3)
+    says the mask costs time; unpaired (noisy, or 5 rounds) 8.0/9.0 to 12.0/7.0 straddles 1."""
+    def row(ms, lo, hi):
+        return {"steps": 8, "ms_per_step": ms, "ms_per_step_p10": lo, "ms_per_step_p90": hi, "noisy": noisy,
+                "call": {"n": rounds}}
+    entry = {"vocab_size": 512, "no_mask": row(7.6, 7.0, 9.0), "masks": {"indexed": row(9.0, 8.0, 12.0)},
+             "ratios": {"indexed/none": {"value": 1.2, "p10": 1.1, "p90": 1.3}}}
+    (v,) = mo.mask_verdicts([entry], default_vocab_size=151_851)
+    assert v["id"] == "indexed_vs_none_512" and v["resolved"] is resolved
+    assert ("paired)" in v["statement"] and "unpaired" not in v["statement"]) is resolved

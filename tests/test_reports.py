@@ -17,7 +17,7 @@ MANIFEST = {"hardware": {"cpu_model": "test CPU", "cpu_governor_at_run": "unknow
 
 
 def _row(ms: float, steps: int, rounds: int, ratio=None, spread=0.05) -> dict:
-    row = {"steps": steps, "call": {"n": rounds}, "ms_per_step": ms, "ms_per_step_p10": ms * (1 - spread),
+    row = {"steps": steps, "call": {"n": rounds}, "noisy": 2 * spread > 0.10, "ms_per_step": ms, "ms_per_step_p10": ms * (1 - spread),
            "ms_per_step_p90": ms * (1 + spread), "stop_reason": "eos", "tokens": [1] * steps,
            "breakdown": {"step_ms": ms, "mask_build_ms": 0.0, "mask_apply_ms": 0.0, "rest_of_decoder_ms": ms}}
     if ratio is not None:

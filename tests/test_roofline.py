@@ -377,3 +377,25 @@ def test_blocked_triad_equals_the_whole_array_expression(monkeypatch):
     a = np.empty(100)
     roofline._stream_call("triad", a, b, c)()
     assert np.array_equal(a, b + roofline.STREAM_SCALAR * c)
+
+
+def _side(ms: float, lo: float, hi: float, noisy: bool, n: int) -> dict:
+    return {"median_ms": ms, "p10_ms": lo, "p90_ms": hi, "noisy": noisy, "n": n}
+
+
+@pytest.mark.parametrize("noisy, n, resolved", [(False, 20, True), (True, 20, False), (False, 5, False)])
+def test_thread_verdicts_trust_the_pairing_only_on_quiet_sides_over_enough_rounds(monkeypatch, noisy, n, resolved):
+    """1 thread 10 ms (8-12), 2 threads 7 ms (6-11): the paired ratio 1.4 (1.2-1.6) says 2 threads
+    win, but where a side is noisy or the rounds are few, the unpaired 8/11 to 12/6 straddles 1."""
+    from inferlab import roofline
+
+    monkeypatch.setattr(roofline, "theoretical_verdicts", lambda results: [])
+    paired = {"value": 1.4, "p10": 1.2, "p90": 1.6}
+    times = {"1": {"time": _side(10, 8, 12, noisy, n)}, "2": {"time": _side(7, 6, 11, noisy, n)}}
+    results = {"thread_counts": [1, 2], "bandwidth_GBps": {"triad": times}, "peak_GFLOPS": {"float32": times},
+               "thread_ratios": {"stream": {"triad": paired}, "gemm": {"float32": {**paired, "n": 512}}},
+               "ridge": {"value": 5.0, "p10": 4.0, "p90": 6.0, "threads": 2}}
+    got = {v["id"]: v for v in roofline.roofline_verdicts(results)}
+    for vid in ("triad_threads", "gemm_float32_threads"):
+        assert got[vid]["resolved"] is resolved
+        assert ("(paired)" in got[vid]["statement"]) is resolved

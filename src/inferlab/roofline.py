@@ -41,7 +41,7 @@ from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget, Stats, measure, measure_interleaved
-from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient
 
 EXPERIMENT = "01-roofline"
 SCHEMA_VERSION = 1
@@ -163,8 +163,13 @@ def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
 
 
 def _unresolved(pair: tuple[str, str]):
-    """more() for measure_interleaved: the paired ratio of the two thread counts straddles 1."""
-    return lambda stats: (r := paired_ratio(stats[pair[0]], stats[pair[1]])).p10 <= 1 <= r.p90
+    """more() for measure_interleaved: the interval deciding the two thread counts' time ratio
+    (verdicts.comparison_interval: paired where both sides are quiet) straddles 1."""
+    def more(stats) -> bool:
+        a, b = stats[pair[0]], stats[pair[1]]
+        r, _ = comparison_interval(a.to_json("ms"), b.to_json("ms"), paired_ratio(a, b).to_json())
+        return r.p10 <= 1 <= r.p90
+    return more
 
 
 def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],
@@ -420,14 +425,17 @@ def roofline_verdicts(results: dict) -> list[dict]:
     top = results["thread_counts"][-1]
     if top > 1:
         tr = results["thread_ratios"]
-        out.append(decide("triad_threads", Interval(**tr["stream"]["triad"]), 1.0,
-                          quantity=f"triad bandwidth with {top} threads over 1 thread (paired, per round)",
+        times = results["bandwidth_GBps"]["triad"]
+        ratio, basis = comparison_interval(times["1"]["time"], times[str(top)]["time"], tr["stream"]["triad"])
+        out.append(decide("triad_threads", ratio, 1.0,
+                          quantity=f"triad bandwidth with {top} threads over 1 thread ({basis})",
                           above=f"STREAM triad moves more bytes per second with {top} threads than with 1",
                           below=f"STREAM triad moves fewer bytes per second with {top} threads than with 1",
                           question=f"whether {top} threads change STREAM triad bandwidth").to_json())
-        g = tr["gemm"]["float32"]
-        out.append(decide("gemm_float32_threads", Interval(g["value"], g["p10"], g["p90"]), 1.0,
-                          quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread (paired)",
+        g, times = tr["gemm"]["float32"], results["peak_GFLOPS"]["float32"]
+        ratio, basis = comparison_interval(times["1"]["time"], times[str(top)]["time"], g)
+        out.append(decide("gemm_float32_threads", ratio, 1.0,
+                          quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread ({basis})",
                           above=f"float32 GEMM runs faster with {top} threads than with 1",
                           below=f"float32 GEMM runs slower with {top} threads than with 1",
                           question=f"whether {top} threads change float32 GEMM speed").to_json())

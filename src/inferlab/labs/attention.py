@@ -25,13 +25,12 @@ from inferlab.attention_perf import (
 )
 from inferlab.flash import DEFAULT_BLOCK, flash_cost, flash_mha, naive_t2_cost, traced_peak_bytes
 from inferlab.labs import Lab, LabOptions, add_report
-from inferlab.labs.attention_report import (EXPERIMENT, MIN_PAIRED_ROUNDS, SUMMARY_T, comparison_interval,
-                                            largest_point, point_at, render, summary_json)
+from inferlab.labs.attention_report import EXPERIMENT, SUMMARY_T, largest_point, point_at, render, summary_json
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved, summarize
 from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, DEFAULT_NOISE_THRESHOLD, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import MIN_PAIRED_ROUNDS, Interval, comparison_interval, decide, paired_ratio, quotient
 from inferlab.roofline import Roofline
 
 QUICK_SAMPLES = 10

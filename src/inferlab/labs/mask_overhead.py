@@ -35,7 +35,7 @@ from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import Interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
@@ -306,28 +306,44 @@ def headline(entry: dict) -> dict:
     return out
 
 
+def _per_step(row: dict) -> dict:
+    """A configuration's per-step times (_row) as comparison_interval reads a side."""
+    return {"median_ms": row["ms_per_step"], "p10_ms": row["ms_per_step_p10"], "p90_ms": row["ms_per_step_p90"],
+            "noisy": row["noisy"], "n": row["call"]["n"]}
+
+
+def _step_interval(e: dict, num: str, den: str) -> tuple[Interval, str]:
+    """The interval deciding per-step time num / den (verdicts.comparison_interval: paired only
+    where both sides are quiet over enough rounds), and its basis."""
+    row = lambda k: e["no_mask"] if k == "none" else e["masks"][k]  # noqa: E731
+    return comparison_interval(_per_step(row(num)), _per_step(row(den)), e["ratios"][f"{num}/{den}"])
+
+
 def mask_verdicts(table: list[dict], default_vocab_size: int) -> list[dict]:
-    """Each mask against no mask and naive against indexed, per vocabulary (paired ratios); and
+    """Each mask against no mask and naive against indexed, per vocabulary (_step_interval); and
     the seed's throughput mark (Y/X < 0.5) for the naive mask at the default vocabulary."""
     out = []
     for e in table:
         v = f"V={e['vocab_size']:,}" + (" (the --model folder)" if e.get("real_model") else "")
         steps = f"{e['no_mask']['steps']}-step runs"
         for kind in e["masks"]:
-            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", Interval(**e["ratios"][f"{kind}/none"]), 1.0,
-                              quantity=f"the per-step time with the {kind} mask over without ({v}, {steps}, paired)",
+            ratio, basis = _step_interval(e, kind, "none")
+            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", ratio, 1.0,
+                              quantity=f"the per-step time with the {kind} mask over without ({v}, {steps}, {basis})",
                               above=f"At {v} the {kind} mask makes a decode step slower than no mask",
                               below=f"At {v} the {kind} mask makes a decode step faster than no mask",
                               question=f"at {v} whether the {kind} mask changes the decode step time").to_json())
         if "naive/indexed" in e["ratios"]:
-            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", Interval(**e["ratios"]["naive/indexed"]), 1.0,
-                              quantity=f"the per-step time with the naive mask over the indexed one ({v}, paired)",
+            ratio, basis = _step_interval(e, "naive", "indexed")
+            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", ratio, 1.0,
+                              quantity=f"the per-step time with the naive mask over the indexed one ({v}, {basis})",
                               above=f"At {v} the naive mask makes a step slower than the indexed mask",
                               below=f"At {v} the naive mask makes a step faster than the indexed mask",
                               question=f"at {v} whether the naive and indexed masks differ in step time").to_json())
         if e["vocab_size"] == default_vocab_size and "naive" in e["masks"]:
-            out.append(decide("naive_halves_throughput", Interval(**e["ratios"]["naive/none"]), THROUGHPUT_HALVED,
-                              quantity=f"the naive mask's per-step time ratio ({v})",
+            ratio, basis = _step_interval(e, "naive", "none")
+            out.append(decide("naive_halves_throughput", ratio, THROUGHPUT_HALVED,
+                              quantity=f"the naive mask's per-step time ratio ({v}, {basis})",
                               above=f"At {v} the naive mask cuts tokens per second below half (Y/X < 0.5)",
                               below=f"At {v} the naive mask keeps more than half the tokens per second (Y/X > 0.5)",
                               question=f"at {v} whether the naive mask halves tokens per second").to_json())

@@ -78,6 +78,35 @@ def quotient(num: Interval, den: Interval) -> Interval:
     return Interval(num.value / den.value, num.p10 / den.p90, num.p90 / den.p10)
 
 
+# Below this many rounds the p10 and p90 of the per-round ratios lie between the two most extreme
+# rounds, so one outlier round moves them: the pairing is not trusted (comparison_interval).
+MIN_PAIRED_ROUNDS = 10
+
+
+def comparison_interval(num: dict, den: dict, paired: dict) -> tuple[Interval, str]:
+    """The interval that decides time(num) / time(den), and what it is ("paired" or why not).
+
+    num, den: the two sides' timings as results.json stores them (Stats.to_json("ms")); paired:
+    their per-round ratio. The pairing cancels load that drifts between rounds, not load that
+    changes within one: when either side is flagged noisy, or there are fewer than
+    MIN_PAIRED_ROUNDS rounds, the ratio is taken unpaired instead, each side's p10 against the
+    other's p90 (verdicts.quotient), widened to hold the paired interval. It lies on one side of 1
+    only when the two sides' p10-p90 time ranges do not overlap.
+    """
+    ratio = Interval(paired["value"], paired["p10"], paired["p90"])
+    why = []
+    if num["noisy"] or den["noisy"]:
+        why.append("the samples are noisy")
+    if num["n"] < MIN_PAIRED_ROUNDS:
+        why.append(f"{num['n']} rounds, under {MIN_PAIRED_ROUNDS}")
+    if not why:
+        return ratio, "paired"
+    side = lambda t: Interval(t["median_ms"], t["p10_ms"], t["p90_ms"])  # noqa: E731
+    wide = quotient(side(num), side(den))
+    return (Interval(ratio.value, min(ratio.p10, wide.p10), max(ratio.p90, wide.p90)),
+            "unpaired, " + " and ".join(why))
+
+
 @dataclass(frozen=True)
 class Verdict:
     id: str
