@@ -122,14 +122,18 @@ def model_for(vocab: str, config: MaskLabConfig):
 
 # --- Block A: timing --------------------------------------------------------------------------
 
+def _row_times(stats, steps: int) -> dict:
+    """ms per step = per-call time / steps of that call (median, p10, p90), and the noise flag."""
+    return {"ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
+            "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy}
+
+
 def _row(g, stats) -> dict:
-    """One generate() configuration: ms per step = per-call median / steps of that call. The
-    same seed makes every call decode the same tokens, so the steps per call are constant."""
-    steps = g.n_steps
-    return {"steps": steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
-            "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos",
-            "ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
-            "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy, "call": stats.to_json("ms")}
+    """One generate() configuration (_row_times). The same seed makes every call decode the same
+    tokens, so the steps per call are constant."""
+    return {"steps": g.n_steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
+            "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos", **_row_times(stats, g.n_steps),
+            "call": stats.to_json("ms")}
 
 
 def _step_ratio(stats: dict, rows: dict, num: str, den: str) -> Interval:
@@ -144,11 +148,17 @@ def _pairs(kinds) -> list[tuple[str, str]]:
 
 
 def _undecided(stats: dict, steps: dict, kinds) -> bool:
-    """More rounds are wanted while a paired ratio's p10-p90 straddles 1, or while a configuration's
-    samples are noisy: a load burst over a few of 5 rounds can land on one side of every pair and
-    resolve a comparison the mask has no part in (a new user's --quick run: 1.65 for a 37 us mask)."""
-    straddles = any(r.p10 <= 1 <= r.p90 for r in (_step_ratio(stats, steps, a, b) for a, b in _pairs(kinds)))
-    return straddles or any(s.noisy for s in stats.values())
+    """More rounds are wanted while a comparison's deciding interval (comparison_interval, as
+    mask_verdicts decides it) straddles 1, or while a configuration's samples are noisy: a load
+    burst over a few of 5 rounds can land on one side of every pair and resolve a comparison the
+    mask has no part in (a new user's --quick run: 1.65 for a 37 us mask)."""
+    def side(k):
+        return _per_step({**_row_times(stats[k], steps[k]["steps"]), "call": {"n": stats[k].n}})
+    for a, b in _pairs(kinds):
+        r, _ = comparison_interval(side(a), side(b), _step_ratio(stats, steps, a, b).to_json())
+        if r.p10 <= 1 <= r.p90:
+            return True
+    return any(s.noisy for s in stats.values())
 
 
 def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,
