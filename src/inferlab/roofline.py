@@ -41,7 +41,7 @@ from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget, Stats, measure, measure_interleaved
-from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient, straddles_one
 
 EXPERIMENT = "01-roofline"
 SCHEMA_VERSION = 1
@@ -165,11 +165,7 @@ def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
 def _unresolved(pair: tuple[str, str]):
     """more() for measure_interleaved: the interval deciding the two thread counts' time ratio
     (verdicts.comparison_interval: paired where both sides are quiet) straddles 1."""
-    def more(stats) -> bool:
-        a, b = stats[pair[0]], stats[pair[1]]
-        r, _ = comparison_interval(a.to_json("ms"), b.to_json("ms"), paired_ratio(a, b).to_json())
-        return r.p10 <= 1 <= r.p90
-    return more
+    return lambda stats: straddles_one(stats[pair[0]], stats[pair[1]])
 
 
 def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],

@@ -34,17 +34,22 @@ MASK_KINDS = ("naive", "indexed", "stack")  # the flat DFA's two baselines; the 
 _VOCABS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def check_tokenizer(tokenizer) -> None:
+    """InferlabError unless `tokenizer` is one a grammar can read its token bytes from: a
+    transformers fast tokenizer (duck-typed: backend_tokenizer) or one with token_bytes."""
+    if not (hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "token_bytes")):
+        raise InferlabError(f"tokenizer: expected a transformers fast tokenizer or an inferlab Tokenizer (or a "
+                            f"Vocabulary), got {type(tokenizer).__name__}")
+
+
 def vocabulary_of(tokenizer) -> Vocabulary:
     """The cached Vocabulary of `tokenizer`: an inferlab Tokenizer, or a transformers fast
     tokenizer (hf_vocab.hf_vocabulary, its own size: pass hf_vocabulary(tok, model's vocab_size)
     where the model pads its logits); its trie is built once, on first use."""
-    hf = hasattr(tokenizer, "backend_tokenizer")
-    if not hf and not hasattr(tokenizer, "token_bytes"):
-        raise InferlabError(f"expected a Vocabulary, an inferlab Tokenizer or a transformers fast tokenizer, "
-                            f"got {type(tokenizer).__name__}")
+    check_tokenizer(tokenizer)
     vocab = _VOCABS.get(tokenizer)
     if vocab is None:
-        if hf:
+        if hasattr(tokenizer, "backend_tokenizer"):
             from inferlab.constrain.hf_vocab import hf_vocabulary  # (no transformers import: duck-typed)
             vocab = hf_vocabulary(tokenizer)
         else:

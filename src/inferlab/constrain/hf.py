@@ -32,6 +32,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("inferlab.constrain.hf needs torch and transformers: pip install 'inferlab[hf]'") from exc
 
+from inferlab.constrain import check_tokenizer
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.hf_vocab import hf_vocabulary
 from inferlab.constrain.matcher import allocate_token_bitmask, apply_token_bitmask_inplace, fill_eos_only
@@ -62,9 +63,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self.schemas = list(schemas) if isinstance(schemas, (list, tuple)) else [schemas]
         if not self.schemas:
             raise InferlabError("schemas: expected a schema or a non-empty list of schemas")
-        if not (hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "token_bytes")):
-            raise InferlabError(f"tokenizer: expected a transformers fast tokenizer or an inferlab Tokenizer, "
-                                f"got {type(tokenizer).__name__}")
+        check_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         # Equal schemas compile once; the key keeps property order, which the output follows.
         for s in self.schemas:  # before json.dumps, which recurses per level
@@ -89,12 +88,12 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self._roots: dict[int, int] = {}             # grammar -> the node of no token
         self._bitmask = None
 
-    def _parents(self, input_ids) -> list[int] | None:
-        """Each row's node before its newest token, or None where `input_ids` begins a new
-        generate() call. Within one call every row begins with one of the prompt rows its first
-        step saw, and its tokens but the newest form a prefix the call has seen, whatever beam
-        search, assisted or prompt-lookup decoding do; and once every row took EOS, generate()
-        stops, so a call after that is a new one (its output fed back)."""
+    def _parents(self, input_ids) -> tuple[list[int], list[tuple]] | None:
+        """(each row's node before its newest token, each row's generated tokens), or None where
+        `input_ids` begins a new generate() call. Within one call every row begins with one of the
+        prompt rows its first step saw, and its tokens but the newest form a prefix the call has
+        seen, whatever beam search, assisted or prompt-lookup decoding do; and once every row took
+        EOS, generate() stops, so a call after that is a new one (its output fed back)."""
         n = self._prompt_len
         if n is None or input_ids.shape[1] < n:
             return None
@@ -102,13 +101,13 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         if not (heads[:, None, :] == self._prompt_ids[None, :, :]).all(-1).any(-1).all():  # (rows, prompts)
             return None
         rows = input_ids.shape[0]
-        generated = input_ids[:, n:].tolist()
-        parents = [self._parent(self._grammar_index(r, rows), tuple(seq)) for r, seq in enumerate(generated)]
+        seqs = [tuple(seq) for seq in input_ids[:, n:].tolist()]
+        parents = [self._parent(self._grammar_index(r, rows), seq) for r, seq in enumerate(seqs)]
         if any(p is None for p in parents):
             return None
-        if generated[0] and all(self._node_state[p] == ENDED for p in parents):
+        if seqs[0] and all(self._node_state[p] == ENDED for p in parents):
             return None
-        return parents
+        return parents, seqs
 
     def _parent(self, gi: int, seq: tuple) -> int | None:
         """The node of seq[:-1] (of seq when empty) if this call has seen it, else None: the last
@@ -185,19 +184,18 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         rows, width = scores.shape
         self._build(width)
-        parents = self._parents(input_ids)
-        if parents is None:  # a new generate() call
+        found = self._parents(input_ids)
+        if found is None:  # a new generate() call
             self.reset()
             self._prompt_len, self._prompt_ids = input_ids.shape[1], input_ids.clone()
-            parents = [self._root(self._grammar_index(r, rows)) for r in range(rows)]
+            found = [self._root(self._grammar_index(r, rows)) for r in range(rows)], [()] * rows
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_token_bitmask(rows, width)
-        generated = input_ids[:, self._prompt_len:].tolist()
         self._rows = {}
-        for r, seq in enumerate(generated):
+        for r, (parent, seq) in enumerate(zip(*found)):
             gi = self._grammar_index(r, rows)
-            node = self._child_of(gi, parents[r], seq[-1]) if seq else parents[r]
-            self._rows[(gi, tuple(seq))] = node
+            node = self._child_of(gi, parent, seq[-1]) if seq else parent
+            self._rows[(gi, seq)] = node
             self._fill(self.grammars[gi], self._node_state[node], r)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores

@@ -30,7 +30,8 @@ from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, mea
 from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, DEFAULT_NOISE_THRESHOLD, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import MIN_PAIRED_ROUNDS, Interval, comparison_interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import (MIN_PAIRED_ROUNDS, Interval, comparison_interval, decide, paired_ratio,
+                                       quotient, straddles_one)
 from inferlab.roofline import Roofline
 
 QUICK_SAMPLES = 10
@@ -115,14 +116,7 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
 def _unresolved(pairs):
     """more() for measure_interleaved: any (num, den) comparison whose deciding interval
     (comparison_interval) straddles 1."""
-    def more(stats) -> bool:
-        for a, b in pairs:
-            r, _ = comparison_interval(stats[a].to_json("ms"), stats[b].to_json("ms"),
-                                       paired_ratio(stats[a], stats[b]).to_json())
-            if r.p10 <= 1 <= r.p90:
-                return True
-        return False
-    return more
+    return lambda stats: any(straddles_one(stats[a], stats[b]) for a, b in pairs)
 
 
 def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[dict]:

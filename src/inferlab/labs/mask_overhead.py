@@ -35,7 +35,7 @@ from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient
+from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient, straddles_one
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
@@ -122,18 +122,14 @@ def model_for(vocab: str, config: MaskLabConfig):
 
 # --- Block A: timing --------------------------------------------------------------------------
 
-def _row_times(stats, steps: int) -> dict:
-    """ms per step = per-call time / steps of that call (median, p10, p90), and the noise flag."""
-    return {"ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
-            "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy}
-
-
 def _row(g, stats) -> dict:
-    """One generate() configuration (_row_times). The same seed makes every call decode the same
-    tokens, so the steps per call are constant."""
-    return {"steps": g.n_steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
-            "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos", **_row_times(stats, g.n_steps),
-            "call": stats.to_json("ms")}
+    """One generate() configuration: ms per step = per-call median / steps of that call. The
+    same seed makes every call decode the same tokens, so the steps per call are constant."""
+    steps = g.n_steps
+    return {"steps": steps, "n_tokens": g.n_tokens, "stop_reason": g.stop_reason, "complete": g.complete,
+            "text": g.text, "tokens": g.tokens, "eos": g.stop_reason == "eos",
+            "ms_per_step": stats.median * 1e3 / steps, "ms_per_step_p10": stats.p10 * 1e3 / steps,
+            "ms_per_step_p90": stats.p90 * 1e3 / steps, "noisy": stats.noisy, "call": stats.to_json("ms")}
 
 
 def _step_ratio(stats: dict, rows: dict, num: str, den: str) -> Interval:
@@ -152,13 +148,8 @@ def _undecided(stats: dict, steps: dict, kinds) -> bool:
     mask_verdicts decides it) straddles 1, or while a configuration's samples are noisy: a load
     burst over a few of 5 rounds can land on one side of every pair and resolve a comparison the
     mask has no part in (a new user's --quick run: 1.65 for a 37 us mask)."""
-    def side(k):
-        return _per_step({**_row_times(stats[k], steps[k]["steps"]), "call": {"n": stats[k].n}})
-    for a, b in _pairs(kinds):
-        r, _ = comparison_interval(side(a), side(b), _step_ratio(stats, steps, a, b).to_json())
-        if r.p10 <= 1 <= r.p90:
-            return True
-    return any(s.noisy for s in stats.values())
+    return (any(straddles_one(stats[a], stats[b], scale=steps[b]["steps"] / steps[a]["steps"]) for a, b in _pairs(kinds))
+            or any(s.noisy for s in stats.values()))
 
 
 def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,

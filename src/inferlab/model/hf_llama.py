@@ -126,9 +126,10 @@ def load_hf_llama(folder, *, context: int | None = None) -> Llama:
 
 def _hf_spelling(message: str) -> str:
     """`message` with our parameter names (layers.1.down.w) spelled as the checkpoint's tensors."""
+    top = {ours: theirs for theirs, ours in _TOP_NAMES.items()}
+
     def hf(m: re.Match) -> str:
         name = m.group(0)
-        top = {ours: theirs for theirs, ours in _TOP_NAMES.items()}
         if name in top:
             return top[name]
         layer = _LAYER.match(name)

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
 from inferlab.constrain.lru import LRU
-from inferlab.constrain.schema.common import _CHAR, _TYPES, _Unsat, _constrains, _group
+from inferlab.constrain.schema.common import EXPONENT_CUT, _CHAR, _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 
 # canonical texts per type (what canonical_json writes); see the module docstring
@@ -38,7 +38,6 @@ _UNIVERSE = {
     "integer": "0|-?[1-9][0-9]*",
     "number": "0|-?[1-9][0-9]*|" + _FRACTION,
 }
-_OUTSIDE_UNIVERSE = "plain decimal notation only (no exponent)"  # a narrowing about texts U never has
 
 
 class AlgebraMixin:
@@ -121,7 +120,7 @@ class AlgebraMixin:
             self.inline -= 1
             self.operand_depth -= 1
             narrowed, self.narrowed = self.narrowed, saved
-        inexact = [m for m in narrowed if _OUTSIDE_UNIVERSE not in m or "digits after the point" in m]
+        inexact = [m for m in narrowed if EXPONENT_CUT not in m or "digits after the point" in m]  # (U has no exponents)
         if inexact:
             self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
             return None

@@ -6,11 +6,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inferlab.constrain.schema.algebra import _OUTSIDE_UNIVERSE
-from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, MAX_SUBSCHEMAS, NESTING_CUT, SchemaError, SchemaTooLarge,
-                                              _ANNOTATIONS, _TYPES, _Unsat, _child, _constraining, _constrains,
-                                              _generated_types, _group, _intersect_types, _json_key, _json_type,
-                                              _known_keywords, _lit, _type_set, _value_types, _values, dumps, nesting_depth)
+from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT, MAX_SUBSCHEMAS, NESTING_CUT,
+                                              SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES, _Unsat, _child,
+                                              _constraining, _constrains, _generated_types, _group, _intersect_types,
+                                              _json_key, _json_type, _known_keywords, _lit, _type_set, _value_types,
+                                              _values, dumps, nesting_depth)
 
 
 class CombinatorsMixin:
@@ -427,7 +427,7 @@ class CombinatorsMixin:
         written without an exponent; any other, conservatively, yes."""
         if NESTING_CUT in narrowing:
             return nesting_depth(value) > self.any_depth
-        if _OUTSIDE_UNIVERSE in narrowing:
+        if EXPONENT_CUT in narrowing:
             return re.search(r"[0-9][eE]", dumps(value)) is not None
         return True
 

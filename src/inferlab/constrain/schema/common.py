@@ -19,6 +19,7 @@ MAX_REGEX_CHARS = 1_000_000
 
 MAX_SUBSCHEMAS = 50_000  # compiled subschemas (after unrolling and distribution) per schema
 NESTING_CUT = "nesting limited to"  # an unconstrained value's narrowing: any_depth levels kept (any_value)
+EXPONENT_CUT = "plain decimal notation only (no exponent)"  # a bounded number's narrowing (numbers.py)
 
 
 # oneOf as "each branch without the others", where a narrowing is there to fall back on (extra

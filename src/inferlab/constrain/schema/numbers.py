@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from inferlab.constrain import formats, numbers
 
-from inferlab.constrain.schema.common import _INTEGER, _NUMBER, _child
+from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _child
 
 
 class NumbersMixin:
@@ -86,7 +86,7 @@ class NumbersMixin:
         out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
             raise self.error("minimum", _child(ptr, "minimum"), f"no number in the range (lower {lo}, upper {hi})")
-        self.narrow(f"bounded number at #{ptr}: plain decimal notation only (no exponent)"
+        self.narrow(f"bounded number at #{ptr}: {EXPONENT_CUT}"
                     + (f", at most {digits} digits after the point" if digits else ""))
         return out
 
