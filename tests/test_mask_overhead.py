@@ -235,10 +235,17 @@ def _loaded_entry():
     return {"vocab": "qwen", "vocab_size": 151_851, "no_mask": none, "masks": {"naive": naive, "indexed": indexed}}
 
 
+def _verdict(kind, value, p10, p90):
+    """A mask_verdicts entry at V=151,851 as results.json holds it (threshold 1)."""
+    return {"id": f"{kind}_vs_none_151851", "value": value, "p10": p10, "p90": p90, "threshold": 1.0,
+            "resolved": p10 > 1 or p90 < 1, "statement": "..."}
+
+
 def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
     from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
 
-    text = "\n".join(_block_a_vs_b_lines({"table": [_loaded_entry()]}))
+    verdicts = [_verdict("indexed", 1.6455, 1.157, 1.817), _verdict("naive", 3.4475, 3.1146, 4.42)]
+    text = "\n".join(_block_a_vs_b_lines({"table": [_loaded_entry()], "verdicts": verdicts}))
     # (1.6455 - 1) x 7.644 = 4.93 ms; 37.3 us of it is the mask's: 0.76%
     assert "| 151,851 | indexed | 4.93 ms (1.2 ms to 6.25 ms) | 37.3 us | 8.67 ms / 5.07 ms | 5.04 ms / 2.73 ms |" in text
     assert "indexed mask's extra time at 4.93 ms per step" in text and "is 0.76% of it" in text
@@ -248,13 +255,26 @@ def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
     assert not any(w in text for w in ("slower", "faster"))
 
 
+def test_block_a_vs_b_resolves_only_what_the_verdict_resolves():
+    """The loaded run's indexed row: every paired ratio above 1 (p10 1.157), but its samples are
+    noisy, so its verdict decides on the unpaired interval, which straddles 1: the section must
+    not call that extra time resolved, and shows the verdict's interval, not the paired one."""
+    from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
+
+    e = _loaded_entry()
+    del e["masks"]["naive"]
+    lines = _block_a_vs_b_lines({"table": [e], "verdicts": [_verdict("indexed", 1.6455, 0.95, 1.9)]})
+    text = "\n".join(lines)
+    assert not any("outside the mask timer" in line or "Where Block A resolves" in line for line in lines)
+    assert "| 151,851 | indexed | 4.93 ms (-382 us to 6.88 ms) |" in text   # (0.95 - 1) x 7.644, (1.9 - 1) x 7.644
+
+
 def test_block_a_vs_b_says_nothing_where_no_extra_time_is_resolved():
     from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
 
     e = _loaded_entry()
-    e["masks"]["indexed"]["ratio_paired"] = {"value": 1.017, "p10": 0.944, "p90": 1.040}
     del e["masks"]["naive"]
-    lines = _block_a_vs_b_lines({"table": [e]})
+    lines = _block_a_vs_b_lines({"table": [e], "verdicts": [_verdict("indexed", 1.017, 0.944, 1.040)]})
     assert not any("outside the mask timer" in line or "Where Block A resolves" in line for line in lines)
     assert "| 151,851 | indexed | 130 us (-428 us to 306 us) |" in "\n".join(lines)   # 0.017 x 7.644 ms
 

@@ -307,11 +307,19 @@ def _block_a_table(results: dict) -> list[str]:
 MASK_EXPLAINS = 0.5
 
 
-def _extra_ms(e: dict, r: dict) -> tuple[float, float, float]:
-    """Block A's extra ms per step with a mask: (paired ratio - 1) x the no-mask ms/step, as
-    (median, p10, p90)."""
-    rp, base = r["ratio_paired"], e["no_mask"]["ms_per_step"]
-    return tuple((rp[k] - 1) * base for k in ("value", "p10", "p90"))
+def _vs_none(results: dict, e: dict, kind: str) -> dict:
+    """The verdict on `kind`'s per-step time over no mask at e's vocabulary (mask_verdicts): its
+    interval is the one the lab decides by (paired, or unpaired where a side is noisy or the
+    rounds are few), so this section resolves exactly what the verdicts resolve."""
+    vid = f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}"
+    return next(v for v in results["verdicts"] if v["id"] == vid)
+
+
+def _extra_ms(e: dict, verdict: dict) -> tuple[float, float, float]:
+    """Block A's extra ms per step with a mask: (ratio - 1) x the no-mask ms/step, over the
+    verdict's interval, as (median, p10, p90)."""
+    base = e["no_mask"]["ms_per_step"]
+    return tuple((verdict[k] - 1) * base for k in ("value", "p10", "p90"))
 
 
 def _traced_pair(key: str, masked: dict, plain: dict) -> str:
@@ -321,10 +329,10 @@ def _traced_pair(key: str, masked: dict, plain: dict) -> str:
     return f"{duration(_parts(masked['breakdown'])[key])} / {duration(_parts(plain['breakdown'])[key])}"
 
 
-def _outside_the_mask(e: dict, kind: str, r: dict) -> str:
+def _outside_the_mask(e: dict, kind: str, r: dict, verdict: dict) -> str:
     """Where Block A resolves a mask's extra time but the mask's traced work is a small part of
     it: the numbers of the parts whose work does not depend on the mask, and what they can mean."""
-    extra, lo, hi = _extra_ms(e, r)
+    extra, lo, hi = _extra_ms(e, verdict)
     mask_ms = _mask_share(r)[0]
     noisy = [f"{name} {row['call']['spread']:.0%}" for name, row in (("no mask", e["no_mask"]), (kind, r))
              if row.get("noisy")]
@@ -344,23 +352,25 @@ def _block_a_vs_b_lines(results: dict) -> list[str]:
     exceed what the mask's own traced work explains (a 1.65x beside a 37 us mask was once left
     unexplained)."""
     lines = ["## Block A against Block B", "",
-             "Block A's extra time per step with each mask is (paired ratio - 1) x the no-mask ms/step, with the "
-             "ratio's p10-p90; beside it, the traced parts of Block B (one run each, no interval).", "",
+             "Block A's extra time per step with each mask is (ratio - 1) x the no-mask ms/step, over the p10-p90 "
+             "of the interval its verdict decides by (paired where both sides are quiet over enough rounds, else "
+             "unpaired); beside it, the traced parts of Block B (one run each, no interval).", "",
              "| vocab | mask | Block A extra per step (p10-p90) | mask build + apply (traced) | "
              "forward, with / without the mask (traced) | sampling and rest, with / without (traced) |",
              "|---|---|---|---|---|---|"]
     notes, resolved = [], 0
     for e in results["table"]:
         for kind, r in e["masks"].items():
-            extra, lo, hi = _extra_ms(e, r)
+            verdict = _vs_none(results, e, kind)
+            extra, lo, hi = _extra_ms(e, verdict)
             mask_ms = _mask_share(r)[0]
             lines.append(f"| {_vocab_cell(e)} | {kind} | {signed(extra)} ({signed(lo)} to {signed(hi)}) | {duration(mask_ms)} | "
                          f"{_traced_pair('forward_ms', r, e['no_mask'])} | "
                          f"{_traced_pair('sample_rest_ms', r, e['no_mask'])} |")
-            if r["ratio_paired"]["p10"] > 1:       # Block A resolves an extra time
+            if verdict["resolved"] and verdict["p10"] > 1:  # its verdict resolves an extra time
                 resolved += 1
                 if mask_ms < MASK_EXPLAINS * extra:
-                    notes.append(_outside_the_mask(e, kind, r))
+                    notes.append(_outside_the_mask(e, kind, r, verdict))
     if resolved and not notes:
         notes.append(f"Where Block A resolves a mask's extra time, the mask's own traced work is at least "
                      f"{MASK_EXPLAINS:.0%} of it.")
