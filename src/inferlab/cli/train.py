@@ -22,6 +22,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads, built_from
 from inferlab.measure.plots import new_figure
+from inferlab.measure.progress import LogProgress
 from inferlab.model import corpus
 from inferlab.model import train as tr
 from inferlab.model.checkpoints import model_writer
@@ -79,7 +80,9 @@ def _git_commit() -> str:
     return sha + ("+dirty" if dirty else "")
 
 
-def _progress(console: Console) -> Progress:
+def _progress(console: Console) -> Progress | LogProgress:
+    if not console.is_terminal:  # a log: whole lines, not a bar's columns cut to 80 characters
+        return LogProgress()
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                     console=console)
@@ -110,7 +113,7 @@ def run(args) -> int:
     if args.batch_size > len(train_ex):
         raise InferlabError(f"--batch-size {args.batch_size} is more than the {len(train_ex)} training examples")
     commit = _git_commit()     # now: the code that trains is loaded and may be edited during the run
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # (a log keeps its lines whole)
     config = GPTConfig()
     tc = tr.TrainConfig(steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
                         warmup=min(tr.TrainConfig.warmup, max(1, args.steps // 10)))
