@@ -53,12 +53,14 @@ def test_warmup_calls_are_discarded(monkeypatch):
     stats = measure(fn, samples=5, min_sample_s=0.05, warmup=1)
     assert max(stats.samples) == pytest.approx(1e-3)  # the 1 s call is in no sample
     assert stats.iters_per_sample == 60                # nor did it fool the calibration
-    assert len(calls) == 1 + (1 + 60) + 5 * 60         # warm-up + calibration + samples
+    assert len(calls) == 1 + (1 + 60 + 60) + 5 * 60    # warm-up + calibration (and its confirming run) + samples
 
     calls.clear()
     cold = measure(fn, samples=5, min_sample_s=0.05, warmup=0)
-    # Without warm-up the slow call lands in calibration, which then settles on 1 call/sample.
-    assert cold.iters_per_sample == 1
+    # Without warm-up the slow call lands in calibration (1 call reaches 50 ms), but the confirming
+    # run at that count takes 1 ms: the count is sized on it, so every sample still holds >= 50 ms
+    # (it used to settle on 1 call a sample: 1 ms samples)
+    assert cold.iters_per_sample * 1e-3 >= 0.05
 
 
 def test_every_warmup_call_is_discarded(monkeypatch):
@@ -166,8 +168,9 @@ def test_interleaved_takes_one_sample_of_each_in_turn(monkeypatch):
     assert stats["a"].iters_per_sample == 60 and stats["b"].iters_per_sample == 30
     assert stats["a"].median == pytest.approx(1e-3) and stats["b"].median == pytest.approx(2e-3)
     assert stats["a"].n == stats["b"].n == 3
-    # After warm-up (a, b) and calibration (a x 61, b x 31), the samples alternate 60 a, 30 b, ...
-    timed = order[2 + 61 + 31:]
+    # After warm-up (a, b) and calibration (a x (1 + 60 + 60), b x (1 + 30 + 30): each count's
+    # confirming run), the samples alternate 60 a, 30 b, ...
+    timed = order[2 + 121 + 61:]
     runs = [(name, sum(1 for _ in group)) for name, group in itertools.groupby(timed)]
     assert runs == [("a", 60), ("b", 30)] * 3
 
@@ -209,3 +212,17 @@ def test_walks_us_walks_each_list_once_in_turn_and_leaves_a_refused_one_out():
     assert consumed == ["start", 1, 2, "start", 3, 9, "start", 5]
     assert len(us) == 3 and (us >= 0).all()  # [1, 2] and [5]; the refused walk left out whole
     assert len(walks_us(new_walk, [])) == 0
+
+
+def test_calibration_sizes_the_count_on_the_fastest_run_not_a_slow_spell(monkeypatch):
+    """The mask-overhead baseline's case: calibrated during a slow spell (12.5 ms a call), then
+    sampled at 9.4 ms a call, 4 calls made 37.5 ms samples. The count must give >= 50 ms at the
+    fastest per-call time calibration saw."""
+    from inferlab.measure import timing
+
+    per_call_ns = iter([12.5e6, 12.5e6, 9.4e6])  # one per calibration run
+    monkeypatch.setattr(timing, "_time_calls", lambda fn, iters: int(next(per_call_ns) * iters))
+    iters = timing._calibrate(lambda: None, 0.05)
+    # runs: 1 call (12.5 ms), then jump to ceil(1.2 x 50 / 12.5) = 5 calls (62.5 ms: the target),
+    # then the confirming run at 5 calls, 9.4 ms each: ceil(1.1 x 50 / 9.4) = 6 calls, 56.4 ms
+    assert iters == 6 and iters * 9.4 >= 50
