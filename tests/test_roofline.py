@@ -393,9 +393,34 @@ def test_thread_verdicts_trust_the_pairing_only_on_quiet_sides_over_enough_round
     paired = {"value": 1.4, "p10": 1.2, "p90": 1.6}
     times = {"1": {"time": _side(10, 8, 12, noisy, n)}, "2": {"time": _side(7, 6, 11, noisy, n)}}
     results = {"thread_counts": [1, 2], "bandwidth_GBps": {"triad": times}, "peak_GFLOPS": {"float32": times},
-               "thread_ratios": {"stream": {"triad": paired}, "gemm": {"float32": {**paired, "n": 512}}},
+               "thread_ratios": {"stream": {"triad": paired},
+                                 "gemm": {"float32": {**paired, "n": 512, "time": {t: e["time"] for t, e in times.items()}}}},
                "ridge": {"value": 5.0, "p10": 4.0, "p90": 6.0, "threads": 2}}
     got = {v["id"]: v for v in roofline.roofline_verdicts(results)}
     for vid in ("triad_threads", "gemm_float32_threads"):
         assert got[vid]["resolved"] is resolved
         assert ("(paired)" in got[vid]["statement"]) is resolved
+
+
+def test_gemm_thread_verdict_sets_times_at_the_ratios_n_against_each_other(monkeypatch):
+    """The committed run's case: the 1-thread peak at n=512 (3.04 ms), the 2-thread one at n=2048
+    (102.8 ms), the paired ratio at n=2048. Noisy sides: the unpaired interval must come from
+    both counts' times at n=2048, here 1 thread 200 ms (190-210), 2 threads 110 ms (100-120):
+    190/120 = 1.583 to 210/100 = 2.1, widened to hold the paired 1.7-1.9."""
+    from inferlab import roofline
+
+    monkeypatch.setattr(roofline, "theoretical_verdicts", lambda results: [])
+    paired = {"value": 1.8, "p10": 1.7, "p90": 1.9}
+    at_2048 = {"1": _side(200, 190, 210, True, 20), "2": _side(110, 100, 120, True, 20)}
+    peaks = {"1": {"n": 512, "time": _side(3.04, 3.0, 3.1, True, 20)},
+             "2": {"n": 2048, "time": at_2048["2"]}}
+    quiet = {"1": {"time": _side(10, 9.9, 10.1, False, 20)}, "2": {"time": _side(6, 5.9, 6.1, False, 20)}}
+    results = {"thread_counts": [1, 2], "bandwidth_GBps": {"triad": quiet}, "peak_GFLOPS": {"float32": peaks},
+               "thread_ratios": {"stream": {"triad": paired}, "gemm": {"float32": {**paired, "n": 2048, "time": at_2048}}},
+               "ridge": {"value": 5.0, "p10": 4.0, "p90": 6.0, "threads": 2}}
+    v = next(v for v in roofline.roofline_verdicts(results) if v["id"] == "gemm_float32_threads")
+    assert v["p10"] == pytest.approx(190 / 120) and v["p90"] == pytest.approx(2.1) and v["resolved"]
+    # a run from before the times at one n were kept: the paired ratio, said to be all there is
+    del results["thread_ratios"]["gemm"]["float32"]["time"]
+    v = next(v for v in roofline.roofline_verdicts(results) if v["id"] == "gemm_float32_threads")
+    assert (v["p10"], v["p90"]) == (1.7, 1.9) and "paired only" in v["statement"]

@@ -394,7 +394,10 @@ def measure_ceilings(config: RooflineConfig, step: Callable[[str], None],
             best_n = max(range(len(runs)), key=lambda i: runs[i][0][t]["median"])
             peak[dtype][t] = {**runs[best_n][0][t], "by_n": {str(r[t]["n"]): r[t]["median"] for r, _ in runs}}
             if t == str(config.thread_counts[-1]) and runs[best_n][1] is not None:
-                gemm_ratios[dtype] = {**runs[best_n][1], "n": runs[best_n][0][t]["n"]}
+                # both thread counts' times at the ratio's n: the verdict's unpaired interval sets
+                # them against each other (each count's peak may be another n)
+                gemm_ratios[dtype] = {**runs[best_n][1], "n": runs[best_n][0][t]["n"],
+                                      "time": {c: runs[best_n][0][c]["time"] for c in peak[dtype]}}
     return bandwidth, peak, {"stream": ratios, "gemm": gemm_ratios}
 
 
@@ -414,6 +417,19 @@ def wide_ceilings(bandwidth: dict, peak: dict) -> list[str]:
     return flags
 
 
+def _gemm_interval(ratio: dict, peak: dict, top: int) -> tuple[Interval, str]:
+    """comparison_interval of the 1-thread and top-thread GEMM times at the paired ratio's n.
+    Runs from before those were stored beside the ratio hold each count's peak alone, which may
+    be at another n: there the paired ratio is all there is, and the basis says so."""
+    if "time" in ratio:
+        return comparison_interval(ratio["time"]["1"], ratio["time"][str(top)], ratio)
+    one, many = peak["1"], peak[str(top)]
+    if one["n"] == many["n"] == ratio["n"]:
+        return comparison_interval(one["time"], many["time"], ratio)
+    return (Interval(ratio["value"], ratio["p10"], ratio["p90"]),
+            "paired only: a run from before both sides' times were kept at one n")
+
+
 def roofline_verdicts(results: dict) -> list[dict]:
     """The roofline's claims: N threads beat 1 (triad, float32 GEMM), a float32 GEMV is memory-bound,
     each GEMM against the theoretical peak."""
@@ -428,8 +444,8 @@ def roofline_verdicts(results: dict) -> list[dict]:
                           above=f"STREAM triad moves more bytes per second with {top} threads than with 1",
                           below=f"STREAM triad moves fewer bytes per second with {top} threads than with 1",
                           question=f"whether {top} threads change STREAM triad bandwidth").to_json())
-        g, times = tr["gemm"]["float32"], results["peak_GFLOPS"]["float32"]
-        ratio, basis = comparison_interval(times["1"]["time"], times[str(top)]["time"], g)
+        g = tr["gemm"]["float32"]
+        ratio, basis = _gemm_interval(g, results["peak_GFLOPS"]["float32"], top)
         out.append(decide("gemm_float32_threads", ratio, 1.0,
                           quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread ({basis})",
                           above=f"float32 GEMM runs faster with {top} threads than with 1",
