@@ -105,6 +105,7 @@ def one_schema(doc, config, max_length, vocab, tok) -> dict:
         state = grammar.initial_state()
         grammar.fill_bitmask(state, row)
         first_mask_ms = (time.perf_counter() - t0) * 1e3
+        was_enabled = gc.isenabled()  # (restored as found: an older commit's child may lack gc_disabled)
         gc.disable()
         try:
             for t in tok.encode(text):
@@ -115,7 +116,8 @@ def one_schema(doc, config, max_length, vocab, tok) -> dict:
                 state = grammar.advance(state, t)  # (our rows for the configurations its bytes reach are built here)
                 advance.append((time.perf_counter() - t0) * 1e6)
         finally:
-            gc.enable()
+            if was_enabled:
+                gc.enable()
     return {"compile_ms": compile_ms, "first_mask_ms": first_mask_ms, "walk_us": walk, "advance_us": advance}
 
 

@@ -32,7 +32,6 @@ walk_nodes), so the functions' outermost times do not add up to the step's; thei
 from __future__ import annotations
 
 import argparse
-import gc
 import inspect
 import json
 import sys
@@ -50,6 +49,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure import atomic_write_json
 from inferlab.measure.machine import machine_info, provenance
 from inferlab.measure.progress import progress_bar
+from inferlab.measure.timing import gc_disabled
 
 # (owner, name): what a narrow mask calls, from the mask key to the row written
 PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGrammar, "_narrow_rows"),
@@ -336,11 +336,8 @@ def main(argv: list[str]) -> int:
                 text = next((t for t in texts if machine.accepts(t)), None)
                 if text is None:
                     continue
-                gc.disable()
-                try:
+                with gc_disabled():
                     steps += first_walk(machine, vocab, tok.encode(text), timers, args.warm_ms)
-                finally:
-                    gc.enable()
     finally:
         timers.restore()
     result = {"provenance": provenance(), "schemas": len(paths), "warm_ms": args.warm_ms, "hardware": machine_info(None),

@@ -144,7 +144,8 @@ def test_mask_readme_reports_the_model_row_and_the_jump_forward_row():
     results["verdicts"] += mo.model_verdicts([mini, real])
     results["jump_forward"] = {
         "vocab_size": 512, "prompts": ["p"], "rounds": 10, "timed_tokens": {"plain": 40, "jump_forward": 40},
-        "timing": {"plain": {"median_ms": 80.0, "n": 10}, "jump_forward": {"median_ms": 40.0, "n": 10}},
+        "timing": {"plain": {"median_ms": 80.0, "p10_ms": 78.0, "p90_ms": 82.0, "noisy": False, "n": 10},
+                   "jump_forward": {"median_ms": 40.0, "p10_ms": 39.0, "p90_ms": 41.0, "noisy": False, "n": 10}},
         "tokens_per_s_ratio": {"value": 2.0, "p10": 1.9, "p90": 2.1},
         "summary": {"runs": 6, "plain_forward_passes": 120, "jump_forward_passes": 45, "forward_passes_saved": 75,
                     "tokens_forced": 75, "plain_valid": 6, "jump_valid": 6, "same_text": 4, "same_text_greedy": 3,
@@ -159,3 +160,18 @@ def test_mask_readme_reports_the_model_row_and_the_jump_forward_row():
     assert "| indexed | 50 us | 0.02% |" in readme             # (0.03 + 0.02) / 250 of the traced step
     assert "Forward passes saved: 75 of 120" in readme and "| jump-forward | 45 | 75 | 6/6 | 1000 | 2 (1.9-2.1) |" in readme
     assert "Jump-forward decodes more tokens per second than plain masked decoding" in by_id["jump_forward_tokens_per_s"]["statement"]
+
+
+def test_jump_forward_verdict_follows_the_labs_rule_on_noisy_sides():
+    """Paired 1.9-2.1, but noisy sides: the unpaired interval decides. Plain 80 ms (60-100) for 40
+    tokens, jump-forward 40 ms (30-70) for 80 tokens: tokens/s ratio = time(plain) x 2 / time(jump),
+    unpaired 120/70 = 1.714 to 200/30 = 6.67 (held to contain the paired one)."""
+    row = {"vocab_size": 512, "prompts": ["p"], "timed_tokens": {"plain": 40, "jump_forward": 80},
+           "timing": {"plain": {"median_ms": 80.0, "p10_ms": 60.0, "p90_ms": 100.0, "noisy": True, "n": 10},
+                      "jump_forward": {"median_ms": 40.0, "p10_ms": 30.0, "p90_ms": 70.0, "noisy": True, "n": 10}},
+           "tokens_per_s_ratio": {"value": 4.0, "p10": 3.9, "p90": 4.1}}
+    v = mo.jump_forward_verdict(row)
+    assert v["p10"] == pytest.approx(120 / 70) and v["p90"] == pytest.approx(200 / 30) and v["resolved"]
+    assert "unpaired, the samples are noisy" in v["statement"]
+    row["timing"]["jump_forward"].update(p10_ms=30.0, p90_ms=130.0)       # 120/130 < 1: cannot tell
+    assert not mo.jump_forward_verdict(row)["resolved"]
