@@ -3,7 +3,7 @@
 Each round starts this file's child at the base commit and at the working tree, fresh processes
 that load the vocabulary, then takes the first `--limit` schemas of the stratified sample one at
 a time: each side in turn (alternating which goes first, schema by schema and round by round)
-compiles it (as schema-bench does, the cyclic GC left to the library) and walks a fresh grammar's
+compiles it (as schema-bench does, the cyclic GC off) and walks a fresh grammar's
 first masks over its first accepted valid instance (gc off, as schema-bench times it). Only one
 side works at a time, and the two sides' readings of a schema are a fraction of a second apart,
 so a slow spell of a shared host falls on both: a round per process each would put minutes
@@ -78,36 +78,34 @@ def child(directory: Path, limit: int, vocab_name: str, max_length: int | None =
 def one_schema(doc, config, max_length, vocab, tok) -> dict:
     """A schema's compile time and its first walk's per-token fill and advance times (in the
     child: the modules are the commit under test's)."""
-    import gc
-
     from inferlab.constrain import bench
     from inferlab.constrain.stack import StackGrammar, StackMachine
     from inferlab.errors import InferlabError
+    from inferlab.measure.timing import gc_disabled  # (in every commit since the timing harness, cf973fc)
 
     none = {"compile_ms": None, "first_mask_ms": None, "walk_us": [], "advance_us": []}
     if max_length is not None and not bounded_strings(doc["schema"], max_length):
         return none
-    t0 = time.perf_counter()
-    try:
-        _, machine = bench.compile_within_limits(doc["schema"], config)
-    except InferlabError:
-        return none
-    compile_ms = (time.perf_counter() - t0) * 1e3
+    with gc_disabled():
+        t0 = time.perf_counter()
+        try:
+            _, machine = bench.compile_within_limits(doc["schema"], config)
+        except InferlabError:
+            return none
+        compile_ms = (time.perf_counter() - t0) * 1e3
     texts = (bench._canonical(t["data"], doc["schema"], config) for t in doc.get("tests", []) if t["valid"])
     text = next((t for t in texts if machine.accepts(t)), None)
     walk, advance, first_mask_ms = [], [], None
     if text is not None:
         fresh = StackMachine(machine.dfas, machine.counts, machine.maps, machine.uniques)
         row = np.zeros((vocab.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
-        t0 = time.perf_counter()  # the first mask, as schema-bench times it (with the GC): not a walk reading
         warm = {"warm_ms": config.warm_ms} if hasattr(config, "warm_ms") else {}  # (a commit before the warm-up has none)
-        grammar = StackGrammar(fresh, vocab, **warm)
-        state = grammar.initial_state()
-        grammar.fill_bitmask(state, row)
-        first_mask_ms = (time.perf_counter() - t0) * 1e3
-        was_enabled = gc.isenabled()  # (restored as found: an older commit's child may lack gc_disabled)
-        gc.disable()
-        try:
+        with gc_disabled():
+            t0 = time.perf_counter()  # the first mask, as schema-bench times it: not a walk reading
+            grammar = StackGrammar(fresh, vocab, **warm)
+            state = grammar.initial_state()
+            grammar.fill_bitmask(state, row)
+            first_mask_ms = (time.perf_counter() - t0) * 1e3
             for t in tok.encode(text):
                 t0 = time.perf_counter()
                 grammar.fill_bitmask(state, row)
@@ -115,9 +113,6 @@ def one_schema(doc, config, max_length, vocab, tok) -> dict:
                 t0 = time.perf_counter()
                 state = grammar.advance(state, t)  # (our rows for the configurations its bytes reach are built here)
                 advance.append((time.perf_counter() - t0) * 1e6)
-        finally:
-            if was_enabled:
-                gc.enable()
     return {"compile_ms": compile_ms, "first_mask_ms": first_mask_ms, "walk_us": walk, "advance_us": advance}
 
 
