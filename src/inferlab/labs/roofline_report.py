@@ -116,8 +116,10 @@ def _likwid_lines(folder: Path) -> list[str]:
                 f"--out {folder.parent / LIKWID_EXPERIMENT}` runs likwid-bench and this roofline in one go."]
     lk = json.loads(path.read_text())
     lines = [f"From [{LIKWID_EXPERIMENT}](../{LIKWID_EXPERIMENT}/README.md) (run {lk.get('date', '?')}, "
-             f"threads {', '.join(map(str, lk['threads']))}, likwid kernels {', '.join(lk['likwid_kernels'].values())}):", "",
-             "| quantity | inferlab | likwid-bench | inferlab / likwid |", "|---|---|---|---|"]
+             f"threads {', '.join(map(str, lk['threads']))}, likwid kernels {', '.join(lk['likwid_kernels'].values())}). "
+             "Each side's best, as that run compares them: inferlab's best trial, not the median the ceilings above "
+             "use, against likwid's best run; what each can reach, one run each, no interval.", "",
+             "| quantity | inferlab, best trial | likwid-bench, best run | inferlab / likwid |", "|---|---|---|---|"]
     for name, row in lk["ratios"].items():
         lines.append(f"| {name} | {_fmt(row['inferlab'])} | {_fmt(row['likwid'])} | {_fmt(row['ratio'], 2)} |")
     return lines
