@@ -15,7 +15,8 @@ the corpus by freshly loaded tokenizers (our word cache and `tokenizers`' cache 
 engines in turn, a fresh set per sample; our one-time regex build (Unicode classes enumerated,
 patterns compiled, once per process) is timed apart as regex_build_s; "warm": samples interleaved
 engine by engine (measure_interleaved), where our word cache and `tokenizers`' BPE cache hold the
-corpus's words. MB/s = corpus UTF-8 bytes / median.
+corpus's words. MB/s = corpus UTF-8 bytes / median. Ours over each reference: per-round throughput
+ratios, decided as the labs' verdicts are (measure.verdicts.comparison_interval).
 All single-threaded (TOKENIZERS_PARALLELISM=false; a single encode call is one thread anyway).
 
     python benchmarks/tokenizer_speed.py --out benchmarks/results/tokenizer_speed [--force] [--quick]
@@ -35,7 +36,8 @@ from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int,
 from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
-from inferlab.measure.timing import gc_disabled, measure_interleaved, summarize
+from inferlab.measure.timing import Stats, gc_disabled, measure_interleaved, summarize
+from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio
 from inferlab.model.pretokenize import LLAMA3_PATTERN, pretokenize
 from inferlab.model.tokenizer import CL100K_SPECIALS, _package_file, load_hf_tokenizer, load_vocab
 
@@ -139,20 +141,46 @@ def run(docs: list[tuple[str, str]], samples: int) -> dict:
            "warm": {n: s.to_json("ms") for n, s in warm.items()},
            "warm_MBps": {n: nbytes / s.median / 1e6 for n, s in warm.items()},
            "mismatched_documents": mismatches}
-    out["ratios"] = {f"{ours}/{ref}": {"cold": cold[ref] / cold[ours], "warm": warm[ref].median / warm[ours].median}
+    out["ratios"] = {f"{ours}/{ref}": {kind: throughput_ratio(stats[ours], stats[ref])
+                                       for kind, stats in (("cold", cold_stats), ("warm", warm))}
                      for ours, ref in PAIRS}
+    out["verdicts"] = [throughput_verdict(pair, kind, r[kind]) for pair, r in out["ratios"].items() for kind in r]
     return out
 
 
+def throughput_ratio(ours: Stats, ref: Stats) -> dict:
+    """Our throughput over the reference's = time(ref) / time(ours), on the interval the labs
+    decide by (verdicts.comparison_interval): per-round ratios, the engines taking turns within
+    each round (cold: a fresh set per round; warm: measure_interleaved), trusted only where both
+    sides are quiet over enough rounds, else each side's p10 against the other's p90."""
+    ratio, basis = comparison_interval(ref.to_json("ms"), ours.to_json("ms"), paired_ratio(ref, ours).to_json())
+    return {**ratio.to_json(), "basis": basis}
+
+
+def throughput_verdict(pair: str, kind: str, r: dict) -> dict:
+    ours, ref = pair.split("/")
+    return decide(f"{ours}_vs_{ref}_{kind}", Interval(r["value"], r["p10"], r["p90"]), 1.0,
+                  quantity=f"{ours}'s {kind} encode throughput over {ref}'s ({r['basis']})",
+                  above=f"{ours} encodes faster than {ref} ({kind})", below=f"{ours} encodes slower than {ref} ({kind})",
+                  question=f"whether {ours} and {ref} differ in {kind} encode throughput").to_json()
+
+
 def plot(result: dict):
+    """Median MB/s per engine, cold and warm, with each side's p10-p90 as whiskers (a sample's
+    MB/s is the corpus over its time: the slow p90 time is the low whisker)."""
     fig, ax = new_figure()
     names = list(result["warm_MBps"])
     xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], [result["cold_MBps"][n] for n in names], width=0.4, label="cold (first encode, median)")
-    ax.bar([x + 0.2 for x in xs], [result["warm_MBps"][n] for n in names], width=0.4, label="warm (median)")
+    mb = result["corpus_bytes"] / 1e6
+    for dx, kind, label in ((-0.2, "cold", "cold (first encode)"), (0.2, "warm", "warm")):
+        med = [result[f"{kind}_MBps"][n] for n in names]
+        lo = [m - mb / (result[kind][n]["p90_ms"] / 1e3) for m, n in zip(med, names)]
+        hi = [mb / (result[kind][n]["p10_ms"] / 1e3) - m for m, n in zip(med, names)]
+        ax.bar([x + dx for x in xs], med, width=0.4, yerr=[lo, hi], capsize=3,
+               label=f"{label}: median, p10-p90 whiskers")
     ax.set_xticks(list(xs), [n.replace("_", "\n") for n in names])
     ax.set_ylabel("MB/s, single thread")
-    ax.set_title(f"Encode throughput on {result['corpus_bytes'] / 1e6:.2f} MB of offline text")
+    ax.set_title(f"Encode throughput on {mb:.2f} MB of offline text")
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     return fig
@@ -195,8 +223,8 @@ def main(argv=None) -> int:
         print(f"our regex build (once per process, not in cold): {result['regex_build_s']:.2f} s")
         for name in result["warm_MBps"]:
             print(f"{name}: cold {result['cold_MBps'][name]:.2f} MB/s, warm {result['warm_MBps'][name]:.2f} MB/s")
-        for pair, r in result["ratios"].items():
-            print(f"{pair}: cold {r['cold']:.2f}x, warm {r['warm']:.2f}x (ours / theirs, throughput)")
+        for v in result["verdicts"]:
+            print(v["statement"])
         print(f"wrote {args.out}/")
     return 0
 
