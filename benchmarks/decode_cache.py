@@ -25,7 +25,8 @@ from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.machine import blas_threads
 from inferlab.measure.plots import new_figure
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import measure
+from inferlab.measure.timing import measure_interleaved
+from inferlab.measure.verdicts import comparison_interval, paired_ratio
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
 
@@ -66,25 +67,35 @@ def run(config: GPTConfig, positions: list[int], *, samples: int, seed: int, thr
     model = GPT.init(config, seed=seed)
     ids = np.random.default_rng(seed).integers(0, config.vocab_size, config.context).tolist()
     out = {s: [] for s in SERIES}
-    with blas_threads(threads), progress_bar(len(positions) * len(SERIES), "decode steps") as step:
+    paired = []  # per position: no_cache / contiguous, per round
+    with blas_threads(threads), progress_bar(len(positions), "decode steps") as step:
         for p in positions:
+            # the three series of a position take turns within each round: their ratio is paired
+            stats = measure_interleaved({s: step_fn(model, ids, p, s) for s in SERIES}, samples=samples)
             for series in SERIES:
-                out[series].append(measure(step_fn(model, ids, p, series), samples=samples).to_json("ms"))
-                step(f"position {p}, {series}")
-    return out
+                out[series].append(stats[series].to_json("ms"))
+            paired.append(paired_ratio(stats["no_cache"], stats["contiguous"]).to_json())
+            step(f"position {p}")
+    return {"series": out, "speedup_contiguous_paired": paired}
 
 
-def summarize_run(config: GPTConfig, positions: list[int], series: dict) -> dict:
-    def median(name, p):
-        return series[name][positions.index(p)]["median_ms"]
+def summarize_run(config: GPTConfig, positions: list[int], measured: dict) -> dict:
+    """At a few positions: each series' median ms, and the contiguous cache's speedup over the
+    full recompute on the interval the labs decide by (verdicts.comparison_interval), with the
+    FLOP ratio (an estimate beside the measurement: how much less arithmetic the cached step does)."""
+    series = measured["series"]
+
+    def at(name, p):
+        return series[name][positions.index(p)]
 
     summary = {}
     for p in sorted({positions[0], *[q for q in (64, 128) if q in positions], positions[-1]}):
+        i = positions.index(p)
+        speedup, basis = comparison_interval(at("no_cache", p), at("contiguous", p), measured["speedup_contiguous_paired"][i])
         summary[f"pos_{p}"] = {
-            "no_cache_ms": median("no_cache", p), "contiguous_ms": median("contiguous", p),
-            "paged_ms": median("paged", p),
-            "speedup_contiguous": median("no_cache", p) / median("contiguous", p),
-            # estimate next to measurement: how much less arithmetic the cached step does
+            "no_cache_ms": at("no_cache", p)["median_ms"], "contiguous_ms": at("contiguous", p)["median_ms"],
+            "paged_ms": at("paged", p)["median_ms"],
+            "speedup_contiguous": {**speedup.to_json(), "basis": basis},
             "flop_ratio": step_flops(config, p, p) / step_flops(config, 1, p),
         }
     return summary
@@ -122,13 +133,14 @@ def main(argv=None) -> int:
         stride = args.stride or (32 if args.quick else 1)
         positions = sorted({*range(1, config.context + 1, stride), config.context})
         samples = 3 if args.quick else args.samples
-        series = run(config, positions, samples=samples, seed=args.seed, threads=args.threads)
-        summary = summarize_run(config, positions, series)
+        measured = run(config, positions, samples=samples, seed=args.seed, threads=args.threads)
+        series = measured["series"]
+        summary = summarize_run(config, positions, measured)
         run_config = {"model": {"vocab_size": config.vocab_size, "d_model": config.d_model,
                                 "n_heads": config.n_heads, "n_layers": config.n_layers, "context": config.context},
                       "positions": positions, "samples": samples, "threads": args.threads, "quick": args.quick}
         results = {"schema_version": 1, "experiment": EXPERIMENT, "config": run_config, "unit": "ms per decode step",
-                   "positions": positions, "series": series, "summary": summary}
+                   "positions": positions, **measured, "summary": summary}
         writer.add_json("results.json", results)
         writer.add_json("manifest.json", build_manifest(experiment=EXPERIMENT, seed=args.seed, config=run_config,
                                                         depends_on=None, results_summary=summary,
@@ -143,8 +155,9 @@ def main(argv=None) -> int:
     else:
         for key, row in summary.items():
             print(f"{key}: no cache {row['no_cache_ms']:.3f} ms, contiguous {row['contiguous_ms']:.3f} ms, "
-                  f"paged {row['paged_ms']:.3f} ms, speedup {row['speedup_contiguous']:.1f}x "
-                  f"(FLOP ratio {row['flop_ratio']:.1f}x)")
+                  f"paged {row['paged_ms']:.3f} ms, speedup {row['speedup_contiguous']['value']:.1f}x "
+                  f"(p10-p90 {row['speedup_contiguous']['p10']:.1f}-{row['speedup_contiguous']['p90']:.1f}, "
+                  f"{row['speedup_contiguous']['basis']}; FLOP ratio {row['flop_ratio']:.1f}x)")
         print(f"wrote {args.out}/")
     return 0
 
