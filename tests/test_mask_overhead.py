@@ -309,12 +309,12 @@ def test_peers_figure_axis_is_labelled_for_one_bar_and_for_decades():
     from inferlab.labs.mask_overhead_report import peers_figure
 
     missing = {"available": False, "note": "not installed (xgrammar); pip install 'inferlab[peers]'"}
-    one = peers_figure({"peers": {"512": {"inferlab-indexed": {"median_us": 0.75}, "xgrammar": missing}}}).axes[0]
+    one = peers_figure({"peers": {"512": {"inferlab-indexed": {"mean_us": 0.75}, "xgrammar": missing}}}).axes[0]
     assert one.get_yscale() == "linear" and len(_labelled_yticks(one)) >= 3
     assert [t.get_text() for t in one.texts] == ["0.75 us"]   # the bar's own label
     assert "xgrammar: not installed" in one.get_xlabel()                   # under the axis, not over the bars
-    many = peers_figure({"peers": {"512": {"inferlab-indexed": {"median_us": 0.75}, "llguidance": {"median_us": 14.5},
-                                           "outlines-core": {"median_us": 0.33}}}}).axes[0]
+    many = peers_figure({"peers": {"512": {"inferlab-indexed": {"mean_us": 0.75}, "llguidance": {"mean_us": 14.5},
+                                           "outlines-core": {"mean_us": 0.33}}}}).axes[0]
     assert many.get_yscale() == "log"
     assert {"0.5", "1", "2", "5", "10"} <= set(_labelled_yticks(many))
 
@@ -342,7 +342,7 @@ def test_peers_not_installed_say_how_to_install_them(monkeypatch):
         monkeypatch.setitem(sys.modules, module, None)      # `import <module>` raises ImportError
     tok = type("Tok", (), {"vocab_size": 8, "token_bytes": (b"a",) * 7 + (b"",), "eos_id": 7,
                            "special_ids": frozenset({7})})()
-    out = peers.run_peers({}, tok, [1, 2], _Mask(), min_total_s=0.0)
+    out = peers.run_peers({}, tok, [1, 2], _Mask(), rounds=2, min_sample_s=0.0)
     assert set(out) == {"inferlab-indexed", *modules}                      # none silently dropped
     for name, module in modules.items():
         assert out[name] == {"available": False, "note": f"not installed ({module}); pip install 'inferlab[peers]'"}
@@ -448,16 +448,44 @@ def test_the_lab_times_every_peer_on_its_bitmask_fill(conjugation_walks):
 
     tok, walks = conjugation_walks
     schema = conjugation_schema()
-    out = run_peers(schema, tok, tok.encode(CONJUGATIONS[0]), compile_mask(schema, tok, "indexed")[0],
-                    min_total_s=0.0)
+    path = tok.encode(CONJUGATIONS[0])
+    out = run_peers(schema, tok, path, compile_mask(schema, tok, "indexed")[0], rounds=3, min_sample_s=0.0)
     assert set(out) == {"inferlab-indexed", "llguidance", "xgrammar", "outlines-core"}
+    ours = out["inferlab-indexed"]
     for name in walks:
         r = out[name]
         assert set(r) == {"available", "compiled", "compile_ms", "version", "median_us", "p95_us", "mean_us",
-                          "n_readings", "note", "ratio_to_inferlab"}, name
-        assert r["available"] and r["compiled"] and r["n_readings"] == len(tok.encode(CONJUGATIONS[0]))
-        assert r["ratio_to_inferlab"] == pytest.approx(r["mean_us"] / out["inferlab-indexed"]["mean_us"])
+                          "mean_us_p10", "mean_us_p90", "rounds", "noisy", "spread", "n_readings", "note",
+                          "ratio_to_inferlab"}, name
+        # one walk per round (min_sample_s 0): a reading per token of each
+        assert r["available"] and r["compiled"] and r["rounds"] == 3 and r["n_readings"] == 3 * len(path)
+        ratio = r["ratio_to_inferlab"]
+        assert ratio["basis"].startswith("unpaired") and "3 rounds" in ratio["basis"]   # under 10 rounds
+        assert ratio["p10"] <= r["mean_us_p10"] / ours["mean_us_p90"] * (1 + 1e-9)       # held to the unpaired
+        assert ratio["p90"] >= r["mean_us_p90"] / ours["mean_us_p10"] * (1 - 1e-9)
         assert "bitmask" in r["note"]
+
+
+def test_interleaved_walks_take_turns_and_pair_the_rounds():
+    """Two fake engines whose fill costs are known: each round takes one >= min_sample_s sample
+    of each in turn, so the samples pair by round; an engine whose walk refuses its path is
+    dropped with why, before any round."""
+    from inferlab.labs.peers import interleaved_walks
+
+    order = []
+
+    def engine(name, refuse=False):
+        def new_walk():
+            order.append(name)
+            return (lambda: None), (lambda t: not refuse)
+        return new_walk
+
+    stats, readings, failed = interleaved_walks({"a": engine("a"), "b": engine("b"), "c": engine("c", refuse=True)},
+                                                [1, 2, 3], rounds=4, min_sample_s=0.0)
+    assert set(stats) == {"a", "b"} and stats["a"].n == stats["b"].n == 4
+    assert failed == {"c": "walk failed: ValueError: token 1 rejected on the timing walk"}
+    assert order == ["a", "b", "c"] + ["a", "b"] * 4          # the warm-up walks, then the rounds in turn
+    assert len(readings["a"]) == 4 * 3
 
 
 @pytest.mark.parametrize("noisy, rounds, resolved", [(False, 20, True), (True, 20, False), (False, 5, False)])

@@ -257,15 +257,20 @@ def measure_vocab(vocab: str, config: MaskLabConfig, step, budget: Budget) -> di
     entry["vocab_preprocessing_ms"] = max((r.vocab_preprocessing_ms for _, r in compiled.values()), default=0.0)
     if config.peers and "indexed" in compiled:
         step(f"{vocab}: peers")
-        entry["peers"] = peers_on_path(schema, tok, compiled["indexed"][0], entry["masks"]["indexed"])
+        entry["peers"] = peers_on_path(schema, tok, compiled["indexed"][0], entry["masks"]["indexed"],
+                                       rounds=QUICK_PEER_ROUNDS if config.quick else None)
     return entry
 
 
-def peers_on_path(schema: dict, tok, mask, row: dict) -> dict:
-    """llguidance, xgrammar and outlines-core next to our indexed mask, walked along the masked run's tokens."""
+QUICK_PEER_ROUNDS = 3
+
+
+def peers_on_path(schema: dict, tok, mask, row: dict, rounds: int | None = None) -> dict:
+    """llguidance, xgrammar and outlines-core next to our indexed mask, walked along the masked
+    run's tokens in interleaved rounds (labs.peers; `rounds`: its default where None)."""
     from inferlab.labs.peers import run_peers   # the peers are optional: imported only when asked for
 
-    out = run_peers(schema, tok, row["tokens"], mask)
+    out = run_peers(schema, tok, row["tokens"], mask, **({} if rounds is None else {"rounds": rounds}))
     out["inferlab-indexed"]["compile_ms"] = row["compile_ms"]
     return out
 

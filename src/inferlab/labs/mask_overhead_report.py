@@ -181,29 +181,34 @@ def scaling_figure(results: dict):
 
 
 def peers_figure(results: dict):
-    """Per-step mask time of each peer and of our indexed mask, grouped by vocabulary, each bar
-    labelled with its value; every peer without a number is named under the axis, with why."""
+    """Per-step mask time of each peer and of our indexed mask, grouped by vocabulary: the mean
+    over each round's >= 50 ms walk, median over the rounds with p10-p90 whiskers where the run
+    kept them; each bar labelled with its value; every peer without a number is named under the
+    axis, with why."""
     by_vocab = results["peers"]
     # in the table's order: ours first, then the peers
-    names = list(dict.fromkeys(n for per in by_vocab.values() for n, r in per.items() if r.get("median_us")))
+    names = list(dict.fromkeys(n for per in by_vocab.values() for n, r in per.items() if r.get("mean_us")))
     fig, ax = new_figure(figsize=(7.5, 4.8))
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(by_vocab))
     values = []
     for i, name in enumerate(names):
-        vals = np.array([per.get(name, {}).get("median_us") or np.nan for per in by_vocab.values()])  # (vocabs,)
-        bars = ax.bar(x + i * width, vals, width, label=name)
+        rows = [per.get(name, {}) for per in by_vocab.values()]
+        vals = np.array([r.get("mean_us") or np.nan for r in rows])                       # (vocabs,)
+        lo = np.array([r.get("mean_us_p10", r.get("mean_us")) or np.nan for r in rows])
+        hi = np.array([r.get("mean_us_p90", r.get("mean_us")) or np.nan for r in rows])
+        bars = ax.bar(x + i * width, vals, width, label=name, yerr=[vals - lo, hi - vals], capsize=2)
         ax.bar_label(bars, labels=["" if np.isnan(u) else duration(u / 1e3) for u in vals], fontsize=8)
-        values += [u for u in vals if not np.isnan(u)]
+        values += [u for u in (*lo, *hi) if not np.isnan(u)]
     ax.set_xticks(x + width * (len(names) - 1) / 2, [f"V={int(v):,}" for v in by_vocab])
     _value_axis(ax, values)
     if values:
         # a bar starts at 0 on a linear axis; room above the tallest for its label and the legend
         _headroom(ax, min(values) if ax.get_yscale() == "log" else 0.0, max(values), used=0.75)
-    ax.set_ylabel("per-step mask time (us, median)")
+    ax.set_ylabel("per-step mask time (us): mean of a >= 50 ms walk,\nmedian of the rounds (p10-p90)")
     ax.set_title("Peers on the same schema, vocabulary and token path")
     missing = sorted({f"{n}: {r.get('note', 'no result')}" for per in by_vocab.values() for n, r in per.items()
-                      if not r.get("median_us")})
+                      if not r.get("mean_us")})
     # under the axis, where the layout makes room for it: inside, it covered the bars
     ax.set_xlabel("\n".join(["vocabulary (peers: int32 bitmask fill, their native path; inferlab-indexed: "
                                "lookup + apply to the logits)",
@@ -447,25 +452,48 @@ def _throughput_paragraph(results: dict) -> str:
 def _peers_lines(results: dict) -> list[str]:
     if "peers" not in results:
         return ["Peers were not run (`--peers`)."]
-    lines = ["Each is walked along the same token path (our indexed mask's masked run), per-step readings with "
-             "perf_counter_ns, repeated until >= 0.2 s of mask work; the last column is mean / inferlab-indexed's "
-             "mean (one run each, no interval). Each peer fills an int32 bitmask row in place on its fastest "
-             "native path, through the adapters `schema-bench --peers` uses (constrain/bench_peers.py), with "
-             "our vocabulary's ids; ours looks up its row and applies it to the logits, which is more work.", "",
+    lines = ["Each is walked along the same token path (our indexed mask's masked run), the engines taking turns "
+             "in each round; a round's sample is an engine's fill time per step over >= 50 ms of walks "
+             "(perf_counter_ns around each fill). Per-step mean: the median of those samples over the rounds "
+             "(p10-p90). Its ratio to inferlab-indexed's is taken per round, on the interval the verdicts "
+             "decide by (paired where both sides are quiet over enough rounds, else each side's p10 against "
+             "the other's p90). The single readings' median and p95 show the shape of a walk (one step is "
+             "microseconds: they are no samples of the 50 ms rule). Each peer fills an int32 bitmask row in "
+             "place on its fastest native path, through the adapters `schema-bench --peers` uses "
+             "(constrain/bench_peers.py), with our vocabulary's ids; ours looks up its row and applies it to the "
+             "logits, which is more work.", "",
              "None of the peers' grammars is byte-exact for this schema, so their allowed sets differ from ours "
              "on a few tokens (tests/test_mask_overhead.py checks each difference): llguidance and outlines-core "
              "leave DEL, the C1 controls and some escapes out of strings, which JSON allows; llguidance also "
              "allows only one split of the text the grammar forces; outlines-core allows a space around the "
              "separators; xgrammar, in forma's maxLength string, takes raw control bytes (which JSON forbids) "
              "and no escapes.", "",
-             "| V | implementation | compile (ms) | mask/step median (us) | p95 (us) | mean (us) | mean / inferlab | note |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| V | implementation | compile (ms) | per-step mean (us, p10-p90) | single readings: median / p95 (us) | "
+             "mean / inferlab's (p10-p90) | note |",
+             "|---|---|---|---|---|---|---|"]
     for v, per in results["peers"].items():
         for name, r in per.items():
-            lines.append(f"| {int(v):,} | {name} | {_f(r.get('compile_ms'))} | {_f(r.get('median_us'))} | "
-                         f"{_f(r.get('p95_us'))} | {_f(r.get('mean_us'))} | {_f(r.get('ratio_to_inferlab'))} | "
+            lines.append(f"| {int(v):,} | {name} | {_f(r.get('compile_ms'))} | {_with_range(r, 'mean_us')} | "
+                         f"{_f(r.get('median_us'))} / {_f(r.get('p95_us'))} | {_ratio_cell(r.get('ratio_to_inferlab'))} | "
                          f"{r.get('note', '')} |")
     return lines
+
+
+def _with_range(r: dict, key: str) -> str:
+    """A value with its p10-p90 where the run kept them (runs before the interleaved rounds did not)."""
+    if f"{key}_p10" not in r:
+        return _f(r.get(key))
+    return f"{_f(r[key])} ({_f(r[f'{key}_p10'])}-{_f(r[f'{key}_p90'])})"
+
+
+def _ratio_cell(ratio) -> str:
+    """ratio_to_inferlab: an interval with its basis, or (runs before the interleaved rounds) a
+    ratio of two separate runs' means, said to be so."""
+    if ratio is None:
+        return _f(None)
+    if not isinstance(ratio, dict):
+        return f"{_f(ratio)} (means of separate walks, no interval)"
+    return f"{_f(ratio['value'])} ({_f(ratio['p10'])}-{_f(ratio['p90'])}, {ratio['basis']})"
 
 
 def readme_text(results: dict, manifest: dict) -> str:
