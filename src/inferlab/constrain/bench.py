@@ -537,7 +537,10 @@ def plot_summary(results: dict):
     ax.set_xticks(range(len(cats)), [c.replace("_", " ") for c in cats], rotation=30, ha="right")
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
-    ax.set_title(f"schema-bench: {summary['all']['schemas']} schemas")
+    peers = [n for n, p in results.get("peers", {}).items() if p.get("available")]
+    ax.set_title(f"schema-bench, inferlab's compiler: {summary['all']['schemas']} schemas"
+                 + (f" (the peers' figures, {', '.join(peers)}: the printed table and masks.png)" if peers else ""),
+                 fontsize=9 if peers else None)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return fig
 
@@ -582,7 +585,7 @@ def plot_masks(results: dict):
     readings = mask_readings(results)
     if not readings:
         return None
-    fig, (left, middle, right) = new_figure(1, 3, figsize=(16, 4.4))
+    fig, (left, middle, right) = new_figure(1, 3, figsize=(16, 6.0))
     for i, (name, (first, walks, warm)) in enumerate(readings.items()):
         color = f"C{i}"  # an engine's colour in both panels
         for ax, vals in ((left, first), (right, warm)):
@@ -610,8 +613,8 @@ def plot_masks(results: dict):
         ax.set_ylim(0, 100)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(title, fontsize=9)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7 if ax is middle else 8, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:  # below the axes: inside, it hid the curves' low ends
+            ax.legend(fontsize=7 if ax is middle else 8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         else:
             ax.text(0.5, 0.5, "no step kinds recorded" if ax is middle else "no readings", transform=ax.transAxes,
                     ha="center", color="dimgrey")
