@@ -91,16 +91,18 @@ def test_cache_levels_bands(tiny_machine):
     assert levels[2]["band_bytes"] == [4 * TINY_LLC, None]
 
 
-def test_plateau_roofs_take_the_highest_median_inside_each_band():
+def test_plateau_roofs_take_the_highest_median_two_points_of_each_band_reach():
     levels = [{"name": "L1", "band_bytes": [0, 100]}, {"name": "L2", "band_bytes": [400, 1000]},
               {"name": "DRAM", "band_bytes": [4000, None]}]
-    # GBps_best carries a lone outlier (999) that must not lift any roof
+    # GBps_best carries a lone outlier sample (999) that must not lift any roof; L2's 150 is a
+    # lone fast point (its neighbours 60 and 55): the roof is 60, which two points reach
     points = [{"working_set_bytes": ws, "GBps_median": g, "GBps_best": 999.0} for ws, g in
-              [(50, 90.0), (100, 95.0), (200, 70.0), (500, 60.0), (1000, 55.0), (2000, 40.0),
+              [(50, 90.0), (100, 95.0), (200, 70.0), (500, 60.0), (700, 150.0), (1000, 55.0), (2000, 40.0),
                (4000, 10.0), (8000, 11.0)]]
     roofs = plateau_roofs(points, levels)
-    assert roofs == {"L1": 95.0, "L2": 60.0, "DRAM": 11.0}
+    assert roofs == {"L1": 90.0, "L2": 60.0, "DRAM": 10.0}
     assert plateau_roofs(points[:2], levels)["DRAM"] is None
+    assert plateau_roofs(points[-1:], levels)["DRAM"] == 11.0            # a band of one point: that point
     assert roofline.unordered_roofs(roofs) == []
     assert roofline.unordered_roofs({"L1": 50.0, "L2": 80.0, "L3": None, "DRAM": 9.0}) == [
         "L2 (80 GB/s) above L1 (50 GB/s)"]

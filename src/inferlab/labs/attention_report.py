@@ -157,8 +157,12 @@ def roofline_figure(results: dict):
                         bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
     fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
     fx = [p["flash_intensity"] for p in fused]
-    ax.plot(fx, [roof.attainable_GFLOPS(i) for i in fx], "kD", mfc="none", ms=7,
-            label="flash core, modelled bytes (roof it could reach)")
+    fy = [roof.attainable_GFLOPS(i) for i in fx]
+    ax.plot(fx, fy, "kD", mfc="none", ms=7, label="flash core, modelled bytes (roof it could reach)")
+    for k, (p, x, y) in enumerate(zip(fused, fx, fy)):  # which T each diamond is (intensity grows with T);
+        up = k % 2 == 0                                  # below and above in turn: neighbours sit close
+        ax.annotate(f"T={p['T']}", (x, y), textcoords="offset points", xytext=(0, 7 if up else -8), ha="center",
+                    va="bottom" if up else "top", fontsize=7, zorder=5, bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
     ax.set_xlabel("arithmetic intensity (FLOP/byte, seed 001's byte model)")
     ax.set_ylabel("GFLOP/s (ops: measured median)")
     ax.set_title(f"Attention ops under this machine's {roof.threads}-thread roofline "

@@ -36,6 +36,10 @@ def _config_literal(config: dict) -> str:
     return "{" + ", ".join(f"{k!r}: {tuple(v) if isinstance(v, list) else v!r}" for k, v in config.items()) + "}"
 
 
+# a light box under a label: the sweep's markers ran through the text
+LABEL_BOX = {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85}
+
+
 def sweep_figure(results: dict):
     """Bandwidth against working-set size, cache sizes marked, each level's plateau drawn."""
     fig, ax = new_figure(figsize=(7.5, 4.5))
@@ -48,14 +52,14 @@ def sweep_figure(results: dict):
         roof = results["cache_roofs_GBps"][level["name"]]
         if level["size_bytes"]:
             ax.axvline(level["size_bytes"] / 1024, color="grey", lw=0.8, ls=":")
-            ax.text(level["size_bytes"] / 1024, 0.98, level["name"],
-                    transform=ax.get_xaxis_transform(), ha="right", va="top", fontsize=8)
+            ax.text(level["size_bytes"] / 1024, 0.98, level["name"], transform=ax.get_xaxis_transform(),
+                    ha="right", va="top", fontsize=8, zorder=5, bbox=LABEL_BOX)
         if roof is not None:
             right = (hi or lo * 2) / 1024
             ax.hlines(roof, max(lo / 1024, ws[0]), right, colors="C3", lw=2)
             # a few points above the 2-point line, so the line does not strike through the text
             ax.annotate(f"{level['name']} {roof:.0f} GB/s", (right, roof), xytext=(0, 3), textcoords="offset points",
-                        fontsize=7, va="bottom", ha="right", color="C3")
+                        fontsize=7, va="bottom", ha="right", color="C3", zorder=5, bbox=LABEL_BOX)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("working set (KiB)")
     ax.set_ylabel("GB/s (STREAM add counting, 24 B/elem)")
@@ -81,7 +85,7 @@ def beaten_theory(results: dict, threads: int) -> frozenset[str]:
 def roofline_figure(results: dict):
     """One panel per thread count: every roof in a panel was measured at that panel's count."""
     counts = results["thread_counts"]
-    fig, axes = new_figure(1, len(counts), figsize=(7.0 * len(counts), 5.2))
+    fig, axes = new_figure(1, len(counts), figsize=(7.0 * len(counts), 7.0))
     for ax, t in zip(np.atleast_1d(axes), counts):
         draw_roofline(ax, Roofline.from_results(results, t), theory=results["theoretical_peak_GFLOPS"],
                       beaten=beaten_theory(results, t))
