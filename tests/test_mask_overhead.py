@@ -500,3 +500,18 @@ def test_mask_verdicts_trust_the_pairing_only_on_quiet_sides_over_enough_rounds(
     (v,) = mo.mask_verdicts([entry], default_vocab_size=151_851)
     assert v["id"] == "indexed_vs_none_512" and v["resolved"] is resolved
     assert ("paired)" in v["statement"] and "unpaired" not in v["statement"]) is resolved
+
+
+def test_block_a_vs_b_says_when_the_traced_mask_outruns_block_a():
+    """The committed V=151,851 naive row: traced build + apply 44.6 ms a step, above the whole of
+    Block A's extra-time interval (30.2-40.7 ms): the README must say the two runs disagree."""
+    from inferlab.labs.mask_overhead_report import _block_a_vs_b_lines
+
+    e = _loaded_entry()
+    del e["masks"]["indexed"]
+    e["masks"]["naive"]["breakdown"] = _traced(7.96, 3.77, 44.5, 0.056)
+    # extra (3.4475 - 1) x 7.644 = 18.7 ms (p90 (4.42 - 1) x 7.644 = 26.1 ms) < 44.6 ms traced
+    lines = _block_a_vs_b_lines({"table": [e], "verdicts": [_verdict("naive", 3.4475, 3.1146, 4.42)]})
+    note = next(line for line in lines if "traced work" in line)
+    assert "naive mask's traced work (44.6 ms per step) is above the whole of Block A's interval" in note
+    assert "(up to 26.1 ms)" in note

@@ -376,6 +376,11 @@ def _block_a_vs_b_lines(results: dict) -> list[str]:
                 resolved += 1
                 if mask_ms < MASK_EXPLAINS * extra:
                     notes.append(_outside_the_mask(e, kind, r, verdict))
+            if mask_ms > hi:
+                notes.append(f"At V={e['vocab_size']:,} the {kind} mask's traced work ({duration(mask_ms)} per step) "
+                             f"is above the whole of Block A's interval for its extra time (up to {duration(hi)}): "
+                             "the traced run took longer than Block A's (tracing's own cost, or load in its "
+                             "minute), so read Block B's parts as shares of its step, not as times of Block A's.")
     if resolved and not notes:
         notes.append(f"Where Block A resolves a mask's extra time, the mask's own traced work is at least "
                      f"{MASK_EXPLAINS:.0%} of it.")
