@@ -10,7 +10,7 @@ from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT
                                               SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES, _Unsat, _child,
                                               _constraining, _constrains, _generated_types, _group, _intersect_types,
                                               _json_key, _json_type, _known_keywords, _lit, _type_set, _value_types,
-                                              _values, dumps, nesting_depth)
+                                              _values, dumps, nesting_depth, number_spellings, value_regex)
 
 
 class CombinatorsMixin:
@@ -403,14 +403,14 @@ class CombinatorsMixin:
             finally:
                 self.inline -= 1
         for v in values:
-            text = dumps(v)
             if _json_key(v) in seen:
                 continue
-            if check is not None and check.fullmatch(text) is None:
+            # the check reads one text of the value; every text equal to it is kept (value_regex)
+            if check is not None and not any(check.fullmatch(t) for t in _texts(v)):
                 dropped.append(v)
                 continue
             seen.add(_json_key(v))
-            kept.append(_lit(text) if not self.ws else self.spaced_literal(v))
+            kept.append(value_regex(v, self.tok))
         # the check's narrowings narrowed the schema only where they may have dropped a listed value
         self.narrowed[narrowed:] = cuts = [m for m in self.narrowed[narrowed:] if any(self._may_cut(m, v) for v in dropped)]
         if not kept and cuts:  # not unsatisfiable: the check cannot tell
@@ -443,17 +443,6 @@ class CombinatorsMixin:
         except ValueError as exc:
             self.refuse("enum" if "enum" in node else "const", where, str(exc))
             return values
-
-    def spaced_literal(self, value) -> str:
-        """A JSON value as a regex that allows the flexible whitespace between tokens."""
-        if isinstance(value, list):
-            inner = self.tok(",").join(self.spaced_literal(v) for v in value)
-            return self.tok("[") + inner + self.tok("]")
-        if isinstance(value, dict):
-            inner = self.tok(",").join(_lit(dumps(k)) + self.tok(":") + self.spaced_literal(v) for k, v in value.items())
-            return self.tok("{") + inner + self.tok("}")
-        return _lit(dumps(value))
-
 
 def enum_siblings(node: dict) -> dict:
     """The keywords beside enum/const that constrain instances."""
@@ -601,3 +590,10 @@ def _alternatives(node) -> int:
     for b in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
         n *= _alternatives(b)
     return n
+
+
+def _texts(value) -> list[str]:
+    """A listed value's texts for the regex check: each spelling of a number, else dumps's."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_spellings(value)
+    return [dumps(value)]

@@ -209,9 +209,41 @@ def _lit(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
+def _lit_token(text: str) -> str:
+    """A structural token without whitespace around it (value_regex's default)."""
+    return _lit(text)
+
+
 def dumps(value) -> str:
     """The canonical JSON text of a value: compact separators, ensure_ascii=False."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def number_spellings(value: int | float) -> list[str]:
+    """The texts of a number that a compiled grammar holds: dumps's, and where it differs the
+    canonical spelling, the one the complements' universe holds (algebra._UNIVERSE): an integral
+    value as the integer equal to it (2.0 is also 2; 1e300 is the double's exact value, not
+    10**300, which differs from it), -0 as 0, else plain decimal (1e-07 is also 0.0000001).
+    Both are the same value under JSON-Schema equality, so a `not`, `oneOf` or `if` over a listed
+    number must take both out: with the listed spelling alone the universe's spelling survived.
+    The universe holds no other text equal to it: its fractions have at most 15 significant
+    digits, and two such decimals are never the same double."""
+    text = dumps(value)
+    canonical = str(int(value)) if value == int(value) else _plain_decimal(value)
+    return [text] if canonical == text else [text, canonical]
+
+
+def value_regex(value, tok=_lit_token) -> str:
+    """A JSON value as a regex over the texts equal to it: each number by number_spellings; tok
+    (a structural token's regex: optional whitespace around it, or none) between the parts."""
+    if isinstance(value, list):
+        return tok("[") + tok(",").join(value_regex(v, tok) for v in value) + tok("]")
+    if isinstance(value, dict):
+        inner = tok(",").join(_lit(dumps(k)) + tok(":") + value_regex(v, tok) for k, v in value.items())
+        return tok("{") + inner + tok("}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _group([_lit(t) for t in number_spellings(value)])
+    return _lit(dumps(value))
 
 
 def _json_key(value) -> str:

@@ -16,7 +16,7 @@ from inferlab.constrain.schema.common import (COUNT_MIN, NESTING_CUT, CompiledSc
                                               document_dicts)
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
-from inferlab.constrain.schema.refs import RefsMixin
+from inferlab.constrain.schema.refs import RefsMixin, embedded_resources
 from inferlab.constrain.schema.strings import StringsMixin
 from inferlab.constrain.schema.values import ValueChecker
 from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
@@ -63,6 +63,9 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         # the document's own nodes: only these are read in its dialect (of_document)
         self.document = document_dicts(root) if self.not_in_dialect else frozenset()
         self.values = ValueChecker(root, self.not_in_dialect, self.document)  # enum/const beside other keywords
+        # the nodes under a nested $id (id before draft-06): their "#..." references are refused
+        self.embedded = embedded_resources(root, "id" if self.dialect in ("draft-03", "draft-04") else "$id",
+                                           fragment_anchors=self.dialect in _OLD_DRAFTS)
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         self.old_draft = self.dialect in _OLD_DRAFTS

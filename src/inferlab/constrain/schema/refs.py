@@ -3,10 +3,63 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
+                                              _escape_pointer,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set)
+
+
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: no leading zeros
+
+
+def _pointer(target: str) -> str:
+    """A decoded pointer as the compiler's own pointers spell it (each token escaped, no
+    percent-escapes: _child's form), so a target reached by two spellings is one target."""
+    return "".join("/" + _escape_pointer(raw.replace("~1", "/").replace("~0", "~")) for raw in target.split("/")[1:])
+
+
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")  # values that are data, not schemas
+
+
+def embedded_resources(root, id_keyword: str, fragment_anchors: bool) -> dict[int, str]:
+    """{id(node): the pointer of its resource's $id} for every dict inside (or at) a nested
+    schema with an `id_keyword` ($id; id before draft-06): a "#..." reference there resolves
+    against that resource (jsonschema's referencing does so). Up to draft-07 (fragment_anchors)
+    a bare fragment ("#foo") names an anchor instead, and changes no base. Walked without
+    recursion; data keywords' values are skipped (an "id" there is data)."""
+    out: dict[int, str] = {}
+    todo = [(root, "", None)]
+    while todo:
+        node, ptr, base = todo.pop()
+        if isinstance(node, dict):
+            ident = node.get(id_keyword)
+            if node is not root and isinstance(ident, str) and not (fragment_anchors and ident.startswith("#")):
+                base = ptr if base is None else base
+            if base is not None:
+                out[id(node)] = base
+            todo.extend((v, _child(ptr, k), base) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            todo.extend((v, _child(ptr, k), base) for k, v in enumerate(node))
+    return out
+
+
+# draft-03's own keywords and meanings, which its validators enforce: refused by name (never
+# dropped, which would loosen the schema), as is its `time` format (HH:MM:SS, no offset)
+DRAFT3_KEYWORDS = ("divisibleBy", "disallow", "extends")
+
+
+def check_shapes(node: dict, ptr: str, error) -> None:
+    """A keyword whose value has the wrong shape is an error naming it (not a TypeError deep in
+    the compiler): `type` a type name or a list of them, `required` a list of names."""
+    t = node.get("type")
+    if t is not None and not (isinstance(t, str) or (isinstance(t, list) and all(isinstance(x, str) for x in t))):
+        raise error("type", ptr, "must be a type name or an array of type names (a schema inside `type` is draft-03's)")
+    r = node.get("required")
+    if r is not None and not (isinstance(r, list) and all(isinstance(x, str) for x in r)):
+        raise error("required", _child(ptr, "required"), "must be an array of property names "
+                    "(a boolean `required` is draft-03's)")
 
 
 def _both(x, y):
@@ -17,21 +70,50 @@ def _both(x, y):
 class RefsMixin:
     """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
 
+    def refuse_draft3(self, node: dict, ptr: str) -> dict:
+        """A draft-03 document's own keywords (DRAFT3_KEYWORDS, a boolean `required`, schemas
+        inside `type`, the `time` format) are refused by name: read as draft-04 they would be
+        dropped, and its validators enforce them. Lenient: `node` without them, each listed."""
+        drop = [(k, "a draft-03 keyword is not supported") for k in DRAFT3_KEYWORDS if k in node]
+        if isinstance(node.get("required"), bool):
+            drop.append(("required", "draft-03's boolean `required` is not supported"))
+        t = node.get("type")
+        if isinstance(t, list) and not all(isinstance(x, str) for x in t):
+            drop.append(("type", "draft-03's schemas inside `type` are not supported"))
+        if node.get("format") == "time":
+            drop.append(("format", "draft-03's time (HH:MM:SS, no offset) is not supported"))
+        for k, why in drop:
+            self.refuse(k, _child(ptr, k), why)  # (raises unless lenient)
+        return {k: v for k, v in node.items() if k not in dict(drop)} if drop else node
+
+    def ref_target(self, node: dict, ptr: str):
+        """resolve(node's $ref), refused where the node lies under a nested $id (embedded_resources):
+        its "#..." is relative to that resource, not to the document."""
+        if id(node) in self.embedded:
+            raise self.error("$id", self.embedded[id(node)], "a nested $id/id starts a resource of its own; "
+                             f"references inside it (the $ref at #{ptr}) resolve against it, which is not supported")
+        return self.resolve(node["$ref"], ptr)
+
     def resolve(self, ref, ptr: str):
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             raise self.error("$ref", ptr, f"only local references '#/...' are supported, got {ref!r}")
         node = self.root
-        target = ref[1:]
+        # RFC 6901 in a URI fragment: percent-decode the whole fragment (as UTF-8) first, then
+        # split at "/" and unescape each token (~1 -> /, then ~0 -> ~): "a%2Fb" is one token
+        # "a/b" only before the split, and "%7E1" the token "/"
+        try:
+            target = unquote(ref[1:], errors="strict")
+        except UnicodeDecodeError:
+            raise self.error("$ref", ptr, f"{ref!r}: its percent-escapes are not UTF-8") from None
         for raw in target.split("/")[1:]:
             token = raw.replace("~1", "/").replace("~0", "~")
-            token = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), token)
             if isinstance(node, dict) and token in node:
                 node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
                 node = node[int(token)]
             else:
                 raise self.error("$ref", ptr, f"{ref!r} does not resolve")
-        return node, target
+        return node, _pointer(target)
 
     def flatten(self, node, ptr: str, stack: tuple):
         """Resolve $ref and merge allOf: -> (schema without $ref/allOf at top, ptr, stack)."""
@@ -41,10 +123,13 @@ class RefsMixin:
                     raise self.error("schema", ptr, f"a schema must be an object or a boolean, got {type(node).__name__}")
                 return node, ptr, stack
             own = self.of_document(node)
+            if own and self.dialect == "draft-03":
+                node = self.refuse_draft3(node, ptr)
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
+            check_shapes(node, ptr, self.error)
             if "$ref" in node:
-                target, tptr = self.resolve(node["$ref"], ptr)
+                target, tptr = self.ref_target(node, ptr)
                 depth = stack.count(tptr) + 1
                 if depth > self.max_ref_depth:
                     raise _Unsat(f"recursion through #{tptr} deeper than max_ref_depth={self.max_ref_depth}", cut=True)
@@ -217,7 +302,7 @@ class RefsMixin:
         rest = {k: v for k, v in node.items() if k != "$ref"}
         if not ((self.old_draft and self.of_document(node)) or not _constraining(rest)):
             return None
-        target, tptr = self.resolve(node["$ref"], ptr)
+        target, tptr = self.ref_target(node, ptr)
         if tptr in self.unsat_refs:
             raise self.unsat_refs[tptr]
         k = self.ref_automaton.get(tptr)
