@@ -94,12 +94,19 @@ Supported keywords
   each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
   if/then/else as its two alternatives; more than MAX_CONDITIONALS whose conditions, each beside
   the rest, are pairwise disjoint as one alternative per condition and one for none);
-- $ref to "#" or "#/json/pointer" ($defs, definitions, any local path); recursion is unrolled to
+- $ref to "#" or "#/json/pointer" ($defs, definitions, any local path; the fragment percent-decoded
+  as UTF-8 before it is split, as RFC 6901 says); recursion is unrolled to
   `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
-  siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged);
+  siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged). A $ref
+  under a nested $id (id in drafts 3-4; up to draft-07 a bare "#name" fragment is an anchor, not
+  a resource) is an error naming that $id: it resolves against that embedded resource;
 - annotations and unknown keywords (title, description, default, examples, $schema, $id,
-  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing;
+  $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing. A draft-03
+  schema is read as draft-04, and draft-03's own keywords (divisibleBy, disallow, extends, a
+  boolean required, schemas inside type, its time format) are errors;
+- a listed number (enum, const) stands for each text of it the grammar holds: 2.0 and 2, 1e-07
+  and 0.0000001 (common.number_spellings), so a `not`, `oneOf` or `if` over it takes all out;
 - the dialect that $schema names decides which keywords constrain: one its draft does not define
   (a draft-04 schema's const, if/then/else, contains, propertyNames; a draft-07 schema's
   dependentRequired, prefixItems, ...; a 2019-09 or 2020-12 schema's dependencies) is ignored
