@@ -128,6 +128,20 @@ def test_draft3_keywords_are_refused_by_name(keyword, schema):
     ({"type": "object", "properties": {"a": {"required": True}}}, "required at #/properties/a/required"),
     ({"type": [{"type": "integer"}, "string"]}, "type at #"),
     ({"type": "object", "required": "a"}, "required at #/required"),
+    # each once a TypeError or AttributeError deep in the compiler (a CLI audit's fuzz of keyword values)
+    ({"prefixItems": 5}, "prefixItems at #/prefixItems"),
+    ({"not": 5}, "not at #/not"),
+    ({"propertyNames": 5}, "propertyNames at #/propertyNames"),
+    ({"type": "array", "minItems": "x"}, "minItems at #/minItems"),
+    ({"type": "array", "maxItems": "x"}, "maxItems at #/maxItems"),
+    ({"type": "string", "minLength": None}, "minLength at #/minLength"),
+    ({"type": "string", "format": []}, "format at #/format"),
+    ({"type": "object", "minProperties": "x"}, "minProperties at #/minProperties"),
+    ({"type": "object", "minProperties": -1}, "minProperties at #/minProperties"),
+    ({"type": "object", "maxProperties": 1.5}, "maxProperties at #/maxProperties"),
+    ({"patternProperties": "x"}, "patternProperties at #/patternProperties"),
+    ({"patternProperties": 5}, "patternProperties at #/patternProperties"),
+    ({"properties": {"a": {"items": 3}}}, "items at #/properties/a/items"),
 ])
 def test_a_keyword_of_the_wrong_shape_is_an_error_naming_it(schema, keyword):
     with pytest.raises(SchemaError, match=f"^{keyword}: must be"):

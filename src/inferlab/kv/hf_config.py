@@ -16,10 +16,10 @@ A missing or malformed field is named by its JSON pointer.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json
 from inferlab.kv.registry import ModelSpec, sliding_pattern
 from inferlab.kv.units import parse_dtype
 
@@ -34,14 +34,7 @@ _REQUIRED = {
 def load_config(path: str | Path) -> ModelSpec:
     """Parse config.json at `path`; raise InferlabError naming the file and the field on bad input."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InferlabError(f"--config {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InferlabError(f"--config {path}: cannot read ({exc.__class__.__name__})") from None
-    except json.JSONDecodeError as exc:
-        raise InferlabError(f"--config {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    raw = read_json(path, label=f"--config {path}", missing="no such file")  # (nesting, NaN, ...: one line)
     if not isinstance(raw, dict):
         raise InferlabError(f"--config {path}: the top level must be a JSON object")
     prefix = ""

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json, read_json_object
 from inferlab.model import bpe
 from inferlab.model.pretokenize import PATTERN_NAMES, REFERENCE_PATTERNS, pattern_name, pretokenize
 
@@ -354,12 +355,7 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
     path = Path(path)
     if path.is_dir():
         path = path / "tokenizer.json"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InferlabError(f"tokenizer file not found: {path}") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InferlabError(f"{path}: not a JSON tokenizer file ({e})") from None
+    doc = read_json(path, missing="tokenizer file not found")  # (nesting, NaN, ...: one line naming the file)
     if not isinstance(doc, dict):
         raise InferlabError(f"{path}: not a tokenizer.json (a JSON object), got {type(doc).__name__}")
     model = _require(doc, "/model", dict)
@@ -490,7 +486,7 @@ def _hf_normalizer(doc: dict, path: Path) -> str | None:
 
 def _config_eos(path: Path, special_tokens: dict[str, int]) -> str:
     config = path.with_name("tokenizer_config.json")
-    eos = json.loads(config.read_text(encoding="utf-8")).get("eos_token") if config.exists() else None
+    eos = read_json_object(config).get("eos_token") if config.exists() else None
     if isinstance(eos, dict):
         eos = eos.get("content")
     if isinstance(eos, str):

@@ -50,9 +50,19 @@ def embedded_resources(root, id_keyword: str, fragment_anchors: bool) -> dict[in
 DRAFT3_KEYWORDS = ("divisibleBy", "disallow", "extends")
 
 
+_SCHEMA_KEYWORDS = ("not", "propertyNames", "additionalProperties", "additionalItems", "contains", "if", "then",
+                    "else", "unevaluatedProperties", "unevaluatedItems")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains",
+           "maxContains")
+
+
 def check_shapes(node: dict, ptr: str, error) -> None:
     """A keyword whose value has the wrong shape is an error naming it (not a TypeError deep in
-    the compiler): `type` a type name or a list of them, `required` a list of names."""
+    the compiler): `type` a type name or a list of them, `required` a list of names, a schema
+    a JSON object or a boolean (`items` also a list of them), a list or a map of schemas, a count
+    a non-negative integer, `format` a string."""
     t = node.get("type")
     if t is not None and not (isinstance(t, str) or (isinstance(t, list) and all(isinstance(x, str) for x in t))):
         raise error("type", ptr, "must be a type name or an array of type names (a schema inside `type` is draft-03's)")
@@ -60,6 +70,27 @@ def check_shapes(node: dict, ptr: str, error) -> None:
     if r is not None and not (isinstance(r, list) and all(isinstance(x, str) for x in r)):
         raise error("required", _child(ptr, "required"), "must be an array of property names "
                     "(a boolean `required` is draft-03's)")
+    for k in _SCHEMA_KEYWORDS:
+        if k in node and not _is_schema(node[k]):
+            raise error(k, _child(ptr, k), "must be a schema (a JSON object or a boolean)")
+    if "items" in node and not (_is_schema(node["items"]) or isinstance(node["items"], list)):
+        raise error("items", _child(ptr, "items"), "must be a schema or an array of schemas")
+    for k in _SCHEMA_LISTS:
+        if k in node and not (isinstance(node[k], list) and all(_is_schema(x) for x in node[k])):
+            raise error(k, _child(ptr, k), "must be an array of schemas")
+    for k in _SCHEMA_MAPS:
+        if k in node and not isinstance(node[k], dict):
+            raise error(k, _child(ptr, k), "must be an object (of schemas)")
+    for k in _COUNTS:
+        v = node.get(k)
+        if k in node and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == int(v)):
+            raise error(k, _child(ptr, k), "must be a non-negative integer")
+    if "format" in node and not isinstance(node["format"], str):
+        raise error("format", _child(ptr, "format"), "must be a string")
+
+
+def _is_schema(x) -> bool:
+    return isinstance(x, (dict, bool))
 
 
 def _both(x, y):
