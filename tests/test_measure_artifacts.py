@@ -272,3 +272,38 @@ def test_the_manifest_names_the_commit_the_run_started_from(tmp_path, monkeypatc
     writer.commit()
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["provenance"] == start
+
+
+def test_force_refuses_up_front_what_it_could_only_fail_to_rename(tmp_path, monkeypatch):
+    """--force replaces a folder by renaming it aside: the working folder (or a mount point, a
+    container's volume) cannot be, and an empty --out is the working folder. One line before the
+    run, not a traceback after it."""
+    from inferlab.errors import InferlabError
+    from inferlab.measure.artifacts import ExperimentWriter
+
+    monkeypatch.chdir(tmp_path)
+    for out in ("", ".", str(tmp_path)):
+        with pytest.raises(InferlabError, match="^--out"):
+            ExperimentWriter(out, force=True)
+
+
+def test_a_folder_that_cannot_be_moved_aside_is_one_line_and_kept(tmp_path, monkeypatch):
+    from inferlab.errors import InferlabError
+    from inferlab.measure import artifacts
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "old.txt").write_text("kept")
+    writer = artifacts.ExperimentWriter(out, force=True)
+    writer.add_text("new.txt", "x")
+    real_rename = os.rename
+
+    def refuse(src, dst):
+        if Path(src) == out:
+            raise OSError(16, "Device or resource busy")
+        return real_rename(src, dst)
+    monkeypatch.setattr(artifacts.os, "rename", refuse)
+    with pytest.raises(InferlabError, match="cannot be replaced .Device or resource busy.; the old folder is left"):
+        writer.commit()
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["exp"]          # no temp folder left

@@ -8,7 +8,7 @@ from pathlib import Path
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.labs import all_labs, lab_named
-from inferlab.measure import atomic_write_text, save_figure
+from inferlab.measure.artifacts import atomic_write_bytes, figure_png_bytes
 
 NAME = "report"
 HELP = "re-render an experiment folder (README, figures, script) from its results.json"
@@ -36,14 +36,20 @@ def rerender(folder: Path) -> list[str]:
                             f"not a lab with a report ({known})")
     try:
         files = lab.report(results, manifest, folder)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        # every file rendered before any is written: a value that breaks one leaves the folder as it was
+        data = {name: item.encode("utf-8") if isinstance(item, str) else figure_png_bytes(item)
+                for name, item in files.items()}
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
         raise InferlabError(f"{folder}/results.json: cannot render the {lab.name} report "
                             f"({type(exc).__name__}: {exc}); written by another inferlab version?") from None
-    for name, item in files.items():
-        if isinstance(item, str):
-            atomic_write_text(folder / name, item)
-        else:
-            save_figure(item, folder / name)
+    done: list[str] = []
+    for name, payload in data.items():
+        try:
+            atomic_write_bytes(folder / name, payload)
+        except OSError as exc:
+            raise InferlabError(f"{folder / name}: cannot write it ({exc.strerror or exc}); "
+                                + (f"rewritten before it: {', '.join(done)}" if done else "nothing was rewritten")) from None
+        done.append(name)
     return list(files)
 
 

@@ -286,8 +286,15 @@ class ExperimentWriter:
     """Collects an experiment's files in memory, then publishes the whole folder atomically."""
 
     def __init__(self, out, *, force: bool):
+        if not str(out).strip():
+            raise InferlabError("--out: an empty path (it would be the working folder)")
         self.out = Path(out)
         self.force = force
+        if self.out.exists() and force and (os.path.ismount(self.out) or self.out.resolve() == Path.cwd().resolve()):
+            # --force replaces the folder by renaming it aside, which a mount point (a container's
+            # volume) or the working folder refuses: say so now, not after the whole run
+            raise InferlabError(f"--out {self.out} is a mount point or the working folder, which --force cannot "
+                                "replace (it renames the folder aside); give a folder inside it")
         if self.out.exists() and not force:
             raise InferlabError(f"--out {self.out} already exists; pass --force to replace it or choose another --out")
         if self.out.exists() and not self.out.is_dir():
@@ -354,7 +361,11 @@ class ExperimentWriter:
         # the final rename fails.
         old = Path(tempfile.mkdtemp(dir=tmp.parent, prefix=f".{self.out.name}.old-"))
         os.rmdir(old)
-        os.rename(self.out, old)
+        try:
+            os.rename(self.out, old)
+        except OSError as exc:  # (checked up front where it can be; a folder made immutable during the run)
+            raise InferlabError(f"--out {self.out}: cannot be replaced ({exc.strerror or exc}); the old folder "
+                                "is left as it was and the new results were not written") from None
         try:
             os.rename(tmp, self.out)
         except BaseException:
