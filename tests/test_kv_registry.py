@@ -201,3 +201,36 @@ def test_config_layer_types_follow_transformers():
     expected = tuple(i for i, t in enumerate(cfg["layer_types"]) if t == "sliding_attention")
     assert spec_from_config(cfg, name="g").sliding_layers == expected
     assert spec_from_config({k: v for k, v in cfg.items() if k != "layer_types"}, name="g").sliding_layers == expected
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"sliding_window": 4096, "model_type": "qwen2", "max_window_layers": "a"}, "/max_window_layers must be an integer >= 0, got a"),
+    ({"sliding_window": 4096, "model_type": "qwen2", "max_window_layers": 1.5}, "/max_window_layers must be an integer >= 0"),
+    ({"num_hidden_layers": 10 ** 10, "sliding_window": 4096}, "/num_hidden_layers is 10000000000, more than any model's (100,000)"),
+    ({"num_hidden_layers": 10 ** 30}, "/num_hidden_layers is 1000000000000000000000000000000, more than any model's"),
+])
+def test_config_fields_out_of_any_models_range_are_one_line(tmp_path, extra, needle):
+    """A CLI audit's configs: a TypeError, a MemoryError (a per-layer table of 10^10 layers) and a
+    hang (10^30 layers, walked one by one) before."""
+    from inferlab.kv.hf_config import load_config
+
+    base = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "max_position_embeddings": 4096}
+    (tmp_path / "config.json").write_text(json.dumps({**base, **extra}))
+    with pytest.raises(InferlabError, match="config.json: ") as exc:
+        load_config(tmp_path / "config.json")
+    assert needle in str(exc.value)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["kv", "max-context", "llama-2-7b", "--memory", "40GB", "--params", "nan"], "--params 'nan'"),
+    (["kv", "max-context", "llama-2-7b", "--memory", "40GB", "--params", "inf"], "--params 'inf'"),
+    (["kv", "max-context", "llama-2-7b", "--memory", "40GB", "--params", "1e20"], "more than 1e+15 parameters"),
+    (["kv", "compare", "llama-2-7b", "mistral-7b", "--claim", "infx"], "--claim 'infx'"),
+    (["kv", "compare", "llama-2-7b", "mistral-7b", "--claim", "1e400x"], "above 1,000,000x"),
+])
+def test_kv_numbers_out_of_range_are_one_line(argv, needle, capsys):
+    from inferlab.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]

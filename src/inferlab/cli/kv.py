@@ -46,14 +46,20 @@ def _count(text, flag: str) -> int:
     return value
 
 
+MAX_PARAMS = Decimal("1e15")  # a quadrillion parameters: past any model, and past float's exact integers
+MAX_CLAIM = 10 ** 6           # a KV-cache reduction claimed above a million-fold
+
+
 def _params(text) -> int:
     """--params 7.24e9 or 7241732096."""
     try:
         value = Decimal(str(text))
     except InvalidOperation:
         raise InferlabError(f"--params {text!r}: expected a parameter count such as 7.24e9") from None
-    if value <= 0 or value != value.to_integral_value():
+    if not value.is_finite() or value <= 0 or value != value.to_integral_value():
         raise InferlabError(f"--params {text!r}: expected a positive whole parameter count")
+    if value > MAX_PARAMS:
+        raise InferlabError(f"--params {text!r}: more than {MAX_PARAMS:.0e} parameters")
     return int(value)
 
 
@@ -234,10 +240,12 @@ def _parse_claim(text: str) -> Fraction:
     t = text.strip().lower().removesuffix("x").removesuffix("×").strip()
     try:
         value = Fraction(Decimal(t))
-    except (InvalidOperation, ValueError):
+    except (InvalidOperation, ValueError, OverflowError):  # (nan, inf: no fraction)
         raise InferlabError(f"--claim {text!r}: expected a factor such as 4x") from None
     if value <= 0:
         raise InferlabError(f"--claim {text!r}: a factor must be positive")
+    if value > MAX_CLAIM:
+        raise InferlabError(f"--claim {text!r}: a factor above {MAX_CLAIM:,}x is no cache's")
     return value
 
 

@@ -50,12 +50,21 @@ def _name(raw: dict, path: Path) -> str:
     return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
 
 
-def _int(raw: dict, key: str, where: str, *, aliases=()) -> int | None:
+# A field past these is no model's (the largest have ~10^2 layers, ~10^7 positions): a typo, and
+# the per-layer tables would take forever or all the memory
+MAX_FIELD = 10 ** 9
+MAX_LAYERS = 10 ** 5
+
+
+def _int(raw: dict, key: str, where: str, *, aliases=(), low: int = 1, high: int = MAX_FIELD) -> int | None:
     for k in (key, *aliases):
         if k in raw and raw[k] is not None:
             value = raw[k]
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InferlabError(f"{where}: /{k} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                kind = "a positive integer" if low == 1 else f"an integer >= {low}"
+                raise InferlabError(f"{where}: /{k} must be {kind}, got {str(value)[:40]}")
+            if value > high:
+                raise InferlabError(f"{where}: /{k} is {str(value)[:40]}, more than any model's ({high:,})")
             return value
     return None
 
@@ -64,7 +73,7 @@ def spec_from_config(raw: dict, *, name: str, where: str = "config.json") -> Mod
     """The same as load_config for an already-parsed dict."""
     found = {}
     for key, aliases in _REQUIRED.items():
-        value = _int(raw, key, where, aliases=aliases)
+        value = _int(raw, key, where, aliases=aliases, high=MAX_LAYERS if key == "num_hidden_layers" else MAX_FIELD)
         if value is None:
             also = f" (or {', '.join(aliases)})" if aliases else ""
             raise InferlabError(f"{where}: missing required field /{key}{also}")
@@ -108,6 +117,6 @@ def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int,
     if raw.get("model_type") == "gemma2":
         return window, sliding_pattern("even", layers)
     if raw.get("model_type") == "qwen2":          # Qwen2 slides only from max_window_layers on
-        first = raw.get("max_window_layers", 0) or 0
+        first = _int(raw, "max_window_layers", where, low=0) or 0
         return window, tuple(range(first, layers))
     return window, sliding_pattern("all", layers)
