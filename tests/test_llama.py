@@ -181,6 +181,11 @@ def test_context_defaults_to_min_of_max_position_and_4096(case):
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "/rope_parameters/rope_type"),
     ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}}, "low_freq_factor"),
     ({"intermediate_size": None}, "/intermediate_size"),
+    # a CLI audit's fields of the wrong type: AttributeError / ValueError tracebacks before
+    ({"rope_scaling": 5}, "/rope_scaling must be an object or null"),
+    ({"rope_theta": "abc"}, "/rope_theta must be a positive number"),
+    ({"rms_norm_eps": "x"}, "/rms_norm_eps must be a positive number"),
+    ({"rope_scaling": {**LLAMA3, "factor": "x"}}, "/rope_scaling/factor must be a positive number"),
 ])
 def test_bad_config_is_one_line_naming_the_field(patch, needle):
     doc = {"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,

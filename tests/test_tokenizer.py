@@ -207,6 +207,24 @@ def test_bad_tokenizer_json_names_the_pointer(tmp_path, trained):
         load_hf_tokenizer(tmp_path / "tokenizer.json")
 
 
+@pytest.mark.parametrize("patch, needle", [
+    (lambda d: d.update(normalizer=5), "/normalizer must be an object or null"),
+    (lambda d: d.update(added_tokens=[5]), "/added_tokens/0 must be an object with a string /content"),
+    (lambda d: d.update(added_tokens=5), "/added_tokens must be an array"),
+    (lambda d: d["model"]["vocab"].update(x="x"), "/model/vocab/x must be a token id"),
+    (lambda d: d["model"]["vocab"].update(x=10 ** 9), "/model/vocab/x must be a token id (a whole number 0..10,000,000), got 1000000000"),
+])
+def test_tokenizer_json_fields_of_the_wrong_type_name_the_pointer(tmp_path, trained, patch, needle):
+    """A CLI audit's tokenizer.json edits: AttributeError / TypeError tracebacks, or a token table
+    sized by a 10^9 id, before."""
+    doc = trained.to_hf_json()
+    patch(doc)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    with pytest.raises(InferlabError, match="tokenizer.json: ") as exc:
+        load_hf_tokenizer(tmp_path / "tokenizer.json")
+    assert needle in str(exc.value)
+
+
 def test_bytes_to_unicode_is_gpt2s_map():
     table = bpe.bytes_to_unicode()
     # openai/gpt-2 encoder.py: space (0x20) is the 33rd non-printable byte -> U+0100 + 32 = "Ġ",

@@ -368,6 +368,7 @@ def load_hf_tokenizer(path: str | Path, *, eos_token: str | None = None) -> Toke
 
     vocab = _require(model, "/model/vocab", dict)
     added = doc.get("added_tokens") or []
+    _check_ids(vocab, added, path)
     size = 1 + max([*vocab.values(), *(t["id"] for t in added)])
     token_bytes = [b""] * size
     to_bytes = sp_token_bytes if sentencepiece else _byte_level_decoder(path)
@@ -440,6 +441,28 @@ def _template_bos(doc: dict, path: Path) -> str | None:
     return None
 
 
+# A vocabulary past this is no tokenizer's (the largest have ~10^6 entries): an id beyond it
+# would size the token table by a typo
+MAX_TOKEN_ID = 10 ** 7
+
+
+def _check_ids(vocab: dict, added, path: Path) -> None:
+    """/model/vocab maps strings to ids, /added_tokens lists objects with a string content and an
+    id: each id a whole number in 0..MAX_TOKEN_ID (one line naming the pointer where not)."""
+    def check_id(i, pointer: str) -> None:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= MAX_TOKEN_ID:
+            raise InferlabError(f"{path}: {pointer} must be a token id (a whole number 0..{MAX_TOKEN_ID:,}), "
+                                f"got {str(i)[:40]}")
+    for text, i in vocab.items():
+        check_id(i, f"/model/vocab/{_escape_pointer(text)}")
+    if not isinstance(added, list):
+        raise InferlabError(f"{path}: /added_tokens must be an array, got {type(added).__name__}")
+    for k, tok in enumerate(added):
+        if not isinstance(tok, dict) or not isinstance(tok.get("content"), str):
+            raise InferlabError(f"{path}: /added_tokens/{k} must be an object with a string /content")
+        check_id(tok.get("id"), f"/added_tokens/{k}/id")
+
+
 def _require(obj: dict, pointer: str, kind: type):
     value = obj.get(pointer.rsplit("/", 1)[1])
     if not isinstance(value, kind):
@@ -479,6 +502,8 @@ def _hf_normalizer(doc: dict, path: Path) -> str | None:
     norm = doc.get("normalizer")
     if norm is None:
         return None
+    if not isinstance(norm, dict):
+        raise InferlabError(f"{path}: /normalizer must be an object or null, got {type(norm).__name__}")
     if norm.get("type") == "NFC":
         return "NFC"
     raise InferlabError(f"{path}: /normalizer/type {norm.get('type')!r} is not supported (only NFC)")
