@@ -244,7 +244,8 @@ def test_cli_trace_is_written_and_never_overwritten(model_dir, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("argv, word", [
-    (["--temperature", "-0.5"], "--temperature"), (["--top-p", "0"], "--top-p"), (["--top-k", "0"], "--top-k"),
+    (["--temperature", "-0.5"], "--temperature"), (["--temperature", "1e-320"], "1e-4..1e4"), (["--temperature", "1e308"], "1e-4..1e4"),
+    (["--top-p", "0"], "--top-p"), (["--top-k", "0"], "--top-k"),
     (["--mask", "naive"], "--schema"), (["--schema", "/nonexistent.json"], "--schema"),
 ])
 def test_cli_bad_flags_exit_2_with_one_line(model_dir, capsys, argv, word):

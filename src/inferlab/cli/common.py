@@ -32,7 +32,9 @@ positive_int = _number(int, lambda v: v > 0, "a positive whole number")
 non_negative_int = _number(int, lambda v: v >= 0, "a whole number >= 0")
 positive_float = _number(float, lambda v: 0 < v < math.inf, "a positive number")
 non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a number >= 0")
-temperature = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = greedy)")
+# logits / T in float32: a T under 1e-4 or over 1e4 overflows or flattens it, and adds nothing
+# (greedy is 0; at 1e-4 the softmax is greedy already, at 1e4 uniform)
+temperature = _number(float, lambda v: v == 0 or 1e-4 <= v <= 1e4, "0 (greedy) or a number in 1e-4..1e4")
 probability = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
