@@ -32,3 +32,10 @@ def test_plain_json_reads_as_before(tmp_path):
     path = tmp_path / "ok.json"
     path.write_text(json.dumps(doc), encoding="utf-8")            # (ensure_ascii: the pair as two escapes)
     assert read_json(path) == doc
+
+
+def test_a_device_or_folder_is_refused_before_reading(tmp_path):
+    """/dev/zero was read forever."""
+    for path in ("/dev/zero", tmp_path):
+        with pytest.raises(InferlabError, match="not a regular file"):
+            read_json(path)

@@ -85,6 +85,8 @@ def read_json(path, *, label: str | None = None, missing: str = "file not found"
     what a missing file means to the caller."""
     path = Path(path)
     where = label or str(path)
+    if path.exists() and not path.is_file():  # a folder, or a device such as /dev/zero (read forever)
+        raise InferlabError(f"{where}: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
