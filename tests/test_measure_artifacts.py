@@ -293,7 +293,7 @@ def test_a_folder_that_cannot_be_moved_aside_is_one_line_and_kept(tmp_path, monk
 
     out = tmp_path / "exp"
     out.mkdir()
-    (out / "old.txt").write_text("kept")
+    (out / "manifest.json").write_text("kept")
     writer = artifacts.ExperimentWriter(out, force=True)
     writer.add_text("new.txt", "x")
     real_rename = os.rename
@@ -305,5 +305,21 @@ def test_a_folder_that_cannot_be_moved_aside_is_one_line_and_kept(tmp_path, monk
     monkeypatch.setattr(artifacts.os, "rename", refuse)
     with pytest.raises(InferlabError, match="cannot be replaced .Device or resource busy.; the old folder is left"):
         writer.commit()
-    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert [p.name for p in out.iterdir()] == ["manifest.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["exp"]          # no temp folder left
+
+
+def test_force_never_deletes_a_folder_inferlab_did_not_write(tmp_path):
+    from inferlab.errors import InferlabError
+    from inferlab.measure.artifacts import ExperimentWriter
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "thesis.tex").write_text("years of work")
+    with pytest.raises(InferlabError, match="not a folder inferlab wrote, so --force will not delete it"):
+        ExperimentWriter(home, force=True)
+    assert (home / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    ExperimentWriter(tmp_path / "empty", force=True)                     # an empty folder: nothing to lose
+    (home / "manifest.json").write_text("{}")
+    ExperimentWriter(home, force=True)                                    # an inferlab folder: replaced on commit

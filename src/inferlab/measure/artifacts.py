@@ -282,6 +282,10 @@ def check_output_file(path, *, flag: str, force: bool) -> None:
     check_writable(path, flag)
 
 
+# every folder an inferlab command writes holds one of these (an experiment's manifest, a model's config)
+OURS = ("manifest.json", "results.json", "config.json")
+
+
 class ExperimentWriter:
     """Collects an experiment's files in memory, then publishes the whole folder atomically."""
 
@@ -295,6 +299,11 @@ class ExperimentWriter:
             # volume) or the working folder refuses: say so now, not after the whole run
             raise InferlabError(f"--out {self.out} is a mount point or the working folder, which --force cannot "
                                 "replace (it renames the folder aside); give a folder inside it")
+        if self.out.is_dir() and force and any(self.out.iterdir()) and not any((self.out / n).is_file() for n in OURS):
+            # --force deletes the folder it replaces: one that no inferlab command wrote (a home
+            # folder given by mistake) is never deleted
+            raise InferlabError(f"--out {self.out} holds files but none of {', '.join(OURS)}: not a folder inferlab "
+                                "wrote, so --force will not delete it; give a new or an inferlab folder")
         if self.out.exists() and not force:
             raise InferlabError(f"--out {self.out} already exists; pass --force to replace it or choose another --out")
         if self.out.exists() and not self.out.is_dir():
