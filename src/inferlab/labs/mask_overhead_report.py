@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.measure import new_figure
-from inferlab.measure.verdicts import verdict_lines
+from inferlab.measure.verdicts import MIN_PAIRED_ROUNDS, verdict_lines
 
 MASK_ORDER = ("no mask", "naive", "indexed", "stack")   # the bar order of every panel
 
@@ -521,8 +521,10 @@ def readme_text(results: dict, manifest: dict) -> str:
         f"Prompt: `{default['prompt']}` (a held-out verb). Schema: the conjugation schema. Model at V=512: "
         f"{default['model']}.", "",
         "## Verdicts", "",
-        "Each comparison is the median of per-round ratios from one interleaved run, with p10-p90; it is "
-        "stated only when that interval lies wholly on one side of its threshold.", "",
+        "Each comparison is decided on one interleaved run: the median of its per-round ratios with their "
+        f"p10-p90 where both sides are quiet over >= {MIN_PAIRED_ROUNDS} rounds, otherwise unpaired, each side's "
+        "p10 against the other's p90 (each verdict names which); it is stated only when that interval lies "
+        "wholly on one side of its threshold.", "",
         *verdict_lines(results["verdicts"]), "",
         "## Block A: ms per decode step", "",
         "ms/step = median wall time of one generate() call / decode steps of that call (prefill included, as the "
