@@ -146,3 +146,14 @@ def test_draft3_keywords_are_refused_by_name(keyword, schema):
 def test_a_keyword_of_the_wrong_shape_is_an_error_naming_it(schema, keyword):
     with pytest.raises(SchemaError, match=f"^{keyword}: must be"):
         compile_grammar(schema)
+
+
+def test_a_boolean_exclusive_bound_outside_draft_4_is_refused():
+    """Without $schema (or from draft-06 on) exclusiveMinimum is a number; jsonschema reads a
+    boolean there as 0 or 1 ({"exclusiveMinimum": true} rejects 0.5), the draft-04 reading as a
+    flag beside minimum: the meaning is ambiguous, so it is refused naming the keyword. Under a
+    draft-04 $schema it is the flag."""
+    with pytest.raises(SchemaError, match=r"^exclusiveMinimum at #/exclusiveMinimum: a boolean is draft-04's"):
+        compile_grammar({"type": "number", "exclusiveMinimum": True})
+    schema = {"$schema": D4, "type": "integer", "minimum": 3, "exclusiveMinimum": True}
+    assert _sound(schema, ["2", "3", "4"]) == ["4"]

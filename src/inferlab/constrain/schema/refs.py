@@ -159,6 +159,11 @@ class RefsMixin:
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
             check_shapes(node, ptr, self.error)
+            if self.dialect not in ("draft-03", "draft-04"):  # (drafts 3-4: a boolean beside minimum/maximum)
+                for k in ("exclusiveMinimum", "exclusiveMaximum"):
+                    if isinstance(node.get(k), bool):
+                        raise self.error(k, _child(ptr, k), "a boolean is draft-04's (name that draft with $schema); "
+                                         f"in {self.dialect or 'the latest draft'} it must be a number")
             if "$ref" in node:
                 target, tptr = self.ref_target(node, ptr)
                 depth = stack.count(tptr) + 1
