@@ -323,6 +323,14 @@ EXTRA_CASES = {
          "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "name": {"type": "string"}},
          "dependencies": {"card": ["billing"]}, "additionalProperties": False},
         [{}, {"name": "x"}, {"billing": "b"}, {"card": "c", "billing": "b"}], [{"card": "c"}, {"card": "c", "name": "x"}]),
+    # undeclared names: the canonical text orders them as the compiled alternatives require them
+    # (the dependent name, then what it requires), not in the instance's order (an audit's case)
+    "dependentRequired over undeclared names": (
+        {"type": "object", "dependentRequired": {"x": ["a"]}},
+        [{}, {"a": None}, {"a": None, "x": None}, {"x": None, "a": None}], [{"x": None}]),
+    "dependentSchemas over undeclared names": (
+        {"type": "object", "dependentSchemas": {"x": {"required": ["a"]}}},
+        [{"a": None, "x": None}], [{"x": 1}]),
     "dependentSchemas": (
         {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
          "dependentSchemas": {"a": {"properties": {"b": {"minimum": 10}}, "required": ["b"]}},

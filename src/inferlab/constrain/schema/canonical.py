@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from inferlab.constrain.regex import fullmatch
-from inferlab.constrain.schema.common import (SchemaError, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
+from inferlab.constrain.schema.common import (SchemaError, _DEPENDENCY_KEYWORDS, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
                                               _plain_decimal, _type_set, _values, dumps)
 from inferlab.constrain.schema.strings import _searches
 
@@ -20,6 +20,8 @@ class CanonicalMixin:
             return dumps(instance)
         if not isinstance(node, dict):
             return dumps(instance)
+        if any(k in node for k in _DEPENDENCY_KEYWORDS):  # as the compiler reads them: their required keys' order
+            return self.canonical(instance, self.dependencies_as_any_of(node, ptr), ptr, stack)
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
