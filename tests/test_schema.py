@@ -359,6 +359,8 @@ EXTRA_CASES = {
          "patternProperties": {".*": {"type": "string"}}, "required": ["basic"]},
         [{"basic": "x"}, {"basic": "x", "more": "y"}], [{"basic": ""}, {"basic": "x", "more": 1}, {"basic": 1}]),
     "maxProperties 0": ({"type": "object", "maxProperties": 0}, [{}], [{"a": 1}]),
+    # an integral float is written as the integer (draft-06 on): inside a oneOf's complements too
+    "integral floats under oneOf": ({"oneOf": [{"minimum": 2}, {"maxLength": 1}]}, [1.0, 1, -0.0], [3.0, 3]),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
         [-1, 50, 100], [0, 49, 101, -2]),

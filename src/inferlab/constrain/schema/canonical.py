@@ -77,8 +77,10 @@ class CanonicalMixin:
                 prefix, rest = node.get("prefixItems", []), node.get("items", True)
             parts = [self.canonical(v, prefix[k] if k < len(prefix) else rest, ptr, stack) for k, v in enumerate(instance)]
             return "[" + ",".join(parts) + "]"
-        if isinstance(instance, float) and instance.is_integer() and self.integral_floats and "type" in node and \
-                "number" not in _type_set(node["type"]) and "integer" in _type_set(node["type"]):
+        if isinstance(instance, float) and instance.is_integer() and self.integral_floats:
+            # from draft-06 on 1.0 is the integer 1 in every respect (type, equality): written as the
+            # integer, the one spelling every number grammar holds, the complements' universe too
+            # (1.0 was rejected inside not/oneOf/if). Not in drafts 3-4, where 1.0 is no integer.
             return dumps(int(instance))
         if isinstance(instance, float) and math.isfinite(instance) and \
                 any(k in node for k in (*_FAMILY_KEYWORDS["number"], "not")):
