@@ -304,3 +304,16 @@ def test_a_schema_with_format_regex_compiles_with_its_narrowing_recorded():
     for value in ["^[a-z]+$", "(", r"\d{2,4}", "a{3,2}", 'q"uote\\', "[z-a]"]:
         text = canonical_json({"p": value}, schema)
         assert machine.accepts(text) == check.is_valid({"p": value}), value
+
+
+def test_duration_records_where_the_grammar_is_narrower_than_the_reference_checker():
+    """RFC 3339 Appendix A exactly; jsonschema's checker takes ISO 8601's wider forms: the
+    compiled grammar refuses them and says so (compiled.narrowed), never silently."""
+    from inferlab.constrain.schema import compile_grammar
+    from inferlab.constrain.stack import build_machine
+
+    compiled = compile_grammar({"type": "string", "format": "duration"})
+    assert any(n.startswith("format duration at #/format: RFC 3339 Appendix A") for n in compiled.narrowed)
+    machine = build_machine(compiled)
+    assert machine.accepts('"PT4H0M56S"') and machine.accepts('"P1Y2M"') and machine.accepts('"P3W"')
+    assert not any(machine.accepts(t) for t in ('"PT4H56S"', '"P1.5D"', '"-P1D"'))

@@ -173,6 +173,10 @@ NARROWINGS = {
     "uri": "no IP-literal ([...]) host",
     "uri-reference": "no IP-literal ([...]) host",
     "hostname": "at most 4 labels of at most 62 characters",
+    # the RFC's own grammar, exactly; recorded because the reference checker (jsonschema's, via
+    # isoduration) takes ISO 8601's wider forms, which the grammar then refuses
+    "duration": "RFC 3339 Appendix A's grammar exactly (each unit at most once, in order, none skipped, whole "
+                "numbers, no sign), narrower than ISO 8601's forms jsonschema's checker takes (PT4H56S, P1.5D, -P1D)",
     "regex": "literals, '.', escapes, classes (ranges within 0-9, a-z or A-Z), groups nested at most two "
              "deep, quantifiers ({m,n} with m <= n of one digit each, or m one digit and n two or three) "
              "and anchors; no lookaround, named group, flag, backreference or possessive quantifier",
