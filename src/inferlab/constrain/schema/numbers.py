@@ -85,7 +85,11 @@ class NumbersMixin:
             return _NUMBER  # refused (lenient: unenforced)
         out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
-            raise self.error("minimum", _child(ptr, "minimum"), f"no number in the range (lower {lo}, upper {hi})")
+            key = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in node), "minimum")
+            why = f"no number in the range (lower {lo}, upper {hi})"
+            if lo is not None and hi is not None and lo < hi:  # numbers there are, but none this notation writes
+                why += f" is written in plain decimal notation{f' with at most {digits} digits after the point' if digits else ''}"
+            raise self.error(key, _child(ptr, key), why)
         self.narrow(f"bounded number at #{ptr}: {EXPONENT_CUT}"
                     + (f", at most {digits} digits after the point" if digits else ""))
         return out
