@@ -361,6 +361,10 @@ EXTRA_CASES = {
     "maxProperties 0": ({"type": "object", "maxProperties": 0}, [{}], [{"a": 1}]),
     # an integral float is written as the integer (draft-06 on): inside a oneOf's complements too
     "integral floats under oneOf": ({"oneOf": [{"minimum": 2}, {"maxLength": 1}]}, [1.0, 1, -0.0], [3.0, 3]),
+    # a non-integral float in plain decimal wherever it stands: a oneOf's branch lies beside the
+    # others' complements (the slow property test's falsifying case: 1e-05 was written "1e-05")
+    "a float beside a oneOf's complement": ({"oneOf": [{"type": "integer", "maximum": -2}, {"type": "number"}]},
+                                            [1e-05, 0.5, 1.25], [-3]),
     "oneOf over disjoint integer ranges": (
         {"type": "integer", "oneOf": [{"minimum": -1, "maximum": -1}, {"minimum": 50, "maximum": 100}]},
         [-1, 50, 100], [0, 49, 101, -2]),

@@ -83,7 +83,10 @@ class CanonicalMixin:
             # (1.0 was rejected inside not/oneOf/if). Not in drafts 3-4, where 1.0 is no integer.
             return dumps(int(instance))
         if isinstance(instance, float) and math.isfinite(instance) and \
-                any(k in node for k in (*_FAMILY_KEYWORDS["number"], "not")):
-            return _plain_decimal(instance)  # bounded numbers and complements are generated without exponents
+                (not instance.is_integer() or any(k in node for k in (*_FAMILY_KEYWORDS["number"], "not"))):
+            # bounded numbers and complements are generated without exponents, and a branch of a
+            # oneOf is one beside the others' complements (1e-05 is written 0.00001 wherever it is
+            # no integer: every number grammar holds that spelling)
+            return _plain_decimal(instance)
         return dumps(instance)
 
