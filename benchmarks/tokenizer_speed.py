@@ -37,7 +37,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
 from inferlab.measure.timing import Stats, gc_disabled, measure_interleaved, summarize
-from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio
+from inferlab.measure.verdicts import Interval, decide, stats_interval
 from inferlab.model.pretokenize import LLAMA3_PATTERN, pretokenize
 from inferlab.model.tokenizer import CL100K_SPECIALS, _package_file, load_hf_tokenizer, load_vocab
 
@@ -153,7 +153,7 @@ def throughput_ratio(ours: Stats, ref: Stats) -> dict:
     decide by (verdicts.comparison_interval): per-round ratios, the engines taking turns within
     each round (cold: a fresh set per round; warm: measure_interleaved), trusted only where both
     sides are quiet over enough rounds, else each side's p10 against the other's p90."""
-    ratio, basis = comparison_interval(ref.to_json("ms"), ours.to_json("ms"), paired_ratio(ref, ours).to_json())
+    ratio, basis = stats_interval(ref, ours)
     return {**ratio.to_json(), "basis": basis}
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from inferlab.attention_perf import OPS, T2_OPS, memory_bound_threshold, op_costs
 from inferlab.measure import new_figure
+from inferlab.measure.plots import LABEL_BOX
 from inferlab.measure.verdicts import verdict_lines
 from inferlab.roofline import Roofline, draw_roofline
 
@@ -154,7 +155,7 @@ def roofline_figure(results: dict):
             ax.annotate(f"T={points[i]['T']}", (xs[i], ys[i]), textcoords="offset points",
                         xytext=(dx * LABEL_GAP_PT, dy * LABEL_GAP_PT), ha="left" if dx > 0 else "right",
                         va={1: "bottom", 0: "center", -1: "top"}[dy], fontsize=7, color=OP_COLORS[name], zorder=5,
-                        bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
+                        bbox=LABEL_BOX)
     fused = [p for p in results["flash"]["points"] if p["T"] in {q["T"] for q in points}]
     fx = [p["flash_intensity"] for p in fused]
     fy = [roof.attainable_GFLOPS(i) for i in fx]
@@ -162,7 +163,7 @@ def roofline_figure(results: dict):
     for k, (p, x, y) in enumerate(zip(fused, fx, fy)):  # which T each diamond is (intensity grows with T);
         up = k % 2 == 0                                  # below and above in turn: neighbours sit close
         ax.annotate(f"T={p['T']}", (x, y), textcoords="offset points", xytext=(0, 7 if up else -8), ha="center",
-                    va="bottom" if up else "top", fontsize=7, zorder=5, bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
+                    va="bottom" if up else "top", fontsize=7, zorder=5, bbox=LABEL_BOX)
     ax.set_xlabel("arithmetic intensity (FLOP/byte, seed 001's byte model)")
     ax.set_ylabel("GFLOP/s (ops: measured median)")
     ax.set_title(f"Attention ops under this machine's {roof.threads}-thread roofline "

@@ -257,20 +257,16 @@ def measure_vocab(vocab: str, config: MaskLabConfig, step, budget: Budget) -> di
     entry["vocab_preprocessing_ms"] = max((r.vocab_preprocessing_ms for _, r in compiled.values()), default=0.0)
     if config.peers and "indexed" in compiled:
         step(f"{vocab}: peers")
-        entry["peers"] = peers_on_path(schema, tok, compiled["indexed"][0], entry["masks"]["indexed"],
-                                       rounds=QUICK_PEER_ROUNDS if config.quick else None)
+        entry["peers"] = peers_on_path(schema, tok, compiled["indexed"][0], entry["masks"]["indexed"], quick=config.quick)
     return entry
 
 
-QUICK_PEER_ROUNDS = 3
-
-
-def peers_on_path(schema: dict, tok, mask, row: dict, rounds: int | None = None) -> dict:
+def peers_on_path(schema: dict, tok, mask, row: dict, *, quick: bool = False) -> dict:
     """llguidance, xgrammar and outlines-core next to our indexed mask, walked along the masked
-    run's tokens in interleaved rounds (labs.peers; `rounds`: its default where None)."""
-    from inferlab.labs.peers import run_peers   # the peers are optional: imported only when asked for
+    run's tokens in interleaved rounds (labs.peers; fewer with --quick)."""
+    from inferlab.labs.peers import PEER_ROUNDS, QUICK_PEER_ROUNDS, run_peers  # optional: imported when asked for
 
-    out = run_peers(schema, tok, row["tokens"], mask, **({} if rounds is None else {"rounds": rounds}))
+    out = run_peers(schema, tok, row["tokens"], mask, rounds=QUICK_PEER_ROUNDS if quick else PEER_ROUNDS)
     out["inferlab-indexed"]["compile_ms"] = row["compile_ms"]
     return out
 

@@ -18,10 +18,11 @@ import numpy as np
 from inferlab.constrain.bench_peers import PEER_NAMES, compile_timed, load_peers, refusal
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.measure.timing import Stats, summarize, token_walk_us
-from inferlab.measure.verdicts import comparison_interval, paired_ratio
+from inferlab.measure.verdicts import stats_interval
 
 
 PEER_ROUNDS = 10  # interleaved rounds: as many as verdicts.MIN_PAIRED_ROUNDS, so a quiet run is paired
+QUICK_PEER_ROUNDS = 3
 SAMPLE_S = 0.05   # fill work per engine and round: the >= 50 ms aggregation rule
 
 
@@ -83,7 +84,7 @@ def _timing(stats: Stats, us: np.ndarray) -> dict:
 
 def _ratio(peer: Stats, ours: Stats) -> dict:
     """A peer's per-step time over ours on the interval the labs decide by (comparison_interval)."""
-    ratio, basis = comparison_interval(peer.to_json("ms"), ours.to_json("ms"), paired_ratio(peer, ours).to_json())
+    ratio, basis = stats_interval(peer, ours)
     return {**ratio.to_json(), "basis": basis}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.measure import new_figure
+from inferlab.measure.plots import LABEL_BOX
 from inferlab.measure.verdicts import verdict_lines
 from inferlab.roofline import (EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig, draw_roofline,
                                theoretical_at, theoretical_verdicts)
@@ -34,10 +35,6 @@ print(json.dumps(run_roofline(config), indent=2))
 
 def _config_literal(config: dict) -> str:
     return "{" + ", ".join(f"{k!r}: {tuple(v) if isinstance(v, list) else v!r}" for k, v in config.items()) + "}"
-
-
-# a light box under a label: the sweep's markers ran through the text
-LABEL_BOX = {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85}
 
 
 def sweep_figure(results: dict):

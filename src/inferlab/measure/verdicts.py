@@ -107,14 +107,19 @@ def comparison_interval(num: dict, den: dict, paired: dict) -> tuple[Interval, s
             "unpaired, " + " and ".join(why))
 
 
-def straddles_one(num: Stats, den: Stats, scale: float = 1.0) -> bool:
-    """Does the interval that decides time(num) / time(den) x scale (comparison_interval, from
-    two Stats of one interleaved run) straddle 1? The labs' more() for extra rounds; scale turns
-    per-call times into per-step ones (paired_ratio's)."""
+def stats_interval(num: Stats, den: Stats, scale: float = 1.0) -> tuple[Interval, str]:
+    """comparison_interval of time(num) / time(den) x scale from two Stats of one interleaved run
+    (scale turns per-call times into per-step ones, as paired_ratio's): the interval and its basis."""
     def side(stats: Stats, k: float) -> dict:
         return {"median_ms": stats.median * 1e3 * k, "p10_ms": stats.p10 * 1e3 * k, "p90_ms": stats.p90 * 1e3 * k,
                 "noisy": stats.noisy, "n": stats.n}
-    r, _ = comparison_interval(side(num, scale), side(den, 1.0), paired_ratio(num, den, scale).to_json())
+    return comparison_interval(side(num, scale), side(den, 1.0), paired_ratio(num, den, scale).to_json())
+
+
+def straddles_one(num: Stats, den: Stats, scale: float = 1.0) -> bool:
+    """Does the interval that decides time(num) / time(den) x scale (stats_interval) straddle 1?
+    The labs' more() for extra rounds."""
+    r, _ = stats_interval(num, den, scale)
     return r.p10 <= 1 <= r.p90
 
 

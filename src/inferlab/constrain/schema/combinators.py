@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT, MAX_SUBSCHEMAS, NESTING_CUT,
                                               SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES, _Unsat, _child,
                                               _constraining, _constrains, _generated_types, _group, _intersect_types,
-                                              _json_key, _json_type, _known_keywords, _lit, _type_set, _value_types,
-                                              _values, dumps, nesting_depth, number_spellings, value_regex)
+                                              _json_key, _json_type, _known_keywords, _type_set, _value_types,
+                                              _values, dumps, nesting_depth, value_regex, value_texts)
 
 
 class CombinatorsMixin:
@@ -406,7 +406,7 @@ class CombinatorsMixin:
             if _json_key(v) in seen:
                 continue
             # the check reads one text of the value; every text equal to it is kept (value_regex)
-            if check is not None and not any(check.fullmatch(t) for t in _texts(v)):
+            if check is not None and not any(check.fullmatch(t) for t in value_texts(v)):
                 dropped.append(v)
                 continue
             seen.add(_json_key(v))
@@ -590,10 +590,3 @@ def _alternatives(node) -> int:
     for b in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
         n *= _alternatives(b)
     return n
-
-
-def _texts(value) -> list[str]:
-    """A listed value's texts for the regex check: each spelling of a number, else dumps's."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return number_spellings(value)
-    return [dumps(value)]

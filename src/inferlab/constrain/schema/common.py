@@ -209,11 +209,6 @@ def _lit(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
-def _lit_token(text: str) -> str:
-    """A structural token without whitespace around it (value_regex's default)."""
-    return _lit(text)
-
-
 def dumps(value) -> str:
     """The canonical JSON text of a value: compact separators, ensure_ascii=False."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -233,17 +228,22 @@ def number_spellings(value: int | float) -> list[str]:
     return [text] if canonical == text else [text, canonical]
 
 
-def value_regex(value, tok=_lit_token) -> str:
-    """A JSON value as a regex over the texts equal to it: each number by number_spellings; tok
-    (a structural token's regex: optional whitespace around it, or none) between the parts."""
+def value_texts(value) -> list[str]:
+    """A listed value's texts: each spelling of a number (number_spellings), else dumps's."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_spellings(value)
+    return [dumps(value)]
+
+
+def value_regex(value, tok=_lit) -> str:
+    """A JSON value as a regex over the texts equal to it: each scalar by value_texts; tok (a
+    structural token's regex: optional whitespace around it, or none) between the parts."""
     if isinstance(value, list):
         return tok("[") + tok(",").join(value_regex(v, tok) for v in value) + tok("]")
     if isinstance(value, dict):
         inner = tok(",").join(_lit(dumps(k)) + tok(":") + value_regex(v, tok) for k, v in value.items())
         return tok("{") + inner + tok("}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _group([_lit(t) for t in number_spellings(value)])
-    return _lit(dumps(value))
+    return _group([_lit(t) for t in value_texts(value)])
 
 
 def _json_key(value) -> str:

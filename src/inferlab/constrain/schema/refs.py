@@ -23,26 +23,39 @@ def _pointer(target: str) -> str:
 _DATA_KEYWORDS = ("enum", "const", "default", "examples")  # values that are data, not schemas
 
 
-def embedded_resources(root, id_keyword: str, fragment_anchors: bool) -> dict[int, str]:
-    """{id(node): the pointer of its resource's $id} for every dict inside (or at) a nested
-    schema with an `id_keyword` ($id; id before draft-06): a "#..." reference there resolves
-    against that resource (jsonschema's referencing does so). Up to draft-07 (fragment_anchors)
-    a bare fragment ("#foo") names an anchor instead, and changes no base. Walked without
-    recursion; data keywords' values are skipped (an "id" there is data)."""
-    out: dict[int, str] = {}
-    todo = [(root, "", None)]
+def embedded_resources(root, id_keyword: str, fragment_anchors: bool) -> dict[int, dict]:
+    """{id(node): the outermost nested schema holding an `id_keyword` ($id; id before draft-06)
+    that node lies in (or is)}: a "#..." reference there resolves against that resource
+    (jsonschema's referencing does so). Up to draft-07 (fragment_anchors) a bare fragment
+    ("#foo") names an anchor instead, and changes no base. Walked without recursion and without
+    a pointer per node (every compile walks the document; pointer_to names the one refused);
+    data keywords' values are skipped (an "id" there is data)."""
+    out: dict[int, dict] = {}
+    todo: list = [(root, None)]
     while todo:
-        node, ptr, base = todo.pop()
+        node, base = todo.pop()
         if isinstance(node, dict):
             ident = node.get(id_keyword)
-            if node is not root and isinstance(ident, str) and not (fragment_anchors and ident.startswith("#")):
-                base = ptr if base is None else base
+            if base is None and node is not root and isinstance(ident, str) and not (fragment_anchors and ident.startswith("#")):
+                base = node
             if base is not None:
                 out[id(node)] = base
-            todo.extend((v, _child(ptr, k), base) for k, v in node.items() if k not in _DATA_KEYWORDS)
+            todo.extend((v, base) for k, v in node.items() if k not in _DATA_KEYWORDS)
         elif isinstance(node, list):
-            todo.extend((v, _child(ptr, k), base) for k, v in enumerate(node))
+            todo.extend((v, base) for v in node)
     return out
+
+
+def pointer_to(root, target) -> str:
+    """The JSON pointer of the node `target` (by identity) in `root`, walked without recursion."""
+    todo: list = [(root, "")]
+    while todo:
+        node, ptr = todo.pop()
+        if node is target:
+            return ptr
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        todo.extend((v, _child(ptr, k)) for k, v in items)
+    raise ValueError("target is not in root")
 
 
 # draft-03's own keywords and meanings, which its validators enforce: refused by name (never
@@ -58,11 +71,12 @@ _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "m
            "maxContains")
 
 
-def check_shapes(node: dict, ptr: str, error) -> None:
+def check_shapes(node: dict, ptr: str, error, dialect: str | None) -> None:
     """A keyword whose value has the wrong shape is an error naming it (not a TypeError deep in
     the compiler): `type` a type name or a list of them, `required` a list of names, a schema
     a JSON object or a boolean (`items` also a list of them), a list or a map of schemas, a count
-    a non-negative integer, `format` a string."""
+    a non-negative integer, `format` a string, an exclusive bound a number outside drafts 3-4
+    (there a boolean beside minimum/maximum; elsewhere jsonschema reads a boolean as 0 or 1)."""
     t = node.get("type")
     if t is not None and not (isinstance(t, str) or (isinstance(t, list) and all(isinstance(x, str) for x in t))):
         raise error("type", ptr, "must be a type name or an array of type names (a schema inside `type` is draft-03's)")
@@ -87,6 +101,11 @@ def check_shapes(node: dict, ptr: str, error) -> None:
             raise error(k, _child(ptr, k), "must be a non-negative integer")
     if "format" in node and not isinstance(node["format"], str):
         raise error("format", _child(ptr, "format"), "must be a string")
+    if dialect not in ("draft-03", "draft-04"):
+        for k in ("exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(node.get(k), bool):
+                raise error(k, _child(ptr, k), "a boolean is draft-04's (name that draft with $schema); "
+                            f"in {dialect or 'the latest draft'} it must be a number")
 
 
 def _is_schema(x) -> bool:
@@ -121,7 +140,7 @@ class RefsMixin:
         """resolve(node's $ref), refused where the node lies under a nested $id (embedded_resources):
         its "#..." is relative to that resource, not to the document."""
         if id(node) in self.embedded:
-            raise self.error("$id", self.embedded[id(node)], "a nested $id/id starts a resource of its own; "
+            raise self.error("$id", pointer_to(self.root, self.embedded[id(node)]), "a nested $id/id starts a resource of its own; "
                              f"references inside it (the $ref at #{ptr}) resolve against it, which is not supported")
         return self.resolve(node["$ref"], ptr)
 
@@ -158,12 +177,7 @@ class RefsMixin:
                 node = self.refuse_draft3(node, ptr)
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
-            check_shapes(node, ptr, self.error)
-            if self.dialect not in ("draft-03", "draft-04"):  # (drafts 3-4: a boolean beside minimum/maximum)
-                for k in ("exclusiveMinimum", "exclusiveMaximum"):
-                    if isinstance(node.get(k), bool):
-                        raise self.error(k, _child(ptr, k), "a boolean is draft-04's (name that draft with $schema); "
-                                         f"in {self.dialect or 'the latest draft'} it must be a number")
+            check_shapes(node, ptr, self.error, self.dialect)
             if "$ref" in node:
                 target, tptr = self.ref_target(node, ptr)
                 depth = stack.count(tptr) + 1
