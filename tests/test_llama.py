@@ -186,6 +186,8 @@ def test_context_defaults_to_min_of_max_position_and_4096(case):
     ({"rope_theta": "abc"}, "/rope_theta must be a positive number"),
     ({"rms_norm_eps": "x"}, "/rms_norm_eps must be a positive number"),
     ({"rope_scaling": {**LLAMA3, "factor": "x"}}, "/rope_scaling/factor must be a positive number"),
+    ({"rope_scaling": {**LLAMA3, "original_max_position_embeddings": 0}},
+     "/rope_scaling/original_max_position_embeddings must be a positive integer"),
 ])
 def test_bad_config_is_one_line_naming_the_field(patch, needle):
     doc = {"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,

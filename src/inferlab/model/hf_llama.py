@@ -83,10 +83,11 @@ def llama_config(doc: dict, where: str = "config.json", *, context: int | None =
         sliding_window=spec.sliding_window, sliding_layers=spec.sliding_layers, architecture=arch)
 
 
-def _positive(doc: dict, key: str, where: str) -> int:
+def _positive(doc: dict, key: str, where: str, pointer: str = "") -> int:
+    """doc[key] as an int > 0, else one line naming its pointer (`pointer`: doc's own, in config.json)."""
     value = doc.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InferlabError(f"{where}: /{key} must be a positive integer, got {value!r}")
+        raise InferlabError(f"{where}: {pointer}/{key} must be a positive integer, got {str(value)[:40]}")
     return value
 
 
@@ -120,7 +121,7 @@ def _rope(doc: dict, where: str) -> tuple[float, Llama3Scaling | None]:
         factor=_positive_number(params, "factor", where, None, pointer),
         low_freq_factor=_positive_number(params, "low_freq_factor", where, None, pointer),
         high_freq_factor=_positive_number(params, "high_freq_factor", where, None, pointer),
-        original_max_position_embeddings=_positive(params, "original_max_position_embeddings", where))
+        original_max_position_embeddings=_positive(params, "original_max_position_embeddings", where, pointer))
 
 
 def load_hf_llama(folder, *, context: int | None = None) -> Llama:
