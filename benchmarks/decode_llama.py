@@ -116,8 +116,8 @@ def plot(result: dict, positions: int):
         ax.plot(xs, [s["median_ms"] for s in rows], label=label, lw=1.2)
         ax.fill_between(xs, [s["p10_ms"] for s in rows], [s["p90_ms"] for s in rows], alpha=0.25)
     r = result["ratio_all_steps"]
-    ax.set_title(f"Decode step at the Qwen2.5-0.5B shape, 1 thread each: inferlab / transformers = "
-                 f"{r['median']:.2f}x (p10 {r['p10']:.2f}, p90 {r['p90']:.2f})", fontsize=9)
+    ax.set_title(f"Decode step at the Qwen2.5-0.5B shape, 1 thread each\ninferlab / transformers = "
+                 f"{r['median']:.2f}x (p10 {r['p10']:.2f}, p90 {r['p90']:.2f}), paired per step", fontsize=9)
     ax.set_xlabel("position of the decoded token")
     ax.set_ylabel("ms per token (median over rounds, p10-p90 band)")
     ax.set_ylim(bottom=0)
