@@ -5,6 +5,7 @@ xgrammar's at every step of valid instances, with the schemas where the two diff
 
 import copy
 import json
+import warnings
 
 import jsonschema
 import numpy as np
@@ -287,20 +288,90 @@ def _greedy(model, tok, proc, ids, **kw):
 
 def test_a_reused_processor_answers_as_a_fresh_one(setup):
     """transformers gives a processor no sign of a new generate(): prompts of the last output's
-    length, prompts that extend the last prompt with other tokens, and the last (finished) output
-    fed back are each new calls, constrained as a fresh processor constrains them."""
+    length and prompts that extend the last prompt with other tokens are each new calls,
+    constrained as a fresh processor constrains them."""
     model, tok = setup
     proc = JSONSchemaLogitsProcessor(FLAGS, tok)
     first = tok(["a"], return_tensors="pt")["input_ids"]
     out, _ = _greedy(model, tok, proc, first)
     others = tok(["z" * 40], return_tensors="pt")["input_ids"][0]
-    prompts = [others[:out.shape[1]], others[:out.shape[1] + 3], others[:out.shape[1] + 3]]
-    ended = out[0, first.shape[1]:].tolist()
-    if tok.eos_token_id in ended:                             # the output, fed back once it took EOS
-        prompts.append(out[0])
-    for ids in prompts:
+    for ids in (others[:out.shape[1]], others[:out.shape[1] + 3], others[:out.shape[1] + 3]):
         got = _greedy(model, tok, proc, ids[None])[1]
         assert got == _greedy(model, tok, JSONSchemaLogitsProcessor(FLAGS, tok), ids[None])[1]
+
+
+BOOL = {"type": "boolean"}
+
+
+def _finished(model, tok, proc):
+    """A greedy output that took EOS after a whole instance (BOOL: a few tokens)."""
+    out, gen = _greedy(model, tok, proc, tok(["a"], return_tensors="pt")["input_ids"])
+    assert tok.eos_token_id in gen and proc.complete(out) == [True]
+    return out
+
+
+def test_a_finished_output_fed_back_goes_on_with_eos_only_until_reset(setup):
+    """A finished output fed back looks like its call going on, and is taken so (warned of):
+    only EOS; after reset() it is a new call, as a fresh processor's."""
+    model, tok = setup
+    proc = JSONSchemaLogitsProcessor(BOOL, tok)
+    out = _finished(model, tok, proc)
+    with pytest.warns(UserWarning, match="every row has taken EOS"):
+        _, gen = _greedy(model, tok, proc, out)
+    assert gen == [tok.eos_token_id]
+    proc.reset()
+    assert _greedy(model, tok, proc, out)[1] == _greedy(model, tok, JSONSchemaLogitsProcessor(BOOL, tok), out)[1]
+
+
+def test_generate_stopping_on_another_id_yields_one_instance(setup):
+    """generate() stopping on an id that is not the tokenizer's EOS goes on past the instance:
+    the rows then hold EOS alone (a second instance used to follow, and complete() said True of
+    text that was two instances); with eos_token_id= the processor allows generate()'s id."""
+    model, tok = setup
+    other = tok.bos_token_id if tok.bos_token_id not in (None, tok.eos_token_id) else None
+    if other is None:
+        pytest.skip("the tokenizer has one special token")
+    ids = tok(["a"], return_tensors="pt")["input_ids"]
+    proc = JSONSchemaLogitsProcessor(BOOL, tok)
+    with pytest.warns(UserWarning, match="eos_token_id=model.generation_config.eos_token_id"):
+        out = model.generate(ids, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=12,
+                             do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=other)
+    gen = out[0, ids.shape[1]:].tolist()
+    first = gen.index(tok.eos_token_id)
+    assert set(gen[first:]) == {tok.eos_token_id} and proc.complete(out) == [True]
+    assert json.loads(tok.decode(gen, skip_special_tokens=True)) in (True, False)
+    for stop in (other, [other]):
+        proc = JSONSchemaLogitsProcessor(BOOL, tok, eos_token_id=stop)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = model.generate(ids, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=12,
+                                 do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=other)
+        gen = out[0, ids.shape[1]:].tolist()
+        assert gen[-1] == other and tok.eos_token_id not in gen and proc.complete(out) == [True]
+    proc = JSONSchemaLogitsProcessor(BOOL, tok, eos_token_id=[other, tok.eos_token_id])  # either, once whole
+    out = model.generate(ids, logits_processor=transformers.LogitsProcessorList([proc]), max_new_tokens=12,
+                         do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=[other, tok.eos_token_id])
+    gen = out[0, ids.shape[1]:].tolist()
+    assert gen[-1] in (other, tok.eos_token_id) and proc.complete(out) == [True]
+    scores = torch.zeros(1, model.config.vocab_size)
+    proc(ids, scores)                                               # a new call: nothing written yet
+    assert not torch.isfinite(scores[0, [other, tok.eos_token_id]]).any()
+    with pytest.raises(InferlabError, match="eos_token_id: expected a token id"):
+        JSONSchemaLogitsProcessor(BOOL, tok, eos_token_id=[])
+
+
+def test_complete_answers_for_the_last_call_only(setup):
+    model, tok = setup
+    proc = JSONSchemaLogitsProcessor(BOOL, tok)
+    with pytest.raises(InferlabError, match="served no generate"):
+        proc.complete([[1, 2]])
+    out = _finished(model, tok, proc)
+    assert proc.complete(out.tolist()) == [True]                     # a list of rows as a tensor
+    with pytest.raises(InferlabError, match=r"expected generate\(\)'s \(rows, length\)"):
+        proc.complete(out[0])
+    _greedy(model, tok, proc, tok(["z" * 10], return_tensors="pt")["input_ids"])
+    with pytest.raises(InferlabError, match="do not begin with the prompts of the last"):
+        proc.complete(out)                                           # it said False of a whole instance
 
 
 def test_prompt_lookup_decoding_steps_several_tokens_and_stays_valid(setup):

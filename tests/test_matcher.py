@@ -175,6 +175,50 @@ def test_bitmask_helpers_hand_set_bits():
             apply_token_bitmask_inplace(wide, bm[0])
 
 
+def test_bitmask_of_another_dtype_width_or_row_is_refused_by_name(ckpt, grammar):
+    """An int64 bitmask was read as int32 words (other tokens allowed); a width or row that does
+    not fit crashed deep in numpy on some states only."""
+    m = GrammarMatcher(grammar)
+    words = (ckpt.tokenizer.vocab_size + 31) // 32
+    m.accept_token(ckpt.tokenizer.encode("{")[0])
+    for bad, err, needle in ((np.zeros((1, words), np.int64), TypeError, "dtype int64, expected int32"),
+                             (np.zeros(words, np.float32), TypeError, "dtype float32"),
+                             ([0] * words, TypeError, "list, expected a numpy int32"),
+                             (np.zeros((1, words - 1), np.int32), ValueError, f"{words - 1} words but"),
+                             (np.zeros((1, 1, words), np.int32), ValueError, "expected \\(W,\\) or \\(B, W\\)")):
+        with pytest.raises(err, match=needle):
+            m.fill_next_token_bitmask(bad)
+    for bitmask, row in ((np.zeros(words, np.int32), 1), (np.zeros((2, words), np.int32), 2),
+                         (np.zeros((2, words), np.int32), -1)):
+        with pytest.raises(ValueError, match=f"row {row} is not a row"):
+            m.fill_next_token_bitmask(bitmask, row)
+    exact = allocate_token_bitmask(1, ckpt.tokenizer.vocab_size)
+    m.fill_next_token_bitmask(exact)
+    wide = np.full((2, words + 3), -1, np.int32)   # allocated for a model's padded logits
+    m.fill_next_token_bitmask(wide, 1)
+    assert (wide[1, :words] == exact[0]).all() and (wide[1, words:] == 0).all() and (wide[0] == -1).all()
+    torch = pytest.importorskip("torch")             # xgrammar's allocate_token_bitmask gives a torch tensor
+    t = torch.full((1, words), -1, dtype=torch.int32)
+    m.fill_next_token_bitmask(t)
+    assert (t.numpy() == exact).all()
+
+
+def test_apply_refuses_shapes_and_dtypes_it_cannot_read():
+    V = 70
+    bm = np.zeros((2, 3), np.int32)
+    bm.view(np.uint32)[:, 0] = 1 << 5              # token 5 alone
+    row = np.zeros(V, np.float32)
+    apply_token_bitmask_inplace(row, bm[:1])        # (V,) logits with a (1, W) bitmask, as xgrammar takes
+    assert np.flatnonzero(np.isfinite(row)).tolist() == [5]
+    for logits, bitmask, err, needle in ((np.zeros((3, V), np.float32), bm, ValueError, "2 rows for logits of shape"),
+                                         (np.zeros(V, np.float32), bm, ValueError, "2 rows for logits of shape"),
+                                         (np.zeros(V, np.int64), bm[0], TypeError, "expected a float dtype"),
+                                         (np.zeros(V, np.float32), bm.astype(np.int64), TypeError, "dtype int64"),
+                                         (np.zeros((1, 1, V), np.float32), bm, ValueError, "expected \\(V,\\)")):
+        with pytest.raises(err, match=needle):
+            apply_token_bitmask_inplace(logits, bitmask)
+
+
 def test_matcher_mask_generates_like_the_indexed_mask(ckpt, grammar):
     for seed in range(3):
         a = generate(ckpt.model, ckpt.tokenizer, "conjuga comer, futuro, ellos:", mask=MatcherMask(grammar), seed=seed)

@@ -10,14 +10,21 @@ step, so each call finds the node of a row's prefix (the last call's rows by the
 walk of every prefix this call has seen: assisted and prompt-lookup decoding step several tokens,
 or back) and advances it by the one new token. States are the grammar's immutable values, so a
 node holds a reference. EOS is allowed only where the text is a complete instance; after it, the
-row (HF pads it from then on) and any beam that took a -inf candidate allow only EOS, so no row is
-all -inf.
+row (HF pads it from then on) and any beam that took a -inf candidate allow only EOS. The EOS ids
+are the tokenizer's eos_token_id, or `eos_token_id=` (int or list: pass
+model.generation_config.eos_token_id where generate() stops on other ids). The processor's own
+mask never leaves a row all -inf, but generate() options that set logits to -inf themselves
+(min_new_tokens, no_repeat_ngram_size, bad_words_ids, suppress_tokens) can remove every token the
+schema allows: sampling then fails in torch, and greedy takes token 0 (complete() says False).
+Leave them off. (A check here cannot tell that case: prompt lookup probes the processors with
+logits an earlier probe already left all -inf.)
 
 transformers tells a processor nothing of where one generate() call ends. A call starts afresh
 where its rows do not all begin with the prompts the last call began with, or extend prefixes that
-call has not seen, or follow rows that all took EOS; but a prompt that is an unfinished output of
-the last call (cut by max_new_tokens, fed back) looks like that call going on: call reset()
-between such calls, or use a new processor.
+call has not seen. A prompt that is an output of the last call fed back (cut by max_new_tokens, or
+finished with EOS) looks like that call going on, and is taken so (a finished row then allows
+only EOS; generate() going on past an EOS it does not stop on looks the same, and is warned of):
+call reset() between such calls, or use a new processor.
 
 This module imports torch and transformers (the [hf] extra); the core never imports it.
 """
@@ -25,6 +32,9 @@ This module imports torch and transformers (the [hf] extra); the core never impo
 from __future__ import annotations
 
 import json
+import warnings
+
+import numpy as np
 
 try:
     import torch
@@ -59,12 +69,14 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     on first visit of a state and cached.
     """
 
-    def __init__(self, schemas, tokenizer, *, max_states: int = DEFAULT_MAX_STATES, **compile_options):
+    def __init__(self, schemas, tokenizer, *, eos_token_id: int | list[int] | None = None,
+                 max_states: int = DEFAULT_MAX_STATES, **compile_options):
         self.schemas = list(schemas) if isinstance(schemas, (list, tuple)) else [schemas]
         if not self.schemas:
             raise InferlabError("schemas: expected a schema or a non-empty list of schemas")
         check_tokenizer(tokenizer)
         self.tokenizer = tokenizer
+        self._eos = _eos_ids(eos_token_id)  # () : the tokenizer's, read with the vocabulary
         # Equal schemas compile once; the key keeps property order, which the output follows.
         for s in self.schemas:  # before json.dumps, which recurses per level
             check_nesting(s)
@@ -87,27 +99,29 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         self._node_state: list = []                  # node -> grammar state (or DEAD / ENDED)
         self._roots: dict[int, int] = {}             # grammar -> the node of no token
         self._bitmask = None
+        self._warned = False
 
     def _parents(self, input_ids) -> tuple[list[int], list[tuple]] | None:
         """(each row's node before its newest token, each row's generated tokens), or None where
         `input_ids` begins a new generate() call. Within one call every row begins with one of the
         prompt rows its first step saw, and its tokens but the newest form a prefix the call has
-        seen, whatever beam search, assisted or prompt-lookup decoding do; and once every row took
-        EOS, generate() stops, so a call after that is a new one (its output fed back)."""
-        n = self._prompt_len
-        if n is None or input_ids.shape[1] < n:
-            return None
-        heads = input_ids[:, :n]
-        if not (heads[:, None, :] == self._prompt_ids[None, :, :]).all(-1).any(-1).all():  # (rows, prompts)
+        seen, whatever beam search, assisted or prompt-lookup decoding do."""
+        if not self._from_prompts(input_ids):
             return None
         rows = input_ids.shape[0]
-        seqs = [tuple(seq) for seq in input_ids[:, n:].tolist()]
+        seqs = [tuple(seq) for seq in input_ids[:, self._prompt_len:].tolist()]
         parents = [self._parent(self._grammar_index(r, rows), seq) for r, seq in enumerate(seqs)]
         if any(p is None for p in parents):
             return None
-        if seqs[0] and all(self._node_state[p] == ENDED for p in parents):
-            return None
         return parents, seqs
+
+    def _from_prompts(self, input_ids) -> bool:
+        """Does every row begin with one of the prompt rows the call's first step saw?"""
+        n = self._prompt_len
+        if n is None or input_ids.shape[1] < n:
+            return False
+        heads = input_ids[:, :n]
+        return bool((heads[:, None, :] == self._prompt_ids[None, :, :]).all(-1).any(-1).all())  # (rows, prompts)
 
     def _parent(self, gi: int, seq: tuple) -> int | None:
         """The node of seq[:-1] (of seq when empty) if this call has seen it, else None: the last
@@ -152,9 +166,15 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         vocab = self._vocabulary(width)
         if vocab.vocab_size != width:
             raise InferlabError(f"the tokenizer has {vocab.vocab_size} tokens but the logits only {width}")
-        if vocab.eos_id < 0:  # a finished row could then allow nothing: every logit -inf
+        if self._eos:
+            if max(self._eos) >= width:
+                raise InferlabError(f"eos_token_id {max(self._eos)} is past the logits' {width} columns")
+            vocab = Vocabulary(vocab.token_bytes, self._eos[0], vocab.special_ids | set(self._eos))
+        elif vocab.eos_id < 0:  # a finished row could then allow nothing: every logit -inf
             raise InferlabError("the tokenizer has no EOS token (eos_token is None): a row that completes its "
-                                "instance could not end; set the tokenizer's eos_token")
+                                "instance could not end; set the tokenizer's eos_token or pass eos_token_id")
+        else:
+            self._eos = (vocab.eos_id,)
         self.grammars = [StackGrammar(machine, vocab) for machine in self._machines]
 
     def _grammar_index(self, row: int, rows: int) -> int:
@@ -168,7 +188,7 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
     def _step(self, g: StackGrammar, state, token: int):
         if state in (DEAD, ENDED):
             return state
-        if token == g.eos_id and g.can_end(state):
+        if token in self._eos and g.can_end(state):
             return ENDED
         nxt = g.advance(state, token)
         return DEAD if nxt is None else nxt
@@ -197,18 +217,40 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             node = self._child_of(gi, parent, seq[-1]) if seq else parent
             self._rows[(gi, seq)] = node
             self._fill(self.grammars[gi], self._node_state[node], r)
+        if not self._warned and all(self._node_state[n] == ENDED for n in self._rows.values()):
+            self._warned = True  # (generate() stops once every row took an id it stops on)
+            warnings.warn(f"every row has taken EOS {list(self._eos)}, yet generate() goes on: it stops on other ids "
+                          "(pass eos_token_id=model.generation_config.eos_token_id to the processor), or this is a "
+                          "new call on a finished output (call reset() first); only EOS is allowed", stacklevel=2)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 
     def _fill(self, g: StackGrammar, state, row: int) -> None:
+        out = self._bitmask[row]
         if state in (DEAD, ENDED):
-            fill_eos_only(self._bitmask[row], g.eos_id)
-            return
-        g.fill_bitmask(state, self._bitmask[row])
+            fill_eos_only(out, g.eos_id)
+        else:
+            g.fill_bitmask(state, out)
+            if len(self._eos) == 1 or not g.can_end(state):
+                return
+        for t in self._eos[1:]:  # generate()'s other stop ids, where the grammar's EOS is allowed
+            out.view(np.uint32)[t >> 5] |= np.uint32(1 << (t & 31))
 
     def complete(self, sequences) -> list[bool]:
-        """Per output row of generate(): True iff its generated tokens are a whole instance (EOS
-        accepted, or the text may end there). Rows map to schemas as in __call__."""
+        """Per output row of the last generate() call this processor served: True iff its
+        generated tokens are a whole instance (EOS accepted, or the text may end there). Rows map
+        to schemas as in __call__. Rows that do not begin with that call's prompts (another call's
+        output) are an InferlabError: where their generated tokens begin is not known here."""
+        if self._prompt_len is None:
+            raise InferlabError("complete(): this processor has served no generate() call yet")
+        if not isinstance(sequences, torch.Tensor):
+            sequences = torch.as_tensor(sequences)
+        if sequences.ndim != 2:
+            raise InferlabError(f"complete(): sequences of shape {tuple(sequences.shape)}, expected generate()'s "
+                                "(rows, length)")
+        if not self._from_prompts(sequences):
+            raise InferlabError("complete(): these rows do not begin with the prompts of the last generate() call this "
+                                "processor served; ask right after their call")
         out = []
         rows = len(sequences)
         for r, seq in enumerate(sequences[:, self._prompt_len:].tolist()):
@@ -216,3 +258,14 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             state = self._walk(gi, tuple(seq))
             out.append(state == ENDED or (state != DEAD and self.grammars[gi].can_end(state)))
         return out
+
+
+def _eos_ids(eos_token_id) -> tuple[int, ...]:
+    """generate()'s stop ids as the processor's EOS ids, in order (() where None: the tokenizer's)."""
+    if eos_token_id is None:
+        return ()
+    ids = [eos_token_id] if isinstance(eos_token_id, int) else eos_token_id
+    if not isinstance(ids, (list, tuple)) or not ids \
+            or any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in ids):
+        raise InferlabError(f"eos_token_id: expected a token id or a non-empty list of them, got {eos_token_id!r}")
+    return tuple(dict.fromkeys(ids))

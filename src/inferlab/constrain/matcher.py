@@ -51,26 +51,64 @@ def apply_token_bitmask_inplace(logits, bitmask) -> None:
     """Set the logits of disallowed tokens to -inf, in place.
 
     logits: numpy float (V,) or (B, V), or a torch tensor of those shapes (torch is imported only
-    when a tensor is passed); bitmask: int32 (W,) or (B, W), numpy or torch. Logits wider than
-    the bitmask's 32*W tokens are a caller's bug (ValueError); narrower ones (a model padded below
-    the tokenizer) are fine: only the first V bits are read.
+    when a tensor is passed); bitmask: int32 (W,), (1, W) or (B, W), numpy or torch, one row for
+    every logits row or one for all. Logits wider than the bitmask's 32*W tokens are a caller's
+    bug (ValueError); narrower ones (a model padded below the tokenizer) are fine: only the first
+    V bits are read. A bitmask or logits of another type, dtype or shape is a ValueError or
+    TypeError naming it.
     """
-    if logits.shape[-1] > 32 * bitmask.shape[-1]:  # past the bitmask: neither allowed nor refused
-        raise ValueError(f"logits have {logits.shape[-1]} columns but the bitmask covers {32 * bitmask.shape[-1]} "
+    words = _bitmask_words(bitmask, writable=False)
+    if logits.ndim not in (1, 2):
+        raise ValueError(f"logits: shape {tuple(logits.shape)}, expected (V,) or (B, V)")
+    if words.ndim == 2 and words.shape[0] != 1 and (logits.ndim == 1 or words.shape[0] != logits.shape[0]):
+        raise ValueError(f"bitmask has {words.shape[0]} rows for logits of shape {tuple(logits.shape)}: "
+                         "give one row per logits row, or one for all")
+    if words.ndim == 2 and words.shape[0] == 1:
+        words = words[0]                                                    # one row for all
+    if logits.shape[-1] > 32 * words.shape[-1]:  # past the bitmask: neither allowed nor refused
+        raise ValueError(f"logits have {logits.shape[-1]} columns but the bitmask covers {32 * words.shape[-1]} "
                          "tokens: allocate it for the logits' width (allocate_token_bitmask)")
     if isinstance(logits, np.ndarray):
-        keep = unpack_bitmask(np.asarray(bitmask), logits.shape[-1])        # (..., V)
+        if not np.issubdtype(logits.dtype, np.floating):
+            raise TypeError(f"logits: dtype {logits.dtype}, expected a float dtype (-inf is written)")
+        keep = unpack_bitmask(words, logits.shape[-1])                      # (..., V)
         np.copyto(logits, NEG_INF, where=~keep)
         return
     import torch  # lazily: the core never imports torch
 
-    words = bitmask.cpu().numpy() if isinstance(bitmask, torch.Tensor) else np.asarray(bitmask)
+    if not isinstance(logits, torch.Tensor) or not logits.dtype.is_floating_point:
+        raise TypeError(f"logits: {type(logits).__name__} of dtype {logits.dtype}, expected a float numpy "
+                        "array or torch tensor (-inf is written)")
     # Unpack the complement: the disallowed set comes out of one pass, with no negation after.
     drop = unpack_bitmask(~words, logits.shape[-1])                                   # (..., V) bool
-    if logits.device.type == "cpu" and logits.is_contiguous() and logits.dtype == torch.float32:
-        np.copyto(logits.detach().numpy(), NEG_INF, where=drop)  # shares memory; ~1.5x faster than masked_fill_
+    if logits.device.type == "cpu" and logits.is_contiguous() and logits.dtype == torch.float32 \
+            and not logits.requires_grad:
+        np.copyto(logits.numpy(), NEG_INF, where=drop)  # shares memory; ~1.5x faster than masked_fill_
     else:
         logits.masked_fill_(torch.from_numpy(drop).to(logits.device), float("-inf"))
+
+
+def _bitmask_words(bitmask, *, writable: bool) -> np.ndarray:
+    """`bitmask` as a numpy int32 (W,) or (B, W) array sharing its memory (a torch tensor on the
+    CPU through .numpy()), else a TypeError/ValueError naming what it is: an int64 array's bytes
+    read as int32 words would allow other tokens than the grammar's. writable: it is filled, so
+    a torch tensor must be on the CPU."""
+    if isinstance(bitmask, np.ndarray):
+        words = bitmask
+    elif type(bitmask).__module__.split(".")[0] == "torch" and hasattr(bitmask, "numpy"):
+        if writable and bitmask.device.type != "cpu":
+            raise ValueError(f"bitmask: a torch tensor on {bitmask.device}; fill one on the CPU (or a numpy "
+                             "array) and copy it over")
+        words = bitmask.detach().cpu().numpy()
+    else:
+        raise TypeError(f"bitmask: {type(bitmask).__name__}, expected a numpy int32 array or a torch int32 "
+                        "tensor (allocate_token_bitmask)")
+    if words.dtype != np.int32:
+        raise TypeError(f"bitmask: dtype {words.dtype}, expected int32: its words would be read as other "
+                        "tokens' bits (allocate_token_bitmask)")
+    if words.ndim not in (1, 2):
+        raise ValueError(f"bitmask: shape {words.shape}, expected (W,) or (B, W)")
+    return words
 
 
 def fill_eos_only(out: np.ndarray, eos_id: int) -> None:
@@ -122,10 +160,24 @@ class GrammarMatcher:
                 self._terminated_at -= 1
         return True
 
-    def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
-        """Write the allowed set into bitmask[row] (or a 1-D bitmask). After EOS only EOS is
-        allowed, so a finished row of a batch never has all its logits at -inf."""
-        out = bitmask[row] if bitmask.ndim == 2 else bitmask
+    def fill_next_token_bitmask(self, bitmask, row: int = 0) -> None:
+        """Write the allowed set into bitmask[row] (or a 1-D bitmask, row 0): numpy int32, or a
+        torch int32 tensor on the CPU (xgrammar's allocate_token_bitmask). A row wider than the
+        grammar's vocabulary (a bitmask allocated for a model's padded logits) gets its words
+        and zeros past them: padded ids are never allowed. After EOS only EOS is allowed, so a
+        finished row of a batch never has all its logits at -inf."""
+        words = _bitmask_words(bitmask, writable=True)
+        if isinstance(row, bool) or not isinstance(row, (int, np.integer)) \
+                or not 0 <= row < (words.shape[0] if words.ndim == 2 else 1):
+            raise ValueError(f"row {row!r} is not a row of a bitmask of shape {words.shape}")
+        out = words[row] if words.ndim == 2 else words
+        need = bitmask_words(self.grammar.vocab_size)
+        if len(out) < need:
+            raise ValueError(f"bitmask rows have {len(out)} words but the grammar's {self.grammar.vocab_size} "
+                             f"tokens need {need} (allocate_token_bitmask)")
+        if len(out) > need:
+            out[need:] = 0
+            out = out[:need]
         if self.is_terminated():
             fill_eos_only(out, self.grammar.eos_id)
             return
