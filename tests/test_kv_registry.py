@@ -8,6 +8,7 @@ import math
 import pytest
 
 from inferlab.errors import InferlabError
+from inferlab.kv.formulas import cache_bytes, default_format
 from inferlab.kv.hf_config import load_config, spec_from_config
 from inferlab.kv.registry import get_gpu, get_model, model_names
 from inferlab.kv.units import fmt_binary, parse_bytes, parse_dtype
@@ -192,6 +193,38 @@ def test_config_bad_values(tmp_path):
         load_config(tmp_path / "absent.json")
 
 
+BASE = {"num_hidden_layers": 12, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128,
+        "hidden_size": 1024, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+
+
+def test_config_sliding_window_pattern_every_sixth_layer_full():
+    """Gemma 3 (and Cohere 2) say which layers are full by sliding_window_pattern: with 6, layers
+    5 and 11 of 12 attend to every token, the other ten to the last 1,024. By hand, at 4,096
+    tokens in bf16: 2 (K, V) x 4 heads x 128 x 2 bytes = 2,048 bytes a token a layer, so
+    2,048 x (10 x 1,024 + 2 x 4,096) = 2,048 x 18,432 = 37,748,736 bytes."""
+    for cfg in (BASE | {"sliding_window": 1024, "sliding_window_pattern": 6},
+                BASE | {"sliding_window": 1024, "model_type": "gemma3_text"}):   # its default pattern
+        spec = spec_from_config(cfg, name="g3")
+        assert spec.sliding_layers == (0, 1, 2, 3, 4, 6, 7, 8, 9, 10)
+        assert cache_bytes(spec, seq=4096, batch=1, fmt=default_format(spec.dtype)) == 37_748_736
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"layer_types": ["linear_attention", "full_attention"] * 6}, "/layer_types/0 is 'linear_attention'"),
+    ({"layer_types": ["full_attention"] * 11 + ["chunked_attention"]}, "/layer_types/11 is 'chunked_attention'"),
+    ({"layer_types": ["sliding_attention"] * 12}, "sliding_attention layers but /sliding_window is absent"),
+    ({"layers_block_type": ["mamba", "attention"] * 6}, "/layers_block_type is set"),
+    ({"hybrid_override_pattern": "M-M*"}, "/hybrid_override_pattern is set"),
+    ({"attention_chunk_size": 8192}, "/attention_chunk_size is set"),
+    ({"num_kv_shared_layers": 4}, "/num_kv_shared_layers is 4"),
+])
+def test_config_layers_that_are_not_attention_are_refused(extra, needle):
+    """A hybrid's linear-attention or Mamba layers, or chunked attention, were sized as full
+    attention over every token (Qwen3-Next-like: 4x its cache), with nothing said."""
+    with pytest.raises(InferlabError, match=needle):
+        spec_from_config(BASE | extra, name="hybrid")
+
+
 @pytest.mark.slow   # importing transformers takes several seconds
 def test_config_layer_types_follow_transformers():
     transformers = pytest.importorskip("transformers")
@@ -201,6 +234,18 @@ def test_config_layer_types_follow_transformers():
     expected = tuple(i for i, t in enumerate(cfg["layer_types"]) if t == "sliding_attention")
     assert spec_from_config(cfg, name="g").sliding_layers == expected
     assert spec_from_config({k: v for k, v in cfg.items() if k != "layer_types"}, name="g").sliding_layers == expected
+    # and the models whose configs say it by layer_types: each reading is transformers' own (an
+    # older transformers lacks some of these classes)
+    sized = ("Gemma3TextConfig", "Cohere2Config", "GptOssConfig", "Olmo3Config", "Qwen2Config", "MistralConfig")
+    for name in (n for n in sized if hasattr(transformers, n)):
+        cfg = getattr(transformers, name)().to_dict()
+        types = cfg.get("layer_types") or ["sliding_attention"] * cfg["num_hidden_layers"]
+        expected = tuple(i for i, t in enumerate(types) if t == "sliding_attention") if cfg.get("sliding_window") else ()
+        assert spec_from_config(cfg, name=name).sliding_layers == expected, name
+    refused = ("Qwen3NextConfig", "Llama4TextConfig", "JambaConfig", "Gemma3nTextConfig")  # linear, chunked, Mamba, shared
+    for name in (n for n in refused if hasattr(transformers, n)):
+        with pytest.raises(InferlabError, match="inferlab kv"):
+            spec_from_config(getattr(transformers, name)().to_dict(), name=name)
 
 
 @pytest.mark.parametrize("extra, needle", [

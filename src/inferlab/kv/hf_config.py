@@ -8,7 +8,10 @@ Fields read (GPT-2's own names in brackets, as transformers' attribute_map alias
   num_key_value_heads                  absent = num_attention_heads (MHA)
   head_dim                             absent = hidden_size / num_attention_heads
   torch_dtype (or dtype)               absent = float32, transformers' default
-  sliding_window, use_sliding_window, layer_types, max_window_layers (Qwen2), model_type gemma2
+  sliding_window, use_sliding_window, layer_types, sliding_window_pattern (Gemma 3, Cohere 2),
+  max_window_layers (Qwen2), model_type gemma2 / gemma3
+  a layer of another kind (linear attention, Mamba, chunked: layer_types, layers_block_type,
+  hybrid_override_pattern, attention_chunk_size, ...) is refused, never sized as full attention
   kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim (MLA)
 A multimodal config with the language model under "text_config" is read from there.
 A missing or malformed field is named by its JSON pointer.
@@ -104,16 +107,48 @@ def spec_from_config(raw: dict, *, name: str, where: str = "config.json") -> Mod
     )
 
 
+# Fields that say some layers are not softmax attention over every past token, where no
+# layer_types lists them: each is refused rather than sized as full attention (a hybrid model's
+# recurrent layers keep a fixed-size state, not a per-token KV cache; chunked attention caches at
+# most a chunk).
+_HYBRID = ("layers_block_type", "attn_layer_period", "hybrid_override_pattern", "attention_chunk_size",
+           "full_attn_idxs", "linear_attn_config")
+_KINDS = ("full_attention", "sliding_attention")
+
+
 def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int, ...]]:
-    """(window, sliding layer indices), following transformers' own reading of each field."""
-    window = _int(raw, "sliding_window", where)
-    if window is None or raw.get("use_sliding_window") is False:
-        return None, ()
+    """(window, sliding layer indices), following transformers' own reading of each field:
+    layer_types where given (every entry full or sliding attention), else sliding_window_pattern
+    (Gemma 3, Cohere 2: every pattern-th layer full), else the model type's rule."""
+    if raw.get("num_kv_shared_layers"):  # (Gemma 3n: its last layers read earlier layers' cache)
+        raise InferlabError(f"{where}: /num_kv_shared_layers is {str(raw['num_kv_shared_layers'])[:40]}: layers that "
+                            "share another layer's cache are not sized by inferlab kv")
     types = raw.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
             raise InferlabError(f"{where}: /layer_types must list one type per layer ({layers})")
+        for i, kind in enumerate(types):
+            if kind not in _KINDS:
+                raise InferlabError(f"{where}: /layer_types/{i} is {str(kind)[:40]!r}: inferlab kv sizes "
+                                    "full_attention and sliding_attention layers only (a per-token KV cache)")
+    else:
+        for key in _HYBRID:
+            if raw.get(key) is not None:
+                raise InferlabError(f"{where}: /{key} is set: some layers are not full or sliding attention, "
+                                    "which inferlab kv cannot size (give a config with /layer_types)")
+    window = _int(raw, "sliding_window", where)
+    if window is None or raw.get("use_sliding_window") is False:
+        if types is not None and "sliding_attention" in types:
+            raise InferlabError(f"{where}: /layer_types has sliding_attention layers but /sliding_window is absent "
+                                "or off (/use_sliding_window false)")
+        return None, ()
+    if types is not None:
         return window, tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    pattern = _int(raw, "sliding_window_pattern", where)
+    if pattern is None and raw.get("model_type") in ("gemma3", "gemma3_text"):
+        pattern = 6                                # Gemma3TextConfig's default
+    if pattern is not None:                        # layer i is full where (i + 1) % pattern == 0
+        return window, tuple(i for i in range(layers) if (i + 1) % pattern)
     if raw.get("model_type") == "gemma2":
         return window, sliding_pattern("even", layers)
     if raw.get("model_type") == "qwen2":          # Qwen2 slides only from max_window_layers on
