@@ -1,0 +1,72 @@
+"""benchmarks/mask_oracle.py's harness: its prefix-sharing oracle equals advance() token by token,
+it finds no mismatch on sound masks, and it reports every checked step of a mask with a flipped
+bit (so a run that finds none has looked)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferlab.constrain import bench, keys
+from inferlab.constrain.stack import StackGrammar
+from inferlab.constrain.vocab import Vocabulary
+from inferlab.model.tokenizer import load_vocab
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z]+$"},
+                                      "n": {"type": "integer", "minimum": 3}}, "required": ["name"]},
+    {"type": "array", "items": {"enum": ["yes", "no", 12]}, "maxItems": 3},
+    {"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}},
+     "$ref": "#/$defs/t"},
+]
+TESTS = [
+    [{"data": {"name": "ana", "n": 4}, "valid": True}, {"data": {"name": "Ana"}, "valid": False}],
+    [{"data": ["yes", 12], "valid": True}, {"data": ["maybe"], "valid": False}],
+    [{"data": {"kids": [{"kids": []}, {}]}, "valid": True}, {"data": {"kids": 3}, "valid": False}],
+]
+
+
+@pytest.fixture(scope="module")
+def oracle_module():
+    path = Path(__file__).parent.parent / "benchmarks" / "mask_oracle.py"
+    spec = importlib.util.spec_from_file_location("mask_oracle", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    tok = load_vocab("512")
+    return Vocabulary.from_tokenizer(tok), tok
+
+
+def test_prefix_sharing_oracle_equals_advance_token_by_token(oracle_module, vocab):
+    v, tok = vocab
+    config = bench.BenchConfig(directory=Path("."))
+    oracle = oracle_module.Oracle(v)
+    for schema, tests in zip(SCHEMAS, TESTS):
+        _, machine = bench.compile_within_limits(schema, config)
+        text = bench._canonical(tests[0]["data"], schema, config).encode()
+        grammar = StackGrammar(machine, v)
+        for cut in range(len(text) + 1):  # every prefix of a valid text
+            state = machine.feed((machine.start, keys.START), text[:cut])
+            got, want = oracle.allowed(machine, state), oracle_module.literal_allowed(grammar, state)
+            assert np.array_equal(got, want) and got.any(), (schema, text[:cut])
+
+
+@pytest.mark.parametrize("mutate", [False, True])
+def test_audit_finds_nothing_on_sound_masks_and_every_flipped_bit(oracle_module, vocab, mutate):
+    v, tok = vocab
+    audit = oracle_module.Audit(v, tok, checks=4, literal=2, mutate=mutate)
+    config = bench.BenchConfig(directory=Path("."))
+    for k, (schema, tests) in enumerate(zip(SCHEMAS, TESTS)):
+        audit.schema(f"s{k}", schema, tests, config)
+    c = audit.counts
+    assert c["compiled"] == 3 and c["walks"] == 9 and c["steps_checked"] >= 18  # valid, invalid, random tokens
+    assert c["advance_mismatches"] == 0 and c["literal_mismatches"] == 0 and c["literal_checks"] == 2
+    assert c["mismatch_steps"] == (c["steps_checked"] if mutate else 0)
+    assert c["unsound_tokens"] + c["incomplete_tokens"] == (c["steps_checked"] if mutate else 0)
