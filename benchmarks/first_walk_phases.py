@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from inferlab.cli.schema_bench import _load_vocab
+from inferlab.cli.schema_bench import open_sample
 from inferlab.constrain import bench, keys, stack, token_split
 from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
@@ -307,17 +307,11 @@ def main(argv: list[str]) -> int:
     if args.limit < 1 or args.every < 1 or not args.warm_ms >= 0:
         print("first_walk_phases: --limit and --every must be >= 1, --warm-ms >= 0", file=sys.stderr)
         return 2
-    if not args.directory.is_dir():
-        print(f"first_walk_phases: {args.directory} is not a folder of JSONSchemaBench files", file=sys.stderr)
-        return 2
     try:
-        vocab, tok = _load_vocab(args.vocab)
+        vocab, tok, config, paths = open_sample(args.directory, args.vocab, args.limit, args.every)
     except InferlabError as exc:
         print(f"first_walk_phases: {exc}", file=sys.stderr)
         return 2
-    bench._preprocess(vocab)
-    config = bench.BenchConfig(directory=args.directory, limit=args.limit, seed=0)
-    paths = bench.list_cases(args.directory, args.limit, 0)[::args.every]
     overhead = timer_overhead_ns()
     timers = Timers()
     for owner, name in dict.fromkeys(PHASES + WALKS + REST):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.cli.schema_bench import _load_vocab
+from inferlab.cli.schema_bench import open_sample
 from inferlab.constrain import bench, keys
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.stack import WARM_MS, StackGrammar
@@ -224,17 +224,11 @@ def main(argv=None) -> int:
     if min(args.limit, args.every, args.checks) < 1 or args.literal < 0:
         print("mask_oracle: --limit, --every and --checks must be >= 1, --literal >= 0", file=sys.stderr)
         return 2
-    if not args.directory.is_dir():
-        print(f"mask_oracle: {args.directory} is not a folder of JSONSchemaBench files", file=sys.stderr)
-        return 2
     try:
-        vocab, tok = _load_vocab(args.vocab)
+        vocab, tok, config, paths = open_sample(args.directory, args.vocab, args.limit, args.every)
     except InferlabError as exc:
         print(f"mask_oracle: {exc}", file=sys.stderr)
         return 2
-    bench._preprocess(vocab)
-    config = bench.BenchConfig(directory=args.directory, limit=args.limit, seed=0)
-    paths = bench.list_cases(args.directory, args.limit, 0)[::args.every]
     audit = Audit(vocab, tok, checks=args.checks, literal=args.literal, mutate=args.mutate)
     with progress_bar(len(paths), "schemas") as advance:
         for path in paths:
