@@ -66,7 +66,7 @@ def child(directory: Path, limit: int, vocab_name: str, max_length: int | None =
     from inferlab.constrain import bench
 
     vocab, tok = _load_vocab(vocab_name)
-    bench._preprocess(vocab)
+    bench.preprocess(vocab)
     config = bench.BenchConfig(directory=directory, limit=limit, seed=0)
     paths = bench.list_cases(directory, limit, 0)
     print("ready", flush=True)

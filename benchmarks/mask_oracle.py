@@ -105,11 +105,8 @@ class Audit:
                            mismatch_steps=0, unsound_tokens=0, incomplete_tokens=0, advance_mismatches=0,
                            literal_checks=0, literal_mismatches=0, refused=0, timeouts=0)
         self.mismatches: list[dict] = []
-        token_of: dict[bytes, int] = {}
-        for t, b in enumerate(vocab.token_bytes):
-            if b and t not in vocab.special_ids:
-                token_of.setdefault(b, t)
-        self.token_of, self.longest = token_of, max(map(len, token_of))
+        self.token_of = dict(zip(self.oracle.texts, (ids[0] for ids in self.oracle.ids)))  # a token per byte string
+        self.longest = max(map(len, self.token_of))
 
     def schema(self, name: str, schema, tests, config) -> None:
         self.counts["schemas"] += 1

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
-                                      BenchConfig, _preprocess, list_cases, plot_masks, plot_summary, run_bench)
+                                      BenchConfig, preprocess, list_cases, plot_masks, plot_summary, run_bench)
 from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.stack import WARM_MS
 from inferlab.errors import InferlabError
@@ -199,7 +199,7 @@ def open_sample(directory: Path, vocab_name: str, limit: int, every: int = 1):
     if not directory.is_dir():
         raise InferlabError(f"{directory} is not a folder of JSONSchemaBench files")
     vocab, tok = _load_vocab(vocab_name)
-    _preprocess(vocab)
+    preprocess(vocab)
     config = BenchConfig(directory=directory, limit=limit, seed=0)
     return vocab, tok, config, list_cases(directory, limit, 0)[::every]
 

@@ -274,7 +274,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
     per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
     vocabulary, tok = vocab
-    _preprocess(vocabulary)  # once (cached): apart from the schema's times
+    preprocess(vocabulary)  # once (cached): apart from the schema's times
     fresh = machine.unbuilt()
     row = np.zeros((vocabulary.vocab_size + 31) // 32, dtype=np.int32)  # (ceil(V/32),)
     with gc_disabled():
@@ -373,7 +373,7 @@ def _time_apply(grammar: StackGrammar, tokens: list[int], config: BenchConfig) -
     return float(np.median(us)), float(np.percentile(us, 99))
 
 
-def _preprocess(vocabulary) -> None:
+def preprocess(vocabulary) -> None:
     """Our vocabulary preprocessing: the token trie and the key index (each built once)."""
     vocabulary.trie()
     key_index(vocabulary)
@@ -486,7 +486,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     peers, peer_info, preprocessing_ms = None, {}, None
     if vocab is not None:  # before the first schema, outside its time bound, as the peers' is
         t0 = time.perf_counter()
-        _preprocess(vocab[0])
+        preprocess(vocab[0])
         preprocessing_ms = (time.perf_counter() - t0) * 1e3  # (0 if this process built it before)
     if config.peers and vocab is not None:
         from inferlab.constrain.bench_peers import load_peers

@@ -76,7 +76,8 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
             raise InferlabError("schemas: expected a schema or a non-empty list of schemas")
         check_tokenizer(tokenizer)
         self.tokenizer = tokenizer
-        self._eos = _eos_ids(eos_token_id)  # () : the tokenizer's, read with the vocabulary
+        self._stop_ids = _eos_ids(eos_token_id)  # (): the tokenizer's
+        self._eos: tuple[int, ...] = ()          # the EOS ids in use, set with the grammars (_build)
         # Equal schemas compile once; the key keeps property order, which the output follows.
         for s in self.schemas:  # before json.dumps, which recurses per level
             check_nesting(s)
@@ -166,15 +167,14 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         vocab = self._vocabulary(width)
         if vocab.vocab_size != width:
             raise InferlabError(f"the tokenizer has {vocab.vocab_size} tokens but the logits only {width}")
-        if self._eos:
-            if max(self._eos) >= width:
-                raise InferlabError(f"eos_token_id {max(self._eos)} is past the logits' {width} columns")
-            vocab = Vocabulary(vocab.token_bytes, self._eos[0], vocab.special_ids | set(self._eos))
+        if self._stop_ids:
+            if max(self._stop_ids) >= width:
+                raise InferlabError(f"eos_token_id {max(self._stop_ids)} is past the logits' {width} columns")
+            vocab = Vocabulary(vocab.token_bytes, self._stop_ids[0], vocab.special_ids | set(self._stop_ids))
         elif vocab.eos_id < 0:  # a finished row could then allow nothing: every logit -inf
             raise InferlabError("the tokenizer has no EOS token (eos_token is None): a row that completes its "
                                 "instance could not end; set the tokenizer's eos_token or pass eos_token_id")
-        else:
-            self._eos = (vocab.eos_id,)
+        self._eos = self._stop_ids or (vocab.eos_id,)
         self.grammars = [StackGrammar(machine, vocab) for machine in self._machines]
 
     def _grammar_index(self, row: int, rows: int) -> int:

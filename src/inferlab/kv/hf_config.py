@@ -98,6 +98,7 @@ def spec_from_config(raw: dict, *, name: str, where: str = "config.json") -> Mod
     dtype_field = "torch_dtype" if raw.get("torch_dtype") is not None else "dtype"
     dtype_name = raw.get(dtype_field) or "float32"
     dtype = parse_dtype(str(dtype_name), flag=f"{where}: /{dtype_field}")
+    _check_layer_kinds(raw, layers, where)
     window, sliding = _sliding(raw, layers, where)
     return ModelSpec(
         name=name, layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, hidden=hidden,
@@ -116,10 +117,9 @@ _HYBRID = ("layers_block_type", "attn_layer_period", "hybrid_override_pattern", 
 _KINDS = ("full_attention", "sliding_attention")
 
 
-def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int, ...]]:
-    """(window, sliding layer indices), following transformers' own reading of each field:
-    layer_types where given (every entry full or sliding attention), else sliding_window_pattern
-    (Gemma 3, Cohere 2: every pattern-th layer full), else the model type's rule."""
+def _check_layer_kinds(raw: dict, layers: int, where: str) -> None:
+    """One line naming the field unless every layer is full or sliding attention with a cache of
+    its own (layer_types where given, else none of the _HYBRID fields set)."""
     if raw.get("num_kv_shared_layers"):  # (Gemma 3n: its last layers read earlier layers' cache)
         raise InferlabError(f"{where}: /num_kv_shared_layers is {str(raw['num_kv_shared_layers'])[:40]}: layers that "
                             "share another layer's cache are not sized by inferlab kv")
@@ -131,11 +131,18 @@ def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int,
             if kind not in _KINDS:
                 raise InferlabError(f"{where}: /layer_types/{i} is {str(kind)[:40]!r}: inferlab kv sizes "
                                     "full_attention and sliding_attention layers only (a per-token KV cache)")
-    else:
-        for key in _HYBRID:
-            if raw.get(key) is not None:
-                raise InferlabError(f"{where}: /{key} is set: some layers are not full or sliding attention, "
-                                    "which inferlab kv cannot size (give a config with /layer_types)")
+        return
+    for key in _HYBRID:
+        if raw.get(key) is not None:
+            raise InferlabError(f"{where}: /{key} is set: some layers are not full or sliding attention, "
+                                "which inferlab kv cannot size (give a config with /layer_types)")
+
+
+def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int, ...]]:
+    """(window, sliding layer indices), following transformers' own reading of each field:
+    layer_types where given (its kinds checked by _check_layer_kinds), else sliding_window_pattern
+    (Gemma 3, Cohere 2: every pattern-th layer full), else the model type's rule."""
+    types = raw.get("layer_types")
     window = _int(raw, "sliding_window", where)
     if window is None or raw.get("use_sliding_window") is False:
         if types is not None and "sliding_attention" in types:
