@@ -84,6 +84,7 @@ def plot(runs: list[dict]):
     ax.axhline(TARGETS["first_walk_us_p99"], ls="--", c="grey")
     ax.text(TARGETS["ttfm_ms_median"], TARGETS["first_walk_us_p99"], "  targets: TTFM median <= 50 ms,\n"
             "  first-walk p99 <= 100 us (both: below left)", fontsize=8, va="bottom")
+    ax.margins(x=0.2)  # room for the last point's label
     ax.set(xscale="log", yscale="log", xlabel="time to first mask, median over schemas (ms)",
            ylabel="first walk, p99 over all its tokens (us)",
            title="What warming the grammar before its first mask buys")
