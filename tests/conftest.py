@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +29,18 @@ def plain_kv_figure(monkeypatch):
     from inferlab.measure.plots import new_figure
 
     monkeypatch.setattr(kv_sizing, "sizes_figure", lambda results: new_figure(figsize=(1, 1))[0])
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """load_benchmark(name): benchmarks/<name>.py as a module (the scripts are not a package:
+    each runs on its own)."""
+    return _load_benchmark
+
+
+def _load_benchmark(name: str):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

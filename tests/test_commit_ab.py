@@ -3,7 +3,6 @@ line, exit 2, no git worktree made, nothing written."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 
@@ -13,11 +12,8 @@ REPO = Path(__file__).parent.parent
 
 
 @pytest.fixture()
-def commit_ab():
-    spec = importlib.util.spec_from_file_location("commit_ab", REPO / "benchmarks" / "commit_ab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def commit_ab(load_benchmark):
+    return load_benchmark("commit_ab")
 
 
 def _worktrees() -> str:

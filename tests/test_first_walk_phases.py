@@ -3,18 +3,13 @@ whose readings the functions below advance by hand-picked amounts."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture()
-def phases(monkeypatch):
-    path = Path(__file__).parent.parent / "benchmarks" / "first_walk_phases.py"
-    spec = importlib.util.spec_from_file_location("first_walk_phases", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def phases(monkeypatch, load_benchmark):
+    module = load_benchmark("first_walk_phases")
     clock = [0]
     monkeypatch.setattr(module.time, "perf_counter_ns", lambda: clock[0])
     return module, clock

@@ -4,7 +4,6 @@ bit (so a run that finds none has looked)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +29,8 @@ TESTS = [
 
 
 @pytest.fixture(scope="module")
-def oracle_module():
-    path = Path(__file__).parent.parent / "benchmarks" / "mask_oracle.py"
-    spec = importlib.util.spec_from_file_location("mask_oracle", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def oracle_module(load_benchmark):
+    return load_benchmark("mask_oracle")
 
 
 @pytest.fixture(scope="module")

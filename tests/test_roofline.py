@@ -5,11 +5,9 @@ fast; the numbers are not the point, their arithmetic is: every GB/s and GFLOP/s
 from the recorded times with STREAM's byte counts and 2n^3.
 """
 
-import importlib.util
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -329,11 +327,8 @@ MByte/s:\t\t5624.93
 
 
 @pytest.fixture
-def likwid_compare(tmp_path, monkeypatch):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "likwid_compare.py"
-    spec = importlib.util.spec_from_file_location("likwid_compare", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def likwid_compare(tmp_path, monkeypatch, load_benchmark):
+    mod = load_benchmark("likwid_compare")
     fake = tmp_path / "bin" / "likwid-bench"
     fake.parent.mkdir()
     fake.write_text(f"#!/bin/sh\nif [ \"$2\" = bad ]; then echo 'ERROR: kernel bad not found' >&2; exit 1; fi\n"

@@ -3,9 +3,7 @@ from a fresh process; bad input writes nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +12,8 @@ from test_schema_bench import write_case  # (tests/ is on sys.path: pytest prepe
 
 
 @pytest.fixture()
-def tradeoff():
-    path = Path(__file__).parent.parent / "benchmarks" / "warm_tradeoff.py"
-    spec = importlib.util.spec_from_file_location("warm_tradeoff", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tradeoff(load_benchmark):
+    return load_benchmark("warm_tradeoff")
 
 
 @pytest.fixture()
