@@ -421,3 +421,16 @@ def test_gemm_thread_verdict_sets_times_at_the_ratios_n_against_each_other(monke
     del results["thread_ratios"]["gemm"]["float32"]["time"]
     v = next(v for v in roofline.roofline_verdicts(results) if v["id"] == "gemm_float32_threads")
     assert (v["p10"], v["p90"]) == (1.7, 1.9) and "paired only" in v["statement"]
+
+
+def test_sweep_sizes_keep_every_power_of_two_on_the_grid(monkeypatch):
+    # 4 KiB to 4 x 32 MiB at 1 point per octave is 4 KiB, 8 KiB, ..., 128 MiB: every one a power of
+    # two, and each must stay exactly that (2 MiB rounded down to 2,097,024 fell out of the L3 band
+    # that begins at 2 x a 1 MiB L2)
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
+    config = RooflineConfig(threads=1, sweep_points_per_octave=1, sweep_max_llc_multiple=4)
+    assert roofline.sweep_sizes(config) == [2**k for k in range(12, 28)]
+    config = RooflineConfig(threads=1, sweep_points_per_octave=4, sweep_max_llc_multiple=8)
+    sizes = roofline.sweep_sizes(config)
+    assert all(s % 128 == 0 for s in sizes)
+    assert {2**k for k in range(12, 29)} <= set(sizes)

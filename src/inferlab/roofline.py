@@ -205,7 +205,9 @@ def sweep_sizes(config: RooflineConfig) -> list[int]:
     octaves = math.log2(top / SWEEP_MIN_WS_BYTES)
     count = int(round(octaves * config.sweep_points_per_octave)) + 1
     sizes = np.geomspace(SWEEP_MIN_WS_BYTES, top, count)
-    return sorted({int(s) // 128 * 128 for s in sizes})
+    # to the nearest 128 bytes, not down: geomspace's powers of two come out a hair low (2 MiB as
+    # 2097151.99...), and rounding down put them 128 bytes below a band's edge, out of the band
+    return sorted({int(round(s / 128)) * 128 for s in sizes})
 
 
 def sweep_point(ws_bytes: int, config: RooflineConfig) -> dict:

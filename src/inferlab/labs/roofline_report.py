@@ -126,6 +126,22 @@ def _likwid_lines(folder: Path) -> list[str]:
     return lines
 
 
+def _points_in_band(points: list[dict], band: list) -> int:
+    """How many sweep points lie in a level's band [lo, hi] (hi None: no upper end), as
+    roofline.plateau_roofs counts them."""
+    lo, hi = band
+    return sum(lo <= p["working_set_bytes"] and (hi is None or p["working_set_bytes"] <= hi) for p in points)
+
+
+def _float64_ridge_sentence(r: dict) -> str:
+    """The float64 ridge with the interval of its two ceilings, paired as the float32 ridge's is
+    (the GEMM's p10 with the triad's p90, and vice versa)."""
+    t = str(r["ridge"]["threads"])
+    peak, triad = r["peak_GFLOPS"]["float64"][t], r["bandwidth_GBps"]["triad"][t]
+    return (f"With float64 GEMM as the roof the ridge is {r['ridge_points_flop_per_byte']['float64']:.2f} FLOP/B "
+            f"(p10-p90 {peak['p10'] / triad['p90']:.2f}-{peak['p90'] / triad['p10']:.2f}).")
+
+
 def _ceiling_notes(r: dict) -> list[str]:
     lines = []
     if r["wide_ceilings"]:
@@ -198,10 +214,11 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
              f"float32 GEMM median {ridge['peak_GFLOPS']:.1f} GFLOP/s / DRAM triad median "
              f"{ridge['bandwidth_GBps']:.1f} GB/s, both with {ridge['threads']} thread(s) "
              f"(`{ridge['peak_from']}` / `{ridge['bandwidth_from']}`). The interval pairs the GEMM's p10 "
-             "with the triad's p90 and vice versa, so a rerun's ridge should land inside it. "
+             "with the triad's p90 and vice versa: the spread of this run's trials, not a bound on a "
+             "rerun's ridge, which moves with the machine's load. "
              f"A float32 GEMV (2 FLOP per 4-byte weight, 0.5 FLOP/B) is bounded by "
              f"{min(ridge['peak_GFLOPS'], 0.5 * ridge['bandwidth_GBps']):.1f} GFLOP/s here. "
-             f"With float64 GEMM as the roof the ridge is {r['ridge_points_flop_per_byte']['float64']:.2f} FLOP/B.",
+             + _float64_ridge_sentence(r),
              "", "Verdicts of this run (each decided by its own p10-p90 interval):", "",
              *verdict_lines([v for v in r["verdicts"] if not v["id"].startswith("theoretical_")]), "",
              *_ceiling_notes(r),
@@ -237,12 +254,16 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
               "", "## Cache roofs (working-set sweep, 1 thread)", "",
               f"Kernel: {r['sweep']['kernel']}, counted as STREAM add (24 B/element). A zero-stride view "
               "repeats the same working set inside one numpy call, so numpy's per-call overhead does not "
-              "hide the L1 plateau. Each level's roof is the highest **median** point between 2x the "
+              "hide the L1 plateau. Each level's roof is read off the sweep points between 2x the "
               "previous level's size and half its own (DRAM: >= 4x the LLC), as the Empirical Roofline "
-              "Toolkit reads plateaus.", "", "| level | size | roof GB/s | samples per point |", "|---|---|---|---|"]
+              "Toolkit reads plateaus: the **second-highest median** among them, so that one fast point "
+              "cannot lift a roof; a level with one point in its band takes that point, which the table "
+              "marks.", "", "| level | size | roof GB/s | points in band | samples per point |", "|---|---|---|---|---|"]
     for level in r["sweep"]["levels"]:
         size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
+        n = _points_in_band(r["sweep"]["points"], level["band_bytes"])
         lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} | "
+                     f"{n}{' (one point: the roof rests on it alone)' if n == 1 else ''} | "
                      f"{r['config']['sweep_samples']} |")
     lines += ["", "![sweep](sweep.png)", "", "## Peak compute (GEMM, 2n^3 FLOP)", "",
               "The peak of a dtype is the GEMM size with the highest median; thread counts interleaved.", "",
