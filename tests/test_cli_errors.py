@@ -3,6 +3,7 @@
 The roofline command is the subject; these all fail before any measuring starts, so they are fast.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -79,3 +80,42 @@ def test_an_unknown_argument_names_the_subcommand_it_was_given_to(argv, prog, ca
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err == f"{prog}: error: unrecognized arguments: {argv[-1]}\n"
+
+
+@pytest.mark.parametrize("argv", [["schema", "compile", "{long}.json"], ["kv", "derivations", "--out", "{long}"],
+                                  ["report", "{long}"], ["roofline", "--quick", "--out", "{long}/r"]])
+def test_a_file_name_past_the_file_systems_limit_is_one_line(tmp_path, capsys, argv):
+    long = str(tmp_path / ("x" * 300))   # one component over NAME_MAX (255) on Linux file systems
+    code, stdout, err = run_cli(capsys, *[a.format(long=long) for a in argv])
+    assert_one_line_error(code, stdout, err, "file name too long", "(3")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["kv", "size", "llama-3-8b", "--ctx", "9" * 320], ["--ctx", "over 1e+15"]),
+    (["kv", "size", "llama-3-8b", "--batch", "9" * 20], ["--batch", "over 1e+15"]),
+    (["kv", "max-context", "llama-3-8b", "--memory", "9" * 320 + "TB"], ["--memory", "16 EiB"]),
+    (["kv", "size", "llama-3-8b", "--dtype", ""], ["--dtype", "unknown dtype"]),
+])
+def test_kv_values_past_any_machine_or_empty_are_refused(capsys, argv, needles):
+    code, stdout, err = run_cli(capsys, *argv)
+    assert_one_line_error(code, stdout, err, *needles)
+
+
+@pytest.mark.parametrize("field,value,needle", [("use_sliding_window", "no", "expected true or false"),
+                                                ("model_type", ["gemma2"], "expected a string")])
+def test_kv_config_field_of_the_wrong_type_is_refused(tmp_path, capsys, field, value, needle):
+    config = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512,
+              "max_position_embeddings": 8192,
+              "sliding_window": 1024, field: value}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, stdout, err = run_cli(capsys, "kv", "size", "--config", str(path), "--ctx", "8192")
+    assert_one_line_error(code, stdout, err, f"/{field}", needle)
+
+
+def test_run_refuses_an_empty_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # Path("") is "."; the lab's folder went into the working folder
+    code, stdout, err = run_cli(capsys, "run", "22-cache-sizing", "--out", "")
+    assert_one_line_error(code, stdout, err, "--out", "empty path")
+    assert os.listdir(tmp_path) == []

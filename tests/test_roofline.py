@@ -293,7 +293,14 @@ def test_load_roofline_errors(tmp_path):
     with pytest.raises(InferlabError, match="/experiment"):
         load_roofline(tmp_path)
     (tmp_path / "results.json").write_text("{")
-    with pytest.raises(InferlabError, match="not valid JSON"):
+    with pytest.raises(InferlabError, match="not JSON"):
+        load_roofline(tmp_path)
+    # read as every JSON file is (jsonfile.read_json): one line, never a traceback
+    (tmp_path / "results.json").write_text("[" * 6000 + "]" * 6000)
+    with pytest.raises(InferlabError, match="nested deeper than 5,000"):
+        load_roofline(tmp_path)
+    (tmp_path / "results.json").write_bytes(b'{"experiment": "\xff"}')
+    with pytest.raises(InferlabError, match="not UTF-8"):
         load_roofline(tmp_path)
 
 

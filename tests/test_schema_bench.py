@@ -437,3 +437,15 @@ def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(ben
     timed = [r for r in results["schemas"] if r["first_walk_us"]]
     assert timed and all(len(r["first_walk_kinds"]) == len(r["first_walk_advance_us"]) == len(r["first_walk_us"])
                          for r in timed)
+
+
+def test_a_test_nested_past_pythons_recursion_limit_is_read_not_crashed_on(tmp_path, capsys):
+    # the bench file check reads it within the 5,000-level limit; the schema's own run reads it
+    # again, and a bare json.loads raised RecursionError there (a helper's fuzz); built as text,
+    # as json.dumps would recurse
+    text = '{"description": "", "meta": {}, "schema": {"type": "array"}, "tests": [{"description": "", ' \
+           '"valid": true, "data": ' + "[" * 3000 + "]" * 3000 + "}]}"
+    (tmp_path / "Deep---data.json").write_text(text, encoding="utf-8")
+    assert main(["schema-bench", str(tmp_path), "--vocab", "none", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]["all"]
+    assert summary["schemas"] == 1 and summary["valid"] == 1

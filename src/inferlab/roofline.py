@@ -23,7 +23,6 @@ GB = 1e9 bytes, GFLOP = 1e9 FLOP throughout.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json
 from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu_mhz, data_caches,
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
@@ -592,12 +592,8 @@ class Roofline:
 def read_roofline_results(directory) -> dict:
     """results.json of an earlier `inferlab roofline` run; InferlabError (one line) otherwise."""
     path = Path(directory) / "results.json"
-    try:
-        results = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InferlabError(f"{path} not found; run `inferlab roofline` first") from None
-    except json.JSONDecodeError as exc:
-        raise InferlabError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    # (read_json: one line for bad UTF-8, NaN, deep nesting or huge numbers, as for every file read)
+    results = read_json(path, missing="not found; run `inferlab roofline` first")
     if not isinstance(results, dict) or results.get("experiment") != EXPERIMENT:
         got = results.get("experiment") if isinstance(results, dict) else None
         raise InferlabError(f"{path}: /experiment is {got!r}, expected {EXPERIMENT!r}")

@@ -8,6 +8,7 @@ touching here. EXAMPLES (one command a line) becomes the epilog of `inferlab NAM
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import importlib
 import os
@@ -110,3 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{args._prog}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # a path the user gave with a name past the file system's limit fails in the first
+        # exists()/is_dir() of whichever check meets it: bad input, caught once here
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 80 else f"{name[:40]}…{name[-30:]} ({len(name):,} characters)"
+        print(f"{args._prog}: error: {shown}: file name too long for this file system", file=sys.stderr)
+        return 2

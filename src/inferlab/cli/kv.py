@@ -43,9 +43,12 @@ def _count(text, flag: str) -> int:
         raise InferlabError(f"{flag} {text!r}: expected a positive whole number") from None
     if value <= 0:
         raise InferlabError(f"{flag} {value}: must be positive")
+    if value > MAX_COUNT:
+        raise InferlabError(f"{flag} {text!r}: over {MAX_COUNT:.0e}, past any context, batch or device count")
     return value
 
 
+MAX_COUNT = 10 ** 15           # tokens, sequences, devices: past any real one, and within float's exact integers
 MAX_PARAMS = Decimal("1e15")  # a quadrillion parameters: past any model, and past float's exact integers
 MAX_CLAIM = 10 ** 6           # a KV-cache reduction claimed above a million-fold
 
@@ -77,7 +80,7 @@ def _model(args, positional: str | None) -> ModelSpec:
 
 def _format(args, spec: ModelSpec) -> KVFormat:
     """The cache format: --dtype (default: the model's dtype), scales per --scales/--group or the dtype's usual."""
-    dtype = parse_dtype(args.dtype) if args.dtype else spec.dtype
+    dtype = parse_dtype(args.dtype) if args.dtype is not None else spec.dtype   # ("" is refused, not "not given")
     fmt = default_format(dtype)
     if args.scales is None and args.group is None:
         return fmt
@@ -215,9 +218,9 @@ def _gpus(args) -> dict:
     kv_load, fmt = None, default_format(spec.dtype)
     if args.ctx is not None:
         kv_load = (_count(args.ctx, "--ctx"), _count(args.batch, "--batch"))
-        if args.kv_dtype:
+        if args.kv_dtype is not None:
             fmt = default_format(parse_dtype(args.kv_dtype, flag="--kv-dtype"))
-    elif args.kv_dtype:
+    elif args.kv_dtype is not None:
         raise InferlabError("--kv-dtype needs --ctx (the KV load to add)")
     return calculator.gpus(spec, gpu=get_gpu(args.gpu), dtypes=dtypes, kv_load=kv_load, fmt=fmt)
 

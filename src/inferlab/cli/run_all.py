@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -23,10 +24,17 @@ EXAMPLES = (
 DEFAULT_ROOT = Path("experiments")
 
 
+def _root_folder(text: str) -> Path:
+    """--out's folder; an empty path is refused here, as Path("") is the working folder, '.'."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (it would be the working folder)")
+    return Path(text)
+
+
 def add_arguments(p):
     p.add_argument("which", help="'all', or a lab name such as 15-attention-perf")
     p.add_argument("--quick", action="store_true", help="reduced runs for CI (at most ~2 minutes per lab)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=_root_folder, default=None,
                    help=f"root folder, one sub-folder per lab (default {DEFAULT_ROOT}; when it already holds "
                         f"these labs, a new {DEFAULT_ROOT}/runs/<UTC time>/)")
     p.add_argument("--force", action="store_true", help="replace existing experiment folders in --out")

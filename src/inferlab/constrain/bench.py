@@ -33,6 +33,7 @@ from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import WARM_MS, StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import read_json
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
 from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
@@ -157,7 +158,7 @@ def _reason_key(message: str) -> str:
 
 def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> SchemaResult:
     """One schema; `peers` = {name: bench_peers adapter} to run beside ours (needs `vocab`)."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc = read_json(path)   # (check_bench_file has read it once: nesting past Python's recursion limit included)
     schema, tests = doc["schema"], doc.get("tests", [])
     res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
     measured = reset_peak_rss()

@@ -19,6 +19,7 @@ A missing or malformed field is named by its JSON pointer.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from inferlab.errors import InferlabError
@@ -144,6 +145,10 @@ def _sliding(raw: dict, layers: int, where: str) -> tuple[int | None, tuple[int,
     (Gemma 3, Cohere 2: every pattern-th layer full), else the model type's rule."""
     types = raw.get("layer_types")
     window = _int(raw, "sliding_window", where)
+    for key, kind in (("use_sliding_window", bool), ("model_type", str)):   # ("no" would read as on)
+        if raw.get(key) is not None and not isinstance(raw[key], kind):
+            raise InferlabError(f"{where}: /{key} is {json.dumps(raw[key])[:40]}, expected "
+                                f"{'true or false' if kind is bool else 'a string'}")
     if window is None or raw.get("use_sliding_window") is False:
         if types is not None and "sliding_attention" in types:
             raise InferlabError(f"{where}: /layer_types has sliding_attention layers but /sliding_window is absent "

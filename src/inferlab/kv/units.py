@@ -14,6 +14,8 @@ from fractions import Fraction
 
 from inferlab.errors import InferlabError
 
+MAX_BYTES = 2 ** 64   # 16 EiB: past any machine's memory (and Decimal sizes stay far from float overflow)
+
 UNITS = {
     "B": 1,
     "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -51,6 +53,8 @@ def parse_bytes(text: str, *, flag: str) -> int:
     value = Decimal(m["num"]) * UNITS[unit]          # the regex admits only decimal literals
     if value <= 0:
         raise InferlabError(f"{flag} {text!r}: a memory size must be positive")
+    if value > MAX_BYTES:
+        raise InferlabError(f"{flag} {text!r}: over 16 EiB (2^64 bytes), past any machine's memory")
     if value != value.to_integral_value():
         raise InferlabError(f"{flag} {text!r} is {value} bytes, not a whole number of bytes")
     return int(value)
