@@ -67,6 +67,11 @@ def test_own_round_trip(tmp_path):
     ({"activation_function": "relu"}, "activation_function"),
     ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
     ({"n_embd": None}, "n_embd"),
+    # JSON integers only (a fuzz: true was read as 1, 64.7 as 64, "4" as 4; a bad string named no field)
+    ({"n_head": True}, "/n_head must be a positive integer, got True"),
+    ({"n_embd": 64.7}, "/n_embd must be a positive integer, got 64.7"),
+    ({"n_inner": "4"}, "/n_inner must be a positive integer, got 4"),
+    ({"layer_norm_epsilon": "abc"}, "/layer_norm_epsilon must be a positive number, got abc"),
 ])
 def test_hf_config_refusals(hf_folder, tmp_path, edit, word):
     folder, _ = hf_folder

@@ -256,6 +256,11 @@ def test_safetensors_reader_widens_bf16_and_f16_exactly(tmp_path):
     ({"a": {"dtype": "I8", "shape": [2], "data_offsets": [0, 2]}}, b"\0\0", "dtype 'I8'"),
     ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "truncated"),
     ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, "8 bytes for shape"),
+    # header entries of the wrong shape (a fuzz: TypeError / ValueError tracebacks before)
+    ({"a": 5}, b"", "'a''s header entry is not"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": "x"}}, b"", "'a''s header entry is not"),
+    ({"a": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, b"\0" * 4, "'a''s header entry is not"),
+    ([1, 2], b"", "header is not a JSON object"),
 ])
 def test_safetensors_reader_names_the_problem(tmp_path, header, data, needle):
     from inferlab.model.safetensors_io import iter_float32
@@ -271,6 +276,12 @@ def test_sharded_index_names_a_missing_shard(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "part-1.safetensors"}}))
     with pytest.raises(InferlabError, match="part-1.safetensors not found"):
         weight_files(tmp_path)
+    for value, needle in ((5, "/weight_map/a must be the file name of a shard"), ("../x", "/weight_map/a must be"),
+                          ("[" * 6000, "nested deeper than 5,000")):
+        doc = json.dumps({"weight_map": {"a": value}}) if value != "[" * 6000 else value
+        (tmp_path / "model.safetensors.index.json").write_text(doc)
+        with pytest.raises(InferlabError, match=needle):
+            weight_files(tmp_path)
 
 
 @pytest.mark.parametrize("patch, needle", [

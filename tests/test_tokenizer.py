@@ -213,6 +213,17 @@ def test_bad_tokenizer_json_names_the_pointer(tmp_path, trained):
     (lambda d: d.update(added_tokens=5), "/added_tokens must be an array"),
     (lambda d: d["model"]["vocab"].update(x="x"), "/model/vocab/x must be a token id"),
     (lambda d: d["model"]["vocab"].update(x=10 ** 9), "/model/vocab/x must be a token id (a whole number 0..10,000,000), got 1000000000"),
+    # a second audit's (a fuzz of every command): TypeError / AttributeError tracebacks before
+    (lambda d: d["model"].update(merges=[5]), "/model/merges/0 is 5"),
+    (lambda d: d["model"].update(merges=[["a", "b", "c"]]), "/model/merges/0 is"),
+    (lambda d: d.update(post_processor=[1]), "/post_processor must be an object, got list"),
+    (lambda d: d.update(post_processor={"type": "Sequence", "processors": "ab"}), "/post_processor/processors must be a list"),
+    (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": "ab"}), "/post_processor/single must be a list"),
+    (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [1, 2]}),
+     "/pre_tokenizer/pretokenizers/0 must be an object, got int"),
+    (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": "x", "behavior": "Isolated"}, {"type": "ByteLevel"}]}),
+     "/pre_tokenizer/pretokenizers/0 is not a Split with a known regex"),
 ])
 def test_tokenizer_json_fields_of_the_wrong_type_name_the_pointer(tmp_path, trained, patch, needle):
     """A CLI audit's tokenizer.json edits: AttributeError / TypeError tracebacks, or a token table
@@ -265,3 +276,11 @@ def test_default_vocabulary():
     assert tok.vocab_size == 512 and tok.token_bytes[tok.eos_id] == b"" and tok.eos_id in tok.special_ids
     text = 'conjuga hablar, presente, yo:{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}'
     assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("normalizers", [[1, 2], "ab", [{"type": "Replace", "pattern": "x"}]])
+def test_sentencepiece_normalizers_of_the_wrong_shape_name_the_pointer(tmp_path, normalizers):
+    from inferlab.model.sp_bpe import metaspace_options
+
+    with pytest.raises(InferlabError, match="/normalizer/normalizers must be a list of objects"):
+        metaspace_options({"normalizer": {"type": "Sequence", "normalizers": normalizers}}, tmp_path / "tokenizer.json")

@@ -25,7 +25,7 @@ from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
-from inferlab.model.hf_llama import is_llama_family, load_hf_llama
+from inferlab.model.hf_llama import is_llama_family, load_hf_llama, positive_field, positive_number_field
 from inferlab.model.llama import ARCHITECTURES, Llama
 
 FORMAT = "inferlab-gpt"
@@ -139,13 +139,14 @@ def hf_gpt2_config(doc: dict, where: str = "config.json") -> GPTConfig:
                     ("add_cross_attention", False)):
         if doc.get(key, ok) != ok:
             raise InferlabError(f"{where}: /{key} = {doc[key]!r} is not supported (expected {ok!r})")
+    # JSON integers only: int() would read true as 1, 64.7 as 64 and "4" as 4
+    sizes = {key: positive_field(doc, key, where) for key in ("vocab_size", "n_embd", "n_head", "n_layer", "n_positions")}
+    d_ff = positive_field(doc, "n_inner", where) if doc.get("n_inner") is not None else None
     try:
-        return GPTConfig(vocab_size=int(doc["vocab_size"]), d_model=int(doc["n_embd"]), n_heads=int(doc["n_head"]),
-                         n_layers=int(doc["n_layer"]), context=int(doc["n_positions"]),
-                         d_ff=doc.get("n_inner"), ln_eps=float(doc.get("layer_norm_epsilon", 1e-5)))
-    except KeyError as exc:
-        raise InferlabError(f"{where}: /{exc.args[0]} is missing") from None
-    except (TypeError, ValueError) as exc:
+        return GPTConfig(vocab_size=sizes["vocab_size"], d_model=sizes["n_embd"], n_heads=sizes["n_head"],
+                         n_layers=sizes["n_layer"], context=sizes["n_positions"], d_ff=d_ff,
+                         ln_eps=positive_number_field(doc, "layer_norm_epsilon", where, 1e-5))
+    except ValueError as exc:   # GPTConfig's own checks (n_embd divisible by n_head, ...)
         raise InferlabError(f"{where}: {exc}") from None
 
 

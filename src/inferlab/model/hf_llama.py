@@ -74,16 +74,16 @@ def llama_config(doc: dict, where: str = "config.json", *, context: int | None =
                             f"({where}: /max_position_embeddings)")
     theta, llama3 = _rope(doc, where)
     return LlamaConfig(
-        vocab_size=_positive(doc, "vocab_size", where), d_model=spec.hidden, n_heads=spec.heads,
-        n_kv_heads=spec.kv_heads, n_layers=spec.layers, d_ff=_positive(doc, "intermediate_size", where),
+        vocab_size=positive_field(doc, "vocab_size", where), d_model=spec.hidden, n_heads=spec.heads,
+        n_kv_heads=spec.kv_heads, n_layers=spec.layers, d_ff=positive_field(doc, "intermediate_size", where),
         head_dim=spec.head_dim, context=context, max_position=spec.max_position,
-        rms_eps=_positive_number(doc, "rms_norm_eps", where, 1e-6), rope_theta=theta, rope_llama3=llama3,
+        rms_eps=positive_number_field(doc, "rms_norm_eps", where, 1e-6), rope_theta=theta, rope_llama3=llama3,
         qkv_bias=arch == "Qwen2ForCausalLM" or bias, o_bias=bias,
         tie_embeddings=bool(doc.get("tie_word_embeddings", False)),
         sliding_window=spec.sliding_window, sliding_layers=spec.sliding_layers, architecture=arch)
 
 
-def _positive(doc: dict, key: str, where: str, pointer: str = "") -> int:
+def positive_field(doc: dict, key: str, where: str, pointer: str = "") -> int:
     """doc[key] as an int > 0, else one line naming its pointer (`pointer`: doc's own, in config.json)."""
     value = doc.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -91,7 +91,7 @@ def _positive(doc: dict, key: str, where: str, pointer: str = "") -> int:
     return value
 
 
-def _positive_number(doc: dict, key: str, where: str, default: float, pointer: str = "") -> float:
+def positive_number_field(doc: dict, key: str, where: str, default: float, pointer: str = "") -> float:
     """doc[key] as a float > 0 (default where absent), else one line naming its pointer."""
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -103,10 +103,10 @@ def _rope(doc: dict, where: str) -> tuple[float, Llama3Scaling | None]:
     """(theta, llama3 scaling or None) from rope_parameters (transformers 5) or rope_theta/rope_scaling."""
     if isinstance(doc.get("rope_parameters"), dict):
         params, pointer = doc["rope_parameters"], "/rope_parameters"
-        theta = _positive_number(params, "rope_theta", where, doc.get("rope_theta", 10000.0), pointer)
+        theta = positive_number_field(params, "rope_theta", where, doc.get("rope_theta", 10000.0), pointer)
     else:
         params, pointer = doc.get("rope_scaling") or {}, "/rope_scaling"
-        theta = _positive_number(doc, "rope_theta", where, 10000.0)
+        theta = positive_number_field(doc, "rope_theta", where, 10000.0)
     if not isinstance(params, dict):
         raise InferlabError(f"{where}: {pointer} must be an object or null, got {type(params).__name__}")
     kind = params.get("rope_type", params.get("type", "default"))
@@ -118,10 +118,10 @@ def _rope(doc: dict, where: str) -> tuple[float, Llama3Scaling | None]:
         if key not in params:
             raise InferlabError(f"{where}: {pointer}/{key} is missing for rope_type llama3")
     return theta, Llama3Scaling(
-        factor=_positive_number(params, "factor", where, None, pointer),
-        low_freq_factor=_positive_number(params, "low_freq_factor", where, None, pointer),
-        high_freq_factor=_positive_number(params, "high_freq_factor", where, None, pointer),
-        original_max_position_embeddings=_positive(params, "original_max_position_embeddings", where, pointer))
+        factor=positive_number_field(params, "factor", where, None, pointer),
+        low_freq_factor=positive_number_field(params, "low_freq_factor", where, None, pointer),
+        high_freq_factor=positive_number_field(params, "high_freq_factor", where, None, pointer),
+        original_max_position_embeddings=positive_field(params, "original_max_position_embeddings", where, pointer))
 
 
 def load_hf_llama(folder, *, context: int | None = None) -> Llama:

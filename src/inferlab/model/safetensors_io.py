@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.errors import InferlabError
+from inferlab.jsonfile import loads, read_json_object
 
 _DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F64": np.dtype("<f8")}
 INDEX = "model.safetensors.index.json"
@@ -34,12 +35,13 @@ def weight_files(folder: Path) -> list[Path]:
     index = folder / INDEX
     if not index.is_file():
         raise InferlabError(f"{folder}: neither {SINGLE} nor {INDEX} found")
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        raise InferlabError(f"{index}: /weight_map missing or not JSON") from None
+    weight_map = read_json_object(index).get("weight_map")   # (nesting, NaN, bad UTF-8: one line)
     if not isinstance(weight_map, dict):
         raise InferlabError(f"{index}: /weight_map must be an object")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard or "/" in shard:
+            raise InferlabError(f"{index}: /weight_map/{name.replace('~', '~0').replace('/', '~1')} must be the "
+                                f"file name of a shard in the folder, got {json.dumps(shard)[:40]}")
     shards = sorted(set(weight_map.values()))
     for shard in shards:
         if not (folder / shard).is_file():
@@ -52,13 +54,30 @@ def read_header(path: Path) -> tuple[dict, int]:
     try:
         with open(path, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
+            header = loads(f.read(n).decode("utf-8"), f"{path} (header)")
     except FileNotFoundError:
         raise InferlabError(f"{path} not found") from None
     except (struct.error, json.JSONDecodeError, UnicodeDecodeError, MemoryError, OverflowError):
         raise InferlabError(f"{path}: not a safetensors file (bad header)") from None
+    if not isinstance(header, dict):
+        raise InferlabError(f"{path}: not a safetensors file (its header is not a JSON object)")
     header.pop("__metadata__", None)
+    for name, entry in header.items():
+        _check_entry(name, entry, path)
     return header, 8 + n
+
+
+def _check_entry(name: str, entry, path: Path) -> None:
+    """A tensor's header entry: {"dtype": str, "shape": [n >= 0, ...], "data_offsets": [begin <= end]}."""
+    def whole(x) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    ok = (isinstance(entry, dict) and isinstance(entry.get("dtype"), str)
+          and isinstance(entry.get("shape"), list) and all(whole(d) for d in entry["shape"])
+          and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
+          and all(whole(o) for o in entry["data_offsets"]) and entry["data_offsets"][0] <= entry["data_offsets"][1])
+    if not ok:
+        raise InferlabError(f"{path}: tensor {name!r}'s header entry is not {{dtype, shape of whole numbers, "
+                            "data_offsets [begin, end]}")
 
 
 def iter_float32(path: Path) -> Iterator[tuple[str, np.ndarray]]:

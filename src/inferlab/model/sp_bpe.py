@@ -66,8 +66,12 @@ def metaspace_options(doc: dict, path: Path) -> dict:
     """{"prepend": ...} from a SentencePiece-style tokenizer.json's normalizer / pre_tokenizer."""
     norm, pre = doc.get("normalizer"), doc.get("pre_tokenizer")
     if pre is None and isinstance(norm, dict) and norm.get("type") == "Sequence":
+        normalizers = norm.get("normalizers", [])
+        if not (isinstance(normalizers, list) and all(isinstance(n, dict) for n in normalizers)
+                and all(isinstance(n.get("pattern") or {}, dict) for n in normalizers)):
+            raise InferlabError(f"{path}: /normalizer/normalizers must be a list of objects")
         steps = [(n.get("type"), n.get("prepend"), (n.get("pattern") or {}).get("String"), n.get("content"))
-                 for n in norm.get("normalizers", [])]
+                 for n in normalizers]
         if steps == [("Prepend", SPACE, None, None), ("Replace", None, " ", SPACE)]:
             return {"prepend": "every_segment"}
     if norm is None and isinstance(pre, dict) and pre.get("type") == "Metaspace" and pre.get("replacement") == SPACE:

@@ -422,7 +422,11 @@ def sp_token_bytes(text: str) -> bytes:
 def _hf_merges(model: dict, vocab: dict, path: Path) -> list[tuple[int, int]]:
     merges = []
     for rank, m in enumerate(_require(model, "/model/merges", list)):
-        left, right = m.split(" ") if isinstance(m, str) else m
+        pair = m.split(" ") if isinstance(m, str) else m
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise InferlabError(f"{path}: /model/merges/{rank} is {json.dumps(m)[:60]}: expected \"left right\" "
+                                "or [left, right], two token strings")
+        left, right = pair
         if left not in vocab or right not in vocab or left + right not in vocab:
             raise InferlabError(f"{path}: /model/merges/{rank} ({left!r}, {right!r}) uses tokens missing from /model/vocab")
         merges.append((vocab[left], vocab[right]))
@@ -431,14 +435,34 @@ def _hf_merges(model: dict, vocab: dict, path: Path) -> list[tuple[int, int]]:
 
 def _template_bos(doc: dict, path: Path) -> str | None:
     """The special token a TemplateProcessing post_processor puts first in a single sequence."""
-    post = doc.get("post_processor") or {}
-    steps = post.get("processors", []) if post.get("type") == "Sequence" else [post]
-    for step in steps:
+    post = _object_at(doc.get("post_processor") or {}, "/post_processor", path)
+    if post.get("type") == "Sequence":
+        steps = post.get("processors", [])
+        pointers = [f"/post_processor/processors/{i}" for i in range(len(steps))] if isinstance(steps, list) else None
+    else:
+        steps, pointers = [post], ["/post_processor"]
+    if pointers is None:
+        raise InferlabError(f"{path}: /post_processor/processors must be a list")
+    for step, pointer in zip(steps, pointers):
+        step = _object_at(step, pointer, path)
         if step.get("type") == "TemplateProcessing":
             single = step.get("single") or []
-            first = single[0] if single else {}
-            return first.get("SpecialToken", {}).get("id")
+            if not isinstance(single, list):
+                raise InferlabError(f"{path}: {pointer}/single must be a list")
+            first = _object_at(single[0], f"{pointer}/single/0", path) if single else {}
+            token = _object_at(first.get("SpecialToken", {}), f"{pointer}/single/0/SpecialToken", path)
+            bos = token.get("id")
+            if bos is not None and not isinstance(bos, str):
+                raise InferlabError(f"{path}: {pointer}/single/0/SpecialToken/id must be a string")
+            return bos
     return None
+
+
+def _object_at(value, pointer: str, path: Path) -> dict:
+    """`value` where tokenizer.json must hold an object at `pointer` (one line naming it otherwise)."""
+    if not isinstance(value, dict):
+        raise InferlabError(f"{path}: {pointer} must be an object, got {type(value).__name__}")
+    return value
 
 
 # A vocabulary past this is no tokenizer's (the largest have ~10^6 entries): an id beyond it
@@ -479,9 +503,13 @@ def _hf_pattern(doc: dict, path: Path) -> str:
     if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
         _check_byte_level(pre, "/pre_tokenizer", path, use_regex=True)
         return "gpt2"
-    if isinstance(pre, dict) and pre.get("type") == "Sequence" and len(pre.get("pretokenizers", [])) == 2:
-        split, byte_level = pre["pretokenizers"]
-        regex = split.get("pattern", {}).get("Regex") if split.get("type") == "Split" else None
+    steps = pre.get("pretokenizers") if isinstance(pre, dict) else None
+    if isinstance(pre, dict) and pre.get("type") == "Sequence" and isinstance(steps, list) and len(steps) == 2:
+        split = _object_at(steps[0], "/pre_tokenizer/pretokenizers/0", path)
+        byte_level = _object_at(steps[1], "/pre_tokenizer/pretokenizers/1", path)
+        pattern = split.get("pattern", {})
+        regex = pattern.get("Regex") if split.get("type") == "Split" and isinstance(pattern, dict) else None
+        regex = regex if isinstance(regex, str) else None
         name = pattern_name(regex) if regex else None
         if name is None or split.get("behavior") != "Isolated" or split.get("invert"):
             raise InferlabError(f"{path}: /pre_tokenizer/pretokenizers/0 is not a Split with a known regex "
