@@ -119,3 +119,16 @@ def test_run_refuses_an_empty_out(tmp_path, capsys, monkeypatch):
     code, stdout, err = run_cli(capsys, "run", "22-cache-sizing", "--out", "")
     assert_one_line_error(code, stdout, err, "--out", "empty path")
     assert os.listdir(tmp_path) == []
+
+
+def test_mask_overhead_checks_the_model_folder_before_measuring(tmp_path, capsys):
+    # the tokenizer was read only after the roofline's seconds of measuring: a traceback then
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 8, "n_embd": 8, "n_head": 2,
+                                                    "n_layer": 1, "n_positions": 16}))
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [5]}}))
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "mask-overhead", "--quick", "--model", str(folder), "--out", str(out))
+    assert_one_line_error(code, stdout, err, "/model/merges/0")   # one line: no roofline progress before it
+    assert not out.exists()

@@ -10,6 +10,7 @@ from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
 from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
+from inferlab.model.checkpoints import check_model_folder
 from inferlab.model.tokenizer import load_vocab, vocab_installed
 
 NAME = "mask-overhead"
@@ -54,10 +55,12 @@ def _check_vocab(name: str) -> None:
 
 
 def _check_model(folder: Path) -> None:
-    """Before any measuring: the folder has a config.json and the tokenizer.json the mask needs."""
+    """Before any measuring: the folder has a config.json and the tokenizer.json the mask needs,
+    both as the loader will read them (the model is loaded only after the roofline's minutes)."""
     for name in ("config.json", "tokenizer.json"):
         if not (folder / name).is_file():
             raise InferlabError(f"--model {folder}: no {name} there")
+    check_model_folder(folder)
 
 
 def config_from_args(args) -> MaskLabConfig:

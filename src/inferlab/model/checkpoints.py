@@ -25,7 +25,8 @@ from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
-from inferlab.model.hf_llama import is_llama_family, load_hf_llama, positive_field, positive_number_field
+from inferlab.model.hf_llama import (is_llama_family, llama_config, load_hf_llama, positive_field,
+                                     positive_number_field)
 from inferlab.model.llama import ARCHITECTURES, Llama
 
 FORMAT = "inferlab-gpt"
@@ -79,20 +80,45 @@ def load_model(folder, *, context: int | None = None) -> Checkpoint:
     config.json. `context` (Llama family only) is the positions to serve, default min(max, 4096)."""
     folder = Path(folder)
     config = _read_json(folder / "config.json")
-    if config.get("format") == FORMAT:
+    kind = _kind(config, folder)
+    if kind == "own":
         model = _load_own(folder, config)
-    elif config.get("model_type") == "gpt2":
+    elif kind == "gpt2":
         model = load_hf_gpt2(folder)
-    elif is_llama_family(config):
-        model = load_hf_llama(folder, context=context)
     else:
-        raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}), "
-                            f"a GPT-2 model (model_type 'gpt2') nor one of /architectures "
-                            f"{', '.join(ARCHITECTURES)}")
+        model = load_hf_llama(folder, context=context)
     tokenizer = _load_tokenizer(folder)
     if tokenizer is not None:
         tokenizer.pad_to(model.config.vocab_size)   # masks cover every row of the LM head
     return Checkpoint(model, tokenizer, trained=True, source=str(folder))
+
+
+def check_model_folder(folder) -> None:
+    """What load_model refuses in config.json and tokenizer.json, without reading any weight: for
+    a command that loads the model only after minutes of other work (mask-overhead --model)."""
+    folder = Path(folder)
+    config = _read_json(folder / "config.json")
+    kind, where = _kind(config, folder), str(folder / "config.json")
+    if kind == "own":
+        _own_config(folder, config)
+    elif kind == "gpt2":
+        hf_gpt2_config(config, where)
+    elif kind == "llama":
+        llama_config(config, where)
+    _load_tokenizer(folder)
+
+
+def _kind(config: dict, folder: Path) -> str:
+    """'own', 'gpt2' or 'llama': which loader reads this config.json."""
+    if config.get("format") == FORMAT:
+        return "own"
+    if config.get("model_type") == "gpt2":
+        return "gpt2"
+    if is_llama_family(config):
+        return "llama"
+    raise InferlabError(f"{folder / 'config.json'}: neither an inferlab model (format {FORMAT!r}), "
+                        f"a GPT-2 model (model_type 'gpt2') nor one of /architectures "
+                        f"{', '.join(ARCHITECTURES)}")
 
 
 def save_model(model: GPT, tokenizer, out, *, force: bool = False, manifest: dict | None = None) -> Path:
@@ -115,6 +141,10 @@ def model_writer(model: GPT, tokenizer, out, *, force: bool = False, manifest: d
 
 
 def _load_own(folder: Path, doc: dict) -> GPT:
+    return GPT(_own_config(folder, doc), _read_safetensors(folder / "model.safetensors"))
+
+
+def _own_config(folder: Path, doc: dict) -> GPTConfig:
     if doc.get("format_version") != FORMAT_VERSION:
         raise InferlabError(f"{folder / 'config.json'}: /format_version {doc.get('format_version')!r} "
                             f"is not supported (expected {FORMAT_VERSION})")
@@ -123,10 +153,9 @@ def _load_own(folder: Path, doc: dict) -> GPT:
     if not isinstance(raw, dict) or set(raw) - fields:
         raise InferlabError(f"{folder / 'config.json'}: /config must hold only GPTConfig fields {sorted(fields)}")
     try:
-        config = GPTConfig(**raw)
+        return GPTConfig(**raw)
     except (TypeError, ValueError) as exc:
         raise InferlabError(f"{folder / 'config.json'}: /config: {exc}") from None
-    return GPT(config, _read_safetensors(folder / "model.safetensors"))
 
 
 def hf_gpt2_config(doc: dict, where: str = "config.json") -> GPTConfig:
