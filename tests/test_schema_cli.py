@@ -82,3 +82,18 @@ def test_check_extra_keys_by_default_and_strict_with_no_extra_keys(files, capsys
     capsys.readouterr()
     assert main(["schema", "compile", schema, "--no-extra-keys", "--json"]) == 0
     assert any("additionalProperties absent" in n for n in json.loads(capsys.readouterr().out)["narrowed"])
+
+
+@pytest.mark.parametrize("schema, keyword", [
+    ({"type": "array", "uniqueItems": "yes"}, "uniqueItems"),   # was compiled without uniqueness: [1,1] accepted
+    ({"type": "array", "uniqueItems": 1}, "uniqueItems"),
+    ({"minimum": True}, "minimum"),
+    ({"const": 1, "$schema": 5}, "$schema"),
+    ({"dependentRequired": {"a": 5}}, "dependentRequired"),    # was named as an allOf deep in its expansion
+])
+def test_keywords_of_the_wrong_type_are_refused_by_name(tmp_path, capsys, schema, keyword):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    assert main(["schema", "compile", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{keyword} at #/{keyword}" in err[0]

@@ -75,8 +75,10 @@ def check_shapes(node: dict, ptr: str, error, dialect: str | None) -> None:
     """A keyword whose value has the wrong shape is an error naming it (not a TypeError deep in
     the compiler): `type` a type name or a list of them, `required` a list of names, a schema
     a JSON object or a boolean (`items` also a list of them), a list or a map of schemas, a count
-    a non-negative integer, `format` a string, an exclusive bound a number outside drafts 3-4
-    (there a boolean beside minimum/maximum; elsewhere jsonschema reads a boolean as 0 or 1)."""
+    a non-negative integer, `format` and `$schema` strings, `uniqueItems` a boolean, a bound or
+    multipleOf not a boolean, `dependentRequired` an object of name arrays, an exclusive bound a
+    number outside drafts 3-4 (there a boolean beside minimum/maximum; elsewhere jsonschema reads
+    a boolean as 0 or 1)."""
     t = node.get("type")
     if t is not None and not (isinstance(t, str) or (isinstance(t, list) and all(isinstance(x, str) for x in t))):
         raise error("type", ptr, "must be a type name or an array of type names (a schema inside `type` is draft-03's)")
@@ -101,6 +103,20 @@ def check_shapes(node: dict, ptr: str, error, dialect: str | None) -> None:
             raise error(k, _child(ptr, k), "must be a non-negative integer")
     if "format" in node and not isinstance(node["format"], str):
         raise error("format", _child(ptr, "format"), "must be a string")
+    if "$schema" in node and not isinstance(node["$schema"], str):
+        raise error("$schema", _child(ptr, "$schema"), "must be a URI string naming the draft")
+    # a validator reads a truthy "yes" or 1 as uniqueItems on, and true as the number 1: never
+    # guess which the author meant
+    if "uniqueItems" in node and not isinstance(node["uniqueItems"], bool):
+        raise error("uniqueItems", _child(ptr, "uniqueItems"), "must be true or false")
+    for k in ("minimum", "maximum", "multipleOf"):
+        if isinstance(node.get(k), bool):
+            raise error(k, _child(ptr, k), "must be a number, not a boolean")
+    dr = node.get("dependentRequired")
+    if dr is not None and not (isinstance(dr, dict) and all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                                            for v in dr.values())):
+        raise error("dependentRequired", _child(ptr, "dependentRequired"),
+                    "must be an object of arrays of property names")
     if dialect not in ("draft-03", "draft-04"):
         for k in ("exclusiveMinimum", "exclusiveMaximum"):
             if isinstance(node.get(k), bool):
