@@ -383,15 +383,19 @@ def test_noisy_or_few_rounds_are_decided_unpaired():
     assert basis == "unpaired, the samples are noisy" and r.p90 < 1
 
 
-def _results_with(comparison: dict) -> dict:
+def _results_with(comparison: dict, projections=None, t2_ops=None) -> dict:
     """The least results dict attention_verdicts reads: one profile point, round ceilings, and
-    the given thread comparison."""
+    the given thread comparison (and the projections' and T^2 ops' per-round times in ms,
+    default quiet ones at half)."""
     from inferlab.measure.verdicts import Interval
     from inferlab.roofline import Roofline
 
     roof = Roofline(threads=1, peak=Interval.exact(40.0), bandwidth=Interval.exact(8.0))
     op = {"intensity": 1.0, "gflops": 1.0, "gflops_p10": 1.0, "gflops_p90": 1.0}
-    point = {"T": comparison["T"], "projections_over_t2": {"value": 0.5, "p10": 0.4, "p90": 0.6},
+    projections = projections or [1.0, 1.01] * 5
+    t2_ops = t2_ops or [2.0, 2.02] * 5
+    point = {"T": comparison["T"], "projections_over_t2": _paired(projections, t2_ops),
+             "projections_time": _side(projections), "t2_ops_time": _side(t2_ops),
              "ops": {name: op for name in OPS}}
     return {"roofline": roof.to_json(), "profile": {"points": [point]}, "flash": {"points": []},
             "threads_comparison": [comparison]}
@@ -408,6 +412,24 @@ def test_a_loaded_quick_runs_noisy_thread_comparison_cannot_tell():
     (v,) = [v for v in verdicts if v["id"] == "threads_T256"]
     assert not v["resolved"] and "cannot tell" in v["statement"] and "slower" not in v["statement"]
     assert "(unpaired, the samples are noisy and 5 rounds, under 10)" in v["statement"]
+
+
+def test_projections_against_t2_ops_follow_the_rule_on_noisy_sides():
+    """The paired per-sample share decided it even where both sides were noisy (an audit's busy
+    run): overlapping noisy sides now give cannot tell, where the paired interval lay below 1."""
+    from inferlab.labs.attention import attention_verdicts
+
+    comparison = {"T": 256, "threads": [1, 2], "speedup": _paired(AUDIT_ONE, AUDIT_ONE),
+                  "forward": {"1": _side(AUDIT_ONE), "2": _side(AUDIT_ONE)}}
+    # per-round shares 0.5-0.91, p90 below 1; the sides' ranges overlap (1-10 ms against 2-11 ms)
+    projections, t2_ops = [1.0, 5.0, 10.0, 2.0, 8.0] * 2, [2.0, 5.5, 11.0, 4.0, 9.0] * 2
+    assert _paired(projections, t2_ops)["p90"] < 1
+    verdicts = attention_verdicts(_results_with(comparison, projections, t2_ops))
+    (v,) = [v for v in verdicts if v["id"] == "projections_vs_t2_T256"]
+    assert not v["resolved"] and "unpaired, the samples are noisy" in v["statement"]
+    # the default quiet sides (1.0-1.01 ms against 2.0-2.02 ms) decide it paired: T^2 ops take longer
+    (v,) = [v for v in attention_verdicts(_results_with(comparison)) if v["id"] == "projections_vs_t2_T256"]
+    assert v["resolved"] and "(paired)" in v["statement"] and "scores + softmax + av take more time" in v["statement"]
 
 
 @LAB_RUN

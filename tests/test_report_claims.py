@@ -38,8 +38,8 @@ def test_points_over_the_roof_are_explained_by_their_side_of_the_ridge():
     points = [point(128, av={"pct_of_attainable": 171.0, "bound": "compute"}),
               point(512, softmax={"pct_of_attainable": 120.0, "bound": "memory"})]
     lines = _over_roof_lines(points)
-    memory = next(x for x in lines if x.startswith("Memory-bound"))
-    compute = next(x for x in lines if x.startswith("Compute-bound"))
+    memory = next(x for x in lines if x.startswith("Points left of the ridge"))
+    compute = next(x for x in lines if x.startswith("Points right of the ridge"))
     assert "softmax@T=512 (120%)" in memory and "av@" not in memory
     assert "av@T=128 (171%)" in compute and "cache" not in compute
     assert _over_roof_lines([point(64)]) == []

@@ -91,9 +91,11 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
     rest = summarize([t - sum(stats[n].samples[i] for n in OPS) for i, t in enumerate(stats["total"].samples)],
                      iters_per_sample=stats["total"].iters_per_sample)
     forward = sum(stats[n].median for n in OPS) + max(rest.median, 0.0)
-    # projections over the T^2 ops, sample by sample (the same forwards): a paired share
-    proj = [(stats["qkv_proj"].samples[i] + stats["out_proj"].samples[i])
-            / sum(stats[n].samples[i] for n in T2_OPS) for i in range(stats["total"].n)]
+    # projections over the T^2 ops, sample by sample (the same forwards): a paired share, and each
+    # side's own times, for the rule that takes a ratio paired only where both sides are quiet
+    sides = {"projections": [stats["qkv_proj"].samples[i] + stats["out_proj"].samples[i] for i in range(stats["total"].n)],
+             "t2_ops": [sum(stats[n].samples[i] for n in T2_OPS) for i in range(stats["total"].n)]}
+    proj = [a / b for a, b in zip(sides["projections"], sides["t2_ops"])]
     ops_json = {}
     for name in OPS:
         c, s = costs[name], stats[name]
@@ -110,6 +112,8 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
                 c.intensity, memory=level))
     return {"T": T, "ops": ops_json, "total": stats["total"].to_json("ms"), "forward_ms": forward * 1e3,
             "unattributed": rest.to_json("ms"), "projections_over_t2": Interval.from_samples(proj).to_json(),
+            **{f"{side}_time": summarize(times, iters_per_sample=stats["total"].iters_per_sample).to_json("ms")
+               for side, times in sides.items()},
             "largest": max(OPS, key=lambda name: stats[name].median)}
 
 
@@ -234,8 +238,9 @@ def attention_verdicts(results: dict) -> list[dict]:
                       fmt=".3g").to_json())
     ends = (min(points, key=lambda p: p["T"]), largest_point(results))
     for p in {e["T"]: e for e in ends}.values():
-        out.append(decide(f"projections_vs_t2_T{p['T']}", Interval(**p["projections_over_t2"]), 1.0,
-                          quantity=f"projection time over T^2-op time at T={p['T']} (per sample)",
+        ratio, basis = comparison_interval(p["projections_time"], p["t2_ops_time"], p["projections_over_t2"])
+        out.append(decide(f"projections_vs_t2_T{p['T']}", ratio, 1.0,
+                          quantity=f"projection time over T^2-op time at T={p['T']} ({basis})",
                           above=f"At T={p['T']} the projections take more time than scores + softmax + av",
                           below=f"At T={p['T']} scores + softmax + av take more time than the projections",
                           question=f"at T={p['T']} whether the projections or the T^2 ops take more time").to_json())

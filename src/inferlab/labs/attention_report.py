@@ -377,13 +377,13 @@ def _over_roof_lines(points: list[dict]) -> list[str]:
                 if p["ops"][n]["pct_of_attainable"] > 100 and p["ops"][n]["bound"] == bound]
     lines = []
     if over("memory"):
-        lines.append(f"Memory-bound points at more than 100% of the DRAM roofline ({', '.join(over('memory'))}): "
+        lines.append(f"Points left of the ridge (medians) at more than 100% of the DRAM roofline ({', '.join(over('memory'))}): "
                      "the op's bytes fit in a cache whose roof is higher, or the measured bandwidth is low "
                      "(load lowers a measured ceiling).")
     if over("compute"):
-        lines.append(f"Compute-bound points at more than 100% of the roofline ({', '.join(over('compute'))}): "
-                     "their roof is the measured float32 GEMM peak, which the op beat; that peak was measured "
-                     "low (load lowers it), or the op's BLAS call runs faster than the GEMM sizes measured.")
+        lines.append(f"Points right of the ridge (medians) at more than 100% of the roofline ({', '.join(over('compute'))}): "
+                     "their roof is the measured float32 GEMM peak, which these ops exceeded; that peak was measured "
+                     "low (load lowers it), or the op's BLAS call reaches a higher rate than the GEMM sizes measured.")
     return [x for line in lines for x in (line, "")]   # (a blank line after each)
 
 
