@@ -451,7 +451,7 @@ def _throughput_paragraph(results: dict) -> str:
                  f"(Block A medians; the paired per-step ratio is {_f(results['ratio'])})")
     if "per_step_ms_with_indexed_mask" in results:
         text += f"; with the indexed mask Y = {1e3 / results['per_step_ms_with_indexed_mask']:.0f} tok/s"
-    return text + f" (vocab {results['vocab_size']:,}, {results['steps']}-step runs). The seed's mark Y/X < 0.5 is the verdict `naive_halves_throughput` above."
+    return text + f" (vocab {results['vocab_size']:,}, {results['steps']}-step runs). The seed's mark Y/X < 0.5 is the verdict above on whether the naive mask halves tokens per second."
 
 
 def _peers_lines(results: dict) -> list[str]:
