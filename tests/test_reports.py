@@ -113,6 +113,20 @@ def test_report_cli_rerenders_a_folder_from_its_results(tmp_path, capsys):
     assert (out / "results.json").read_bytes() == results_bytes
 
 
+def test_report_cli_rewrites_nothing_when_one_target_cannot_be_written(tmp_path, capsys):
+    # a fuzz made README.md a folder: the figures written before it had already been replaced
+    out = tmp_path / "22-cache-sizing"
+    assert main(["run", "22-cache-sizing", "--out", str(tmp_path)]) == 0
+    (out / "README.md").unlink()
+    (out / "README.md").mkdir()
+    before = {p.name: p.stat().st_ino for p in out.iterdir() if p.is_file()}   # (a rewrite renames a new file in)
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "README.md: not a regular file" in err[0] and "nothing was rewritten" in err[0]
+    assert {p.name: p.stat().st_ino for p in out.iterdir() if p.is_file()} == before
+
+
 @pytest.mark.parametrize("make,needle", [
     (lambda d: d, "not a folder"),
     (lambda d: (d.mkdir(), d)[1], "no results.json"),

@@ -3,6 +3,7 @@ results.json (and manifest.json) alone. results.json and manifest.json are never
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from inferlab.errors import InferlabError
@@ -42,6 +43,13 @@ def rerender(folder: Path) -> list[str]:
     except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
         raise InferlabError(f"{folder}/results.json: cannot render the {lab.name} report "
                             f"({type(exc).__name__}: {exc}); written by another inferlab version?") from None
+    # what would fail a write is found before any: a target that is not a regular file, a folder
+    # that cannot be written in (else the files before it would already be rewritten)
+    for name in data:
+        if (folder / name).exists() and not (folder / name).is_file():
+            raise InferlabError(f"{folder / name}: not a regular file, so it cannot be rewritten; nothing was rewritten")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InferlabError(f"{folder}: cannot write in it (permissions); nothing was rewritten")
     done: list[str] = []
     for name, payload in data.items():
         try:
