@@ -4,14 +4,15 @@ one their number was measured against, checked with hand-worked values."""
 from __future__ import annotations
 
 from inferlab.labs.attention_report import _fitting_roof_clause, _over_roof_lines
-from inferlab.labs.roofline_report import _float64_ridge_sentence, _points_in_band
+from inferlab.labs.roofline_report import _float64_ridge_sentence
+from inferlab.roofline import in_band
 
 
 def test_points_in_band_count_both_ends_and_an_open_top():
     points = [{"working_set_bytes": ws} for ws in (1024, 2048, 4096, 8192, 2**27)]
-    assert _points_in_band(points, [2048, 4096]) == 2      # both ends inside
-    assert _points_in_band(points, [2**27, None]) == 1     # DRAM's open band: one point
-    assert _points_in_band(points, [3000, 4000]) == 0
+    assert len(in_band(points, [2048, 4096])) == 2      # both ends inside
+    assert len(in_band(points, [2**27, None])) == 1     # DRAM's open band: one point
+    assert len(in_band(points, [3000, 4000])) == 0
 
 
 def test_float64_ridge_pairs_the_gemm_p10_with_the_triad_p90():

@@ -61,10 +61,15 @@ def recursion_room(frames: int):
             sys.setrecursionlimit(old)
 
 
+def pointer_token(token) -> str:
+    """A JSON pointer's reference token, escaped (RFC 6901: "~" as "~0", "/" as "~1")."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
 def short_pointer(parts) -> str:
     """A JSON pointer ("#/a/0/b") from its reference tokens, shortened in the middle past 8 of
     them, so a refusal stays one readable line."""
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in parts]
+    parts = [pointer_token(p) for p in parts]
     if len(parts) > 8:
         parts = parts[:4] + [f"…({len(parts) - 7:,} more)…"] + parts[-3:]
     return "#" + "".join("/" + p for p in parts)

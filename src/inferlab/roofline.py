@@ -256,11 +256,15 @@ def plateau_roofs(points: list[dict], levels: list[dict]) -> dict[str, float | N
     fast point (a committed L2 roof of 151 GB/s stood on one point, its neighbours 130-140)."""
     roofs = {}
     for level in levels:
-        lo, hi = level["band_bytes"]
-        inside = sorted(p["GBps_median"] for p in points
-                        if p["working_set_bytes"] >= lo and (hi is None or p["working_set_bytes"] <= hi))
+        inside = sorted(p["GBps_median"] for p in in_band(points, level["band_bytes"]))
         roofs[level["name"]] = inside[-2] if len(inside) >= 2 else (inside[0] if inside else None)
     return roofs
+
+
+def in_band(points: list[dict], band) -> list[dict]:
+    """The sweep points whose working set lies in a level's band [lo, hi] (hi None: no upper end)."""
+    lo, hi = band
+    return [p for p in points if p["working_set_bytes"] >= lo and (hi is None or p["working_set_bytes"] <= hi)]
 
 
 def unordered_roofs(roofs: dict[str, float | None]) -> list[str]:

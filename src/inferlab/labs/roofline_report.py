@@ -12,9 +12,9 @@ import numpy as np
 
 from inferlab.measure import new_figure
 from inferlab.measure.plots import LABEL_BOX
-from inferlab.measure.verdicts import verdict_lines
+from inferlab.measure.verdicts import Interval, quotient, verdict_lines
 from inferlab.roofline import (EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig, draw_roofline,
-                               theoretical_at, theoretical_verdicts)
+                               in_band, theoretical_at, theoretical_verdicts)
 
 LIKWID_EXPERIMENT = "01-roofline-likwid"
 
@@ -126,20 +126,14 @@ def _likwid_lines(folder: Path) -> list[str]:
     return lines
 
 
-def _points_in_band(points: list[dict], band: list) -> int:
-    """How many sweep points lie in a level's band [lo, hi] (hi None: no upper end), as
-    roofline.plateau_roofs counts them."""
-    lo, hi = band
-    return sum(lo <= p["working_set_bytes"] and (hi is None or p["working_set_bytes"] <= hi) for p in points)
-
-
 def _float64_ridge_sentence(r: dict) -> str:
     """The float64 ridge with the interval of its two ceilings, paired as the float32 ridge's is
     (the GEMM's p10 with the triad's p90, and vice versa)."""
     t = str(r["ridge"]["threads"])
-    peak, triad = r["peak_GFLOPS"]["float64"][t], r["bandwidth_GBps"]["triad"][t]
+    ridge = quotient(*(Interval(e["median"], e["p10"], e["p90"])
+                       for e in (r["peak_GFLOPS"]["float64"][t], r["bandwidth_GBps"]["triad"][t])))
     return (f"With float64 GEMM as the roof the ridge is {r['ridge_points_flop_per_byte']['float64']:.2f} FLOP/B "
-            f"(p10-p90 {peak['p10'] / triad['p90']:.2f}-{peak['p90'] / triad['p10']:.2f}).")
+            f"(p10-p90 {ridge.p10:.2f}-{ridge.p90:.2f}).")
 
 
 def _ceiling_notes(r: dict) -> list[str]:
@@ -261,7 +255,7 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
               "marks.", "", "| level | size | roof GB/s | points in band | samples per point |", "|---|---|---|---|---|"]
     for level in r["sweep"]["levels"]:
         size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
-        n = _points_in_band(r["sweep"]["points"], level["band_bytes"])
+        n = len(in_band(r["sweep"]["points"], level["band_bytes"]))
         lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} | "
                      f"{n}{' (one point: the roof rests on it alone)' if n == 1 else ''} | "
                      f"{r['config']['sweep_samples']} |")

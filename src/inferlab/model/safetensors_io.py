@@ -22,6 +22,7 @@ import numpy as np
 
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import loads, read_json_object
+from inferlab.nesting import pointer_token
 
 _DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F64": np.dtype("<f8")}
 INDEX = "model.safetensors.index.json"
@@ -40,7 +41,7 @@ def weight_files(folder: Path) -> list[Path]:
         raise InferlabError(f"{index}: /weight_map must be an object")
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or not shard or "/" in shard:
-            raise InferlabError(f"{index}: /weight_map/{name.replace('~', '~0').replace('/', '~1')} must be the "
+            raise InferlabError(f"{index}: /weight_map/{pointer_token(name)} must be the "
                                 f"file name of a shard in the folder, got {json.dumps(shard)[:40]}")
     shards = sorted(set(weight_map.values()))
     for shard in shards:

@@ -33,6 +33,7 @@ from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json, read_json_object
 from inferlab.model import bpe
 from inferlab.model.pretokenize import PATTERN_NAMES, REFERENCE_PATTERNS, pattern_name, pretokenize
+from inferlab.nesting import pointer_token
 
 ENDOFTEXT = "<|endoftext|>"
 _CACHE_LIMIT = 1 << 16          # pre-tokens remembered per tokenizer (prompts repeat words a lot)
@@ -404,7 +405,7 @@ def _byte_level_decoder(path: Path):
         try:
             return bytes(inverse[c] for c in text)
         except KeyError:
-            raise InferlabError(f"{path}: /model/vocab/{_escape_pointer(text)} is not in GPT-2's "
+            raise InferlabError(f"{path}: /model/vocab/{pointer_token(text)} is not in GPT-2's "
                                 "byte-to-unicode alphabet") from None
     return to_bytes
 
@@ -436,14 +437,13 @@ def _hf_merges(model: dict, vocab: dict, path: Path) -> list[tuple[int, int]]:
 def _template_bos(doc: dict, path: Path) -> str | None:
     """The special token a TemplateProcessing post_processor puts first in a single sequence."""
     post = _object_at(doc.get("post_processor") or {}, "/post_processor", path)
+    steps = [(post, "/post_processor")]
     if post.get("type") == "Sequence":
-        steps = post.get("processors", [])
-        pointers = [f"/post_processor/processors/{i}" for i in range(len(steps))] if isinstance(steps, list) else None
-    else:
-        steps, pointers = [post], ["/post_processor"]
-    if pointers is None:
-        raise InferlabError(f"{path}: /post_processor/processors must be a list")
-    for step, pointer in zip(steps, pointers):
+        processors = post.get("processors", [])
+        if not isinstance(processors, list):
+            raise InferlabError(f"{path}: /post_processor/processors must be a list")
+        steps = [(step, f"/post_processor/processors/{i}") for i, step in enumerate(processors)]
+    for step, pointer in steps:
         step = _object_at(step, pointer, path)
         if step.get("type") == "TemplateProcessing":
             single = step.get("single") or []
@@ -478,7 +478,7 @@ def _check_ids(vocab: dict, added, path: Path) -> None:
             raise InferlabError(f"{path}: {pointer} must be a token id (a whole number 0..{MAX_TOKEN_ID:,}), "
                                 f"got {str(i)[:40]}")
     for text, i in vocab.items():
-        check_id(i, f"/model/vocab/{_escape_pointer(text)}")
+        check_id(i, f"/model/vocab/{pointer_token(text)}")
     if not isinstance(added, list):
         raise InferlabError(f"{path}: /added_tokens must be an array, got {type(added).__name__}")
     for k, tok in enumerate(added):
@@ -492,10 +492,6 @@ def _require(obj: dict, pointer: str, kind: type):
     if not isinstance(value, kind):
         raise InferlabError(f"tokenizer.json {pointer}: expected {kind.__name__}, got {type(value).__name__}")
     return value
-
-
-def _escape_pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _hf_pattern(doc: dict, path: Path) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from inferlab.errors import InferlabError
+from inferlab.nesting import pointer_token
 
 
 FLEXIBLE_WS_MAX = 12
@@ -309,12 +310,8 @@ def _plain_decimal(x: float) -> str:
     return text if "." in text else text + ".0"
 
 
-def _escape_pointer(token: str) -> str:
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
 def _child(ptr: str, *tokens) -> str:
-    return ptr + "".join("/" + _escape_pointer(t) for t in tokens)
+    return ptr + "".join("/" + pointer_token(t) for t in tokens)
 
 
 _ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "id", "$comment",

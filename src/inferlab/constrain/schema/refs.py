@@ -6,9 +6,9 @@ import re
 from urllib.parse import unquote
 
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
-                                              _escape_pointer,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set)
+from inferlab.nesting import pointer_token
 
 
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: no leading zeros
@@ -17,7 +17,7 @@ _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: no leading zeros
 def _pointer(target: str) -> str:
     """A decoded pointer as the compiler's own pointers spell it (each token escaped, no
     percent-escapes: _child's form), so a target reached by two spellings is one target."""
-    return "".join("/" + _escape_pointer(raw.replace("~1", "/").replace("~0", "~")) for raw in target.split("/")[1:])
+    return "".join("/" + pointer_token(raw.replace("~1", "/").replace("~0", "~")) for raw in target.split("/")[1:])
 
 
 _DATA_KEYWORDS = ("enum", "const", "default", "examples")  # values that are data, not schemas
