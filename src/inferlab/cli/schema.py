@@ -42,7 +42,28 @@ def add_arguments(p):
         q.add_argument("--no-extra-keys", dest="extra_keys", action="store_false",
                        help="forbid extra keys where additionalProperties is absent, as structured-output strict "
                             "modes do (default: allowed, as JSON Schema says)")
+        add_policy_arguments(q)
         q.add_argument("--json", action="store_true", help="print the answer as JSON on stdout")
+
+
+def add_policy_arguments(p) -> None:
+    """--format and --ref-dir: the format policy and the local registry of remote references
+    (schema.compile_grammar's format and ref_dir), shared with schema-bench."""
+    p.add_argument("--format", dest="format_policy", choices=("assert", "annotate"), default=None,
+                   help="format policy: assert enforces every format it knows and refuses the specification's "
+                        "others (the default, as for generation); annotate enforces none and lists each one "
+                        "left out (a leniency)")
+    p.add_argument("--ref-dir", type=Path, default=None, metavar="DIR",
+                   help="local registry for $refs to other documents: DIR's JSON files stand for any "
+                        "http(s) server's files by path, and for their own $id (never downloaded; without it "
+                        "such a $ref is refused)")
+
+
+def ref_dir_of(args) -> Path | None:
+    """--ref-dir, checked to be a folder (InferlabError naming the flag)."""
+    if args.ref_dir is not None and not args.ref_dir.is_dir():
+        raise InferlabError(f"--ref-dir {args.ref_dir}: not a folder")
+    return args.ref_dir
 
 
 def _action(sub, name: str, text: str, *examples: str):
@@ -54,7 +75,8 @@ def _action(sub, name: str, text: str, *examples: str):
 def _compile(args):
     schema = read_json_schema(args.schema, label=f"schema {args.schema}")
     return (schema, *compile_machine(schema, max_states=DEFAULT_MAX_STATES, whitespace=args.whitespace,
-                                     extra_keys=args.extra_keys))
+                                     extra_keys=args.extra_keys, format=args.format_policy or "assert",
+                                     ref_dir=ref_dir_of(args)))
 
 
 def describe(compiled, machine) -> dict:
@@ -98,7 +120,7 @@ def run(args) -> int:
             print(f"  ignored: {n}")
         return 0
     instance = read_json(args.instance, label=f"instance {args.instance}")
-    text = canonical_json(instance, schema, extra_keys=args.extra_keys)
+    text = canonical_json(instance, schema, extra_keys=args.extra_keys, ref_dir=args.ref_dir)
     accepted = machine.accepts(text)
     if args.json:
         print_json({"accepted": accepted, "canonical_text": text})

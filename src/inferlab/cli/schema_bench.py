@@ -17,9 +17,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from inferlab.cli.schema import add_policy_arguments, ref_dir_of
 from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
-                                      BenchConfig, preprocess, list_cases, plot_masks, plot_summary, run_bench)
+                                      BenchConfig, bench_cases, is_suite, list_cases, plot_masks, plot_summary,
+                                      preprocess, run_bench)
 from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.stack import WARM_MS
 from inferlab.errors import InferlabError
@@ -39,7 +41,9 @@ EXAMPLES = (
 def add_arguments(p):
     p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR,
                    help=f"folder of JSONSchemaBench files, one {{\"schema\", \"tests\"}} JSON file per schema "
-                        f"(github.com/guidance-ai/jsonschemabench; default {DEFAULT_DIR})")
+                        f"(github.com/guidance-ai/jsonschemabench; default {DEFAULT_DIR}), or a JSON-Schema-Test-Suite "
+                        "folder or file (each group one case; format policy: assert under optional/format/, "
+                        "annotate elsewhere, unless --format names one)")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="a stratified sample of N schemas (round-robin over categories, fixed seed)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the stratified sample (default 0)")
@@ -69,6 +73,7 @@ def add_arguments(p):
     p.add_argument("--warm-ms", type=non_negative_float, default=WARM_MS, metavar="MS",
                    help="our grammar's warm-up before its first mask, as compile_json_schema's: the masks nearest "
                         f"the start built for this long, in the time to first mask (0: every mask lazily; default {WARM_MS:g})")
+    add_policy_arguments(p)
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, masks.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
@@ -220,8 +225,10 @@ def check_bench_file(path: Path) -> None:
             raise InferlabError(f"{path}: /tests/{i} is not {{\"data\": ..., \"valid\": true|false}}")
 
 
-def _cases(config: BenchConfig) -> list[Path]:
-    """The files this run reads, each checked before any work."""
+def _cases(config: BenchConfig) -> list:
+    """The cases this run reads, each checked before any work."""
+    if config.directory.exists() and is_suite(config.directory):
+        return bench_cases(config.directory, config.limit, config.seed)  # (suite_cases checks each group)
     if not config.directory.is_dir():
         raise InferlabError(f"{config.directory} is not a folder of JSONSchemaBench files ({WHERE})")
     cases = list_cases(config.directory, config.limit, config.seed)
@@ -235,7 +242,8 @@ def run(args) -> int:
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
                          extra_keys=args.extra_keys, peers=args.peers is not None,
                          peer_names=_peer_names(args.peers), timeout_s=args.timeout,
-                         peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"), warm_ms=args.warm_ms)
+                         peer_memory=parse_bytes(args.peer_memory, flag="--peer-memory"), warm_ms=args.warm_ms,
+                         format=args.format_policy, ref_dir=ref_dir_of(args))
     writer = ExperimentWriter(args.out, force=args.force) if args.out else None  # fails before the work
     total = len(_cases(config))
     vocab = _load_vocab(args.vocab)

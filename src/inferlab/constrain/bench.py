@@ -9,8 +9,13 @@ per-token mask over the tokens of the first accepted valid instance: fill an int
 and advance, after a first walk that built the rows (the first walk is reported apart), and
 the other accepted valid instances walked in turn after it on the same grammar.
 
-File format (one file per schema, `<Category>---<name>.json`): {"schema": ..., "tests":
-[{"valid": bool, "data": ...}]}; see the folder's README.
+File formats: JSONSchemaBench, one file per schema (`<Category>---<name>.json`): {"schema": ...,
+"tests": [{"valid": bool, "data": ...}]}, see the folder's README; or the JSON-Schema-Test-Suite's
+own, a folder (searched recursively) or one file of lists of groups {"description", "schema",
+"tests"}: each group is one case, its category the file's path in the folder ("allOf",
+"optional/format/date"), its format policy the one the suite assumes (`assert` under
+optional/format/, where the suite tests format assertion; `annotate` elsewhere, the
+specification's default) unless BenchConfig.format names one for every case.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import random
 import re
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +72,8 @@ class BenchConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S   # wall time per schema for each engine (ours and each peer)
     peer_memory: int = DEFAULT_PEER_MEMORY  # bytes of RSS per peer child (measure.bounded)
     warm_ms: float = WARM_MS       # our grammar's warm-up before its first mask (StackGrammar.warm; 0: lazy)
+    format: str | None = None      # "assert" | "annotate" for every case; None: each case's own (Case.format)
+    ref_dir: Path | None = None    # local registry of remote $ref documents (schema.compile_grammar's ref_dir)
 
 
 @dataclass
@@ -119,6 +126,75 @@ def category_of(path: Path) -> str:
     return path.name.split("---", 1)[0] if "---" in path.name else "uncategorised"
 
 
+@dataclass(frozen=True)
+class Case:
+    """One schema with its tests: a JSONSchemaBench file (group None), or group `group` of a
+    JSON-Schema-Test-Suite file."""
+    path: Path
+    name: str
+    category: str
+    group: int | None = None
+    format: str = "assert"   # the format policy its tests assume
+
+    def load(self) -> tuple:
+        """(schema, tests) (check_bench_file or suite_cases has read the file once: nesting past
+        Python's recursion limit included)."""
+        doc = read_json(self.path)
+        if self.group is not None:
+            doc = doc[self.group]
+        return doc["schema"], doc.get("tests", [])
+
+
+def is_suite(path: Path) -> bool:
+    """Whether `path` holds JSON-Schema-Test-Suite files (lists of groups) rather than
+    JSONSchemaBench files (one object each): one file, or a folder whose first .json file, in
+    sorted order, opens a list (a suite's tests/ folder holds only folders: searched recursively)."""
+    if path.is_file():
+        return _opens_list(path)
+    top = sorted(path.glob("*.json"))
+    if top:
+        return _opens_list(top[0])
+    return any(path.rglob("*.json"))
+
+
+def _opens_list(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4096).lstrip()[:1] == b"["
+
+
+def suite_cases(path: Path) -> list[Case]:
+    """Every group of the suite file or folder `path`, in file order; a file that is not a list of
+    {"schema", "tests": [{"data", "valid"}]} groups is one InferlabError naming it and the pointer."""
+    files = [path] if path.is_file() else sorted(path.rglob("*.json"))
+    root = path.parent if path.is_file() else path
+    cases = []
+    for f in files:
+        rel = f.relative_to(root).with_suffix("").as_posix()
+        doc = read_json(f)
+        if not isinstance(doc, list):
+            raise InferlabError(f"{f}: not a JSON-Schema-Test-Suite file (a list of groups at /)")
+        policy = "assert" if rel.startswith("optional/format/") or "/optional/format/" in rel else "annotate"
+        for i, group in enumerate(doc):
+            if not (isinstance(group, dict) and isinstance(group.get("schema"), (dict, bool))
+                    and isinstance(group.get("tests", []), list)):
+                raise InferlabError(f"{f}: /{i} is not a group {{\"schema\": object|boolean, \"tests\": [...]}}")
+            for j, test in enumerate(group.get("tests", [])):
+                if not isinstance(test, dict) or "data" not in test or not isinstance(test.get("valid"), bool):
+                    raise InferlabError(f"{f}: /{i}/tests/{j} is not {{\"data\": ..., \"valid\": true|false}}")
+            cases.append(Case(f, f"{rel}/{i}: {group.get('description', '')}", rel, i, policy))
+    if not cases:
+        raise InferlabError(f"schema-bench: no suite groups in {path}")
+    return cases
+
+
+def bench_cases(directory: Path, limit: int | None, seed: int) -> list[Case]:
+    """The cases to run: a suite's groups (is_suite), or JSONSchemaBench files (list_cases);
+    `limit` samples either the same way."""
+    if directory.exists() and is_suite(directory):
+        return _stratified(suite_cases(directory), lambda c: c.category, limit, seed)
+    return [Case(p, p.stem, category_of(p)) for p in list_cases(directory, limit, seed)]
+
+
 def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
     """The files to run: all of them, or `limit` taken round-robin over categories (each category
     shuffled with `seed`), so every category is represented in proportion until it runs out."""
@@ -127,18 +203,24 @@ def list_cases(directory: Path, limit: int | None, seed: int) -> list[Path]:
     files = sorted(directory.glob("*.json"))
     if not files:
         raise InferlabError(f"schema-bench: no .json files in {directory}")
-    if limit is None or limit >= len(files):
-        return files
+    return _stratified(files, category_of, limit, seed)
+
+
+def _stratified(items: list, category, limit: int | None, seed: int) -> list:
+    """All of `items`, or `limit` of them round-robin over category(item), each category shuffled
+    with `seed`."""
+    if limit is None or limit >= len(items):
+        return items
     rng = random.Random(seed)
-    by_cat: dict[str, list[Path]] = defaultdict(list)
-    for f in files:
-        by_cat[category_of(f)].append(f)
+    by_cat: dict[str, list] = defaultdict(list)
+    for f in items:
+        by_cat[category(f)].append(f)
     queues = []
     for cat in sorted(by_cat):
         items = by_cat[cat][:]
         rng.shuffle(items)
         queues.append(items)
-    out: list[Path] = []
+    out: list = []
     while len(out) < limit:
         for q in queues:
             if q and len(out) < limit:
@@ -157,10 +239,15 @@ def _reason_key(message: str) -> str:
 
 
 def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> SchemaResult:
-    """One schema; `peers` = {name: bench_peers adapter} to run beside ours (needs `vocab`)."""
-    doc = read_json(path)   # (check_bench_file has read it once: nesting past Python's recursion limit included)
-    schema, tests = doc["schema"], doc.get("tests", [])
-    res = SchemaResult(name=path.stem, category=category_of(path), compiled=False)
+    """One JSONSchemaBench file; `peers` = {name: bench_peers adapter} to run beside ours (needs `vocab`)."""
+    return run_case(Case(path, path.stem, category_of(path)), config, vocab, peers)
+
+
+def run_case(case: Case, config: BenchConfig, vocab=None, peers=None) -> SchemaResult:
+    """One case (a bench file or a suite group), as run_schema."""
+    schema, tests = case.load()
+    res = SchemaResult(name=case.name, category=case.category, compiled=False)
+    config = replace(config, format=config.format or case.format)
     measured = reset_peak_rss()
     t0 = time.perf_counter()
     try:
@@ -177,7 +264,7 @@ def run_schema(path: Path, config: BenchConfig, vocab=None, peers=None) -> Schem
 
 def _canonical(instance, schema, config: BenchConfig) -> str:
     return canonical_json(instance, schema, max_ref_depth=config.max_ref_depth,
-                          extra_keys=config.extra_keys, any_depth=config.any_depth)
+                          extra_keys=config.extra_keys, any_depth=config.any_depth, ref_dir=config.ref_dir)
 
 
 def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
@@ -234,7 +321,8 @@ def compile_within_limits(schema, config: BenchConfig):
     """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits
     (stack.compile_machine: over them, subschemas are outlined from a smaller size on)."""
     return compile_machine(schema, max_states=config.max_states, check=_check_nfa_size,
-                           whitespace=config.whitespace, extra_keys=config.extra_keys)
+                           whitespace=config.whitespace, extra_keys=config.extra_keys,
+                           format=config.format or "assert", ref_dir=config.ref_dir)
 
 
 def _check_nfa_size(k: int, ast) -> None:
@@ -483,7 +571,7 @@ def _size_refusal(reason: str | None) -> bool:
 def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
     """Every selected schema; `vocab` = (Vocabulary, Tokenizer) for mask timing or None;
     `step(name)` is called after each schema (the CLI's progress bar)."""
-    files = list_cases(config.directory, config.limit, config.seed)
+    cases = bench_cases(config.directory, config.limit, config.seed)
     peers, peer_info, preprocessing_ms = None, {}, None
     if vocab is not None:  # before the first schema, outside its time bound, as the peers' is
         t0 = time.perf_counter()
@@ -494,11 +582,11 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         peers, peer_info = load_peers(*vocab, names=config.peer_names)
     results = []
     process_peak = peak_rss_mb()  # loading; run_schema then resets the peak for each schema's own
-    for path in files:
-        results.append(run_schema(path, config, vocab, peers))
+    for case in cases:
+        results.append(run_case(case, config, vocab, peers))
         process_peak = _max(process_peak, peak_rss_mb())  # ours and the peers' side in this process
         if step is not None:
-            step(path.stem)
+            step(case.name)
     config_json = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
     return {
         "schema_version": 1,

@@ -78,6 +78,12 @@ _UNSUPPORTED = {
 }
 
 
+# The format policy: "assert" enforces the formats of constrain.formats (and refuses the
+# specification's others); "annotate" enforces none, each listed in unenforced_formats (JSON
+# Schema 2019-09 and 2020-12's default: format is an annotation unless a validator opts in).
+FORMAT_POLICIES = ("assert", "annotate")
+
+
 _DEPENDENCY_KEYWORDS = ("dependencies", "dependentRequired", "dependentSchemas")
 
 

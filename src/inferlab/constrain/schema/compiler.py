@@ -8,7 +8,7 @@ from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
 from inferlab.constrain.schema.canonical import CanonicalMixin
 from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
-from inferlab.constrain.schema.common import (COUNT_MIN, NESTING_CUT, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
+from inferlab.constrain.schema.common import (COUNT_MIN, FORMAT_POLICIES, NESTING_CUT, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
                                               _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
@@ -25,9 +25,13 @@ from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, chec
 
 class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, extra_keys, any_depth,
-                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = COUNT_MIN):
+                 stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = COUNT_MIN,
+                 format: str = "assert", ref_dir=None):
         if whitespace not in ("compact", "flexible"):
             raise SchemaError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
+        if format not in FORMAT_POLICIES:
+            raise SchemaError(f"format must be one of {', '.join(FORMAT_POLICIES)}, got {format!r}")
+        self.format_policy = format
         if max_ref_depth < 1:
             raise SchemaError(f"max_ref_depth must be >= 1, got {max_ref_depth}")
         self.root = root
@@ -62,7 +66,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
         # the document's own nodes: only these are read in its dialect (of_document)
         self.document = document_dicts(root) if self.not_in_dialect else frozenset()
-        self.values = ValueChecker(root, self.not_in_dialect, self.document)  # enum/const beside other keywords
+        self.values = ValueChecker(root, self.not_in_dialect, self.document, assert_formats=format == "assert")  # enum/const beside other keywords
         # the nodes under a nested $id (id before draft-06): their "#..." references are refused
         self.embedded = embedded_resources(root, "id" if self.dialect in ("draft-03", "draft-04") else "$id",
                                            fragment_anchors=self.dialect in _OLD_DRAFTS)
@@ -252,7 +256,8 @@ def check_nesting(schema) -> None:
 
 
 def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False, max_ref_depth: int = 3,
-                   extra_keys: bool = True, any_depth: int = 1) -> CompiledSchema:
+                   extra_keys: bool = True, any_depth: int = 1, format: str = "assert",
+                   ref_dir=None) -> CompiledSchema:
     """JSON Schema (a dict or a boolean) -> CompiledSchema; raises SchemaError (see module doc).
 
     max_ref_depth: the deepest unrolling of a recursive $ref; when that regex is too large
@@ -262,10 +267,11 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
     (xgrammar's strict_mode) do: a narrowing, recorded.
     any_depth: nesting depth generated for unconstrained values (1: scalars, or flat arrays and
     objects of scalars; each level multiplies the automaton, measured on the Kubernetes sample).
+    format, ref_dir: as compile_grammar's.
     """
     for depth in range(max_ref_depth, 0, -1):
         c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=depth,
-                      extra_keys=extra_keys, any_depth=any_depth)
+                      extra_keys=extra_keys, any_depth=any_depth, format=format, ref_dir=ref_dir)
         try:
             regex = _compile_root(c, schema)
         except SchemaTooLarge:
@@ -274,7 +280,7 @@ def compile_schema(schema, *, whitespace: str = "compact", lenient: bool = False
             continue
         if depth < max_ref_depth:
             c.narrow(f"recursion unrolled to depth {depth}: max_ref_depth={max_ref_depth} gave a regex too large")
-        return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced), ref_depth=c.ref_depth,
+        return CompiledSchema(regex=regex, unenforced=tuple(c.unenforced + c.unenforced_formats), ref_depth=c.ref_depth,
                               narrowed=tuple(c.narrowed), whitespace=whitespace)
     raise AssertionError("unreachable: depth 1 either returns or raises")
 
@@ -303,7 +309,7 @@ class CompiledGrammar:
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
                     extra_keys: bool = True, outline_chars: int = OUTLINE_CHARS[0],
-                    count_min: int = COUNT_MIN) -> CompiledGrammar:
+                    count_min: int = COUNT_MIN, format: str = "assert", ref_dir=None) -> CompiledGrammar:
     """JSON Schema -> CompiledGrammar (stack mode); raises SchemaError as compile_schema does.
 
     Each $ref target (with no constraining siblings) is compiled once into its own automaton and
@@ -318,11 +324,20 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
     assertion): the formats of constrain.formats are enforced exactly; a format the specification
     does not define (a custom name such as "path" or "utc-millisec") is an annotation, not
     enforced, and listed in `unenforced_formats`; a format the specification defines that is not
-    implemented (idn-email, regex, duration, ...) is refused, since validators assert it.
+    implemented (idn-email, regex, duration, ...) is refused, since validators assert it. That
+    is format="assert", the default (generated text then meets the format wherever a validator
+    checks it). format="annotate" is a leniency, the specification's default reading: no format
+    is enforced, and every one left out is listed in `unenforced_formats`.
+
+    ref_dir: a local registry for references to other documents (schema.resources): a folder
+    whose JSON files stand for any http(s) server's documents by their path ("http://host/a/b.json"
+    -> ref_dir/a/b.json) and for the URI of their own $id. The draft metaschemas come from the
+    installed jsonschema-specifications package. Nothing is ever downloaded: without a registry, a
+    reference to another document is refused, naming it.
     """
     c = _Compiler(schema, whitespace=whitespace, lenient=lenient, max_ref_depth=3,
                   extra_keys=extra_keys, any_depth=1, stack_mode=True, outline_chars=outline_chars,
-                  count_min=count_min)
+                  count_min=count_min, format=format, ref_dir=ref_dir)
     c.automata[0] = _compile_root(c, schema)
     return CompiledGrammar(automata=tuple(c.automata), unenforced=tuple(c.unenforced),
                            narrowed=tuple(c.narrowed), whitespace=whitespace,
@@ -335,14 +350,14 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool = True,
-                   any_depth: int = 1) -> str:
+                   any_depth: int = 1, ref_dir=None) -> str:
     """Re-serialise an instance the way compile_schema generates it: schema property order
     (declared properties first, then extra keys in instance order), compact separators,
     ensure_ascii=False, numbers as Python's json writes them, except that an integral float where
     the schema allows only integers is written as an integer, and a float under number bounds in
     positional notation (1e-05 -> 0.00001), the only notation bounded numbers are generated in."""
     c = _Compiler(schema, whitespace="compact", lenient=True, max_ref_depth=max_ref_depth,
-                  extra_keys=extra_keys, any_depth=any_depth)
+                  extra_keys=extra_keys, any_depth=any_depth, ref_dir=ref_dir)
     # The schema's nesting is bounded by the compile that accepted it (not checked again here: a
     # walk of the whole schema per instance); the instance's by the file reader's MAX_JSON_DEPTH.
     with recursion_room(SCHEMA_FRAMES + JSON_FRAMES):

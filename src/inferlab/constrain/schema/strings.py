@@ -130,7 +130,13 @@ class StringsMixin:
 
     def custom_format(self, name, ptr) -> bool:
         """Stack mode: a format outside the specification's list is an annotation (listed); so is
-        a name of draft 3 alone where $schema names a later dialect."""
+        a name of draft 3 alone where $schema names a later dialect, and (format policy
+        "annotate", in either mode) every format."""
+        if self.format_policy == "annotate" and isinstance(name, str):
+            note = f"format {name!r} at #{ptr}: not enforced (format policy: annotate)"
+            if note not in self.unenforced_formats:
+                self.unenforced_formats.append(note)
+            return True
         if not self.stack_mode or not isinstance(name, str):
             return False
         if name in formats.SPEC_FORMATS and not (name in formats.DRAFT3_ONLY and self.dialect not in (None, "draft-03")):

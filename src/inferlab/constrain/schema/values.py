@@ -41,8 +41,9 @@ class ValueChecker:
     """Validates instances against subschemas of one root (the dialect of its $schema); jsonschema
     is imported on first use, so a schema without enum siblings never loads it."""
 
-    def __init__(self, root, not_in_dialect=frozenset(), document=frozenset()):
+    def __init__(self, root, not_in_dialect=frozenset(), document=frozenset(), *, assert_formats: bool = True):
         self.root = root
+        self.assert_formats = assert_formats  # the format policy: "annotate" checks none
         self.not_in_dialect = not_in_dialect  # keywords the root's dialect lacks
         self.document = document              # ids of the root's own dicts (document_dicts)
 
@@ -58,11 +59,12 @@ class ValueChecker:
                for k in self.not_in_dialect & _BUILT_KEYWORDS}
         if own:  # a node the compiler built (a negation's contains) is checked in its own terms
             cls = js.validators.extend(cls, own)
-        return cls(self.root, format_checker=cls.FORMAT_CHECKER)
+        return cls(self.root, format_checker=cls.FORMAT_CHECKER if self.assert_formats else None)
 
     @cached_property
     def checkable_formats(self) -> frozenset:
-        return frozenset(self.root_validator.format_checker.checkers)
+        checker = self.root_validator.format_checker
+        return frozenset(formats.SPEC_FORMATS if checker is None else checker.checkers)
 
     def unchecked_format(self, node, resolve) -> str | None:
         """A specification format used in `node` (or what it references) that this install of
