@@ -86,12 +86,12 @@ def test_an_index_with_a_leading_zero_does_not_resolve():
      "properties": {"x": {"id": "http://e/s", "definitions": {"i": {"type": "string"}},
                           "properties": {"y": {"$ref": "#/definitions/i"}}}}},
 ])
-def test_a_reference_under_a_nested_id_is_refused_naming_it(schema):
+def test_a_reference_under_a_nested_id_resolves_against_its_resource(schema):
     """Its "#..." resolves against the embedded resource, not the document (jsonschema: {"x":{"y":1}}
-    is invalid in each, and the document's reading accepted it)."""
-    assert not _valid(schema, '{"x":{"y":1}}')
-    with pytest.raises(SchemaError, match=r"^\$id at #/properties/x: a nested \$id/id starts a resource"):
-        compile_grammar(schema)
+    is invalid in each, and the document's reading accepted it; refused until schema.resources)."""
+    texts = ['{"x":{"y":1}}', '{"x":{"y":"a"}}', '{"x":{"y":{}}}', '{"x":{"y":{"y":"b"}}}']
+    accepted = _sound(schema, texts)
+    assert accepted == [t for t in texts if _valid(schema, t)]
 
 
 def test_ids_that_name_no_other_resource_change_nothing():

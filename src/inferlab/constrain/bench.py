@@ -14,7 +14,7 @@ File formats: JSONSchemaBench, one file per schema (`<Category>---<name>.json`):
 own, a folder (searched recursively) or one file of lists of groups {"description", "schema",
 "tests"}: each group is one case, its category the file's path in the folder ("allOf",
 "optional/format/date"), its format policy the one the suite assumes (`assert` under
-optional/format/, where the suite tests format assertion; `annotate` elsewhere, the
+optional/format/ and in optional/format-assertion, where the suite tests format assertion; `annotate` elsewhere, the
 specification's default) unless BenchConfig.format names one for every case.
 """
 
@@ -135,6 +135,7 @@ class Case:
     category: str
     group: int | None = None
     format: str = "assert"   # the format policy its tests assume
+    dialect: str | None = None  # the $schema of a suite's draft folder: a schema without one is read in it
 
     def load(self) -> tuple:
         """(schema, tests) (check_bench_file or suite_cases has read the file once: nesting past
@@ -142,7 +143,10 @@ class Case:
         doc = read_json(self.path)
         if self.group is not None:
             doc = doc[self.group]
-        return doc["schema"], doc.get("tests", [])
+        schema = doc["schema"]
+        if self.dialect and isinstance(schema, dict) and "$schema" not in schema:
+            schema = {"$schema": self.dialect, **schema}
+        return schema, doc.get("tests", [])
 
 
 def is_suite(path: Path) -> bool:
@@ -162,18 +166,31 @@ def _opens_list(path: Path) -> bool:
         return f.read(4096).lstrip()[:1] == b"["
 
 
+# the suite's folders, by the dialect their schemas are written in (the suite's README: a schema
+# without $schema is read in its folder's draft)
+SUITE_DIALECTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+                  "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
+                  "draft7": "http://json-schema.org/draft-07/schema#",
+                  "draft6": "http://json-schema.org/draft-06/schema#",
+                  "draft4": "http://json-schema.org/draft-04/schema#"}
+
+
 def suite_cases(path: Path) -> list[Case]:
     """Every group of the suite file or folder `path`, in file order; a file that is not a list of
-    {"schema", "tests": [{"data", "valid"}]} groups is one InferlabError naming it and the pointer."""
+    {"schema", "tests": [{"data", "valid"}]} groups is one InferlabError naming it and the pointer.
+    A group's schema without $schema is read in the draft its folder names (SUITE_DIALECTS)."""
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
+    # a file is named from its draft folder ("optional/format/date"), as in a run of the folder
     root = path.parent if path.is_file() else path
+    root = next((a for a in [root, *root.parents] if a.name in SUITE_DIALECTS), root) if path.is_file() else root
     cases = []
     for f in files:
         rel = f.relative_to(root).with_suffix("").as_posix()
         doc = read_json(f)
         if not isinstance(doc, list):
             raise InferlabError(f"{f}: not a JSON-Schema-Test-Suite file (a list of groups at /)")
-        policy = "assert" if rel.startswith("optional/format/") or "/optional/format/" in rel else "annotate"
+        policy = "assert" if re.search(r"(^|/)optional/format[/-]", rel) else "annotate"  # (format-assertion too)
+        dialect = next((SUITE_DIALECTS[d] for d in reversed(f.resolve().parts) if d in SUITE_DIALECTS), None)
         for i, group in enumerate(doc):
             if not (isinstance(group, dict) and isinstance(group.get("schema"), (dict, bool))
                     and isinstance(group.get("tests", []), list)):
@@ -181,7 +198,7 @@ def suite_cases(path: Path) -> list[Case]:
             for j, test in enumerate(group.get("tests", [])):
                 if not isinstance(test, dict) or "data" not in test or not isinstance(test.get("valid"), bool):
                     raise InferlabError(f"{f}: /{i}/tests/{j} is not {{\"data\": ..., \"valid\": true|false}}")
-            cases.append(Case(f, f"{rel}/{i}: {group.get('description', '')}", rel, i, policy))
+            cases.append(Case(f, f"{rel}/{i}: {group.get('description', '')}", rel, i, policy, dialect))
     if not cases:
         raise InferlabError(f"schema-bench: no suite groups in {path}")
     return cases

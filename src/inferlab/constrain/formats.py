@@ -15,7 +15,8 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - uri-reference  RFC 3986 §4.1 URI-reference (a URI or a relative reference)
 - ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
 - ipv6       RFC 3986 §3.2.2 IPv6address (groups of 1-4 hex digits, "::", an IPv4 tail), no zone id
-- hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens
+- hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens,
+             none with "--" in its 3rd and 4th characters (RFC 5890's reserved labels, A-labels among them)
 - duration   RFC 3339 Appendix A duration (JSON Schema's definition): designators in order, whole
              numbers, no sign (jsonschema's checker, isoduration, takes more: fractions, signs,
              P1Y2D; every string of this grammar passes it)
@@ -72,8 +73,12 @@ IPV6 = "|".join([
 ])
 IPV6 = f"(?:{IPV6})"
 
-# at most 4 labels of at most 62 characters keeps the name within RFC 1123's 253 characters
-_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"
+# at most 4 labels of at most 62 characters keeps the name within RFC 1123's 253 characters; no
+# label with "--" in its 3rd and 4th characters: RFC 5890 §2.3.1 reserves those (R-LDH labels), and
+# only a valid A-label ("xn--" and Punycode that decodes to an IDNA2008 U-label) is a host name
+# then, which no regex decides: none is generated (a narrowing)
+_HOST_LABEL = (r"[A-Za-z0-9](?:(?:[A-Za-z0-9-]{0,2}[A-Za-z0-9])"
+               r"|[A-Za-z0-9-](?:[A-Za-z0-9][A-Za-z0-9-]|-[A-Za-z0-9])(?:[A-Za-z0-9-]{0,57}[A-Za-z0-9]))?")
 HOSTNAME = rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}"
 
 # RFC 3986 §3 with its ABNF rule names
@@ -172,7 +177,8 @@ NARROWINGS = {
     "email": "no quoted local part, comments or domain literal",
     "uri": "no IP-literal ([...]) host",
     "uri-reference": "no IP-literal ([...]) host",
-    "hostname": "at most 4 labels of at most 62 characters",
+    "hostname": "at most 4 labels of at most 62 characters; no label with '--' in its 3rd and 4th characters "
+                "(no A-label: 'xn--' and Punycode)",
     # the RFC's own grammar, exactly; recorded because the reference checker (jsonschema's, via
     # isoduration) takes ISO 8601's wider forms, which the grammar then refuses
     "duration": "RFC 3339 Appendix A's grammar exactly (each unit at most once, in order, none skipped, whole "

@@ -433,7 +433,12 @@ class CombinatorsMixin:
 
     def validated(self, node, values, where) -> list:
         """The listed values that validate against the whole subschema (jsonschema)."""
-        name = self.values.unchecked_format(node, lambda ref: self.resolve(ref, where)[0])
+        if not self.resources.trivial and self.refs_outside_root(node, where):
+            # jsonschema is handed the subschema alone: its references would resolve against the root
+            self.refuse("enum" if "enum" in node else "const", where, "the listed values beside a $ref inside "
+                        "an embedded resource ($id) or another document cannot be checked")
+            return values
+        name = self.values.unchecked_format(node, lambda holder: self.ref_target(holder, where)[0])
         if name is not None:
             self.refuse("format", where, f"jsonschema cannot check format {name!r} here (install "
                         "jsonschema[format-nongpl]), so the listed values cannot be checked")
@@ -443,6 +448,25 @@ class CombinatorsMixin:
         except ValueError as exc:
             self.refuse("enum" if "enum" in node else "const", where, str(exc))
             return values
+
+    def refs_outside_root(self, node, where) -> bool:
+        """Whether `node`, or a subschema it references, holds a $ref whose base is not the root's."""
+        seen, todo = set(), [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, list):
+                todo.extend(n)
+                continue
+            if not isinstance(n, dict) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            if "$ref" in n:
+                if not self.resources.in_root_resource(n):
+                    return True
+                todo.append(self.ref_target(n, where)[0])
+            todo.extend(v for k, v in n.items() if k not in ("enum", "const", "default", "examples"))
+        return False
+
 
 def enum_siblings(node: dict) -> dict:
     """The keywords beside enum/const that constrain instances."""

@@ -16,7 +16,8 @@ from inferlab.constrain.schema.common import (COUNT_MIN, FORMAT_POLICIES, NESTIN
                                               document_dicts)
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
-from inferlab.constrain.schema.refs import RefsMixin, embedded_resources
+from inferlab.constrain.schema.refs import RefsMixin
+from inferlab.constrain.schema.resources import Resources
 from inferlab.constrain.schema.strings import StringsMixin
 from inferlab.constrain.schema.values import ValueChecker
 from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
@@ -65,11 +66,10 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.dialect = dialect_of(root)
         self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
         # the document's own nodes: only these are read in its dialect (of_document)
-        self.document = document_dicts(root) if self.not_in_dialect else frozenset()
+        self.document = set(document_dicts(root)) if self.not_in_dialect else set()  # (+ other documents read)
         self.values = ValueChecker(root, self.not_in_dialect, self.document, assert_formats=format == "assert")  # enum/const beside other keywords
-        # the nodes under a nested $id (id before draft-06): their "#..." references are refused
-        self.embedded = embedded_resources(root, "id" if self.dialect in ("draft-03", "draft-04") else "$id",
-                                           fragment_anchors=self.dialect in _OLD_DRAFTS)
+        # $id bases, anchors and other documents: where each $ref points
+        self.resources = Resources(root, self.dialect, ref_dir)
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         self.old_draft = self.dialect in _OLD_DRAFTS

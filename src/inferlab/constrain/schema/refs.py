@@ -2,60 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from urllib.parse import unquote
-
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_equal, _json_key,
-                                              _known_keywords, _type_set)
-from inferlab.nesting import pointer_token
-
-
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: no leading zeros
-
-
-def _pointer(target: str) -> str:
-    """A decoded pointer as the compiler's own pointers spell it (each token escaped, no
-    percent-escapes: _child's form), so a target reached by two spellings is one target."""
-    return "".join("/" + pointer_token(raw.replace("~1", "/").replace("~0", "~")) for raw in target.split("/")[1:])
-
-
-_DATA_KEYWORDS = ("enum", "const", "default", "examples")  # values that are data, not schemas
-
-
-def embedded_resources(root, id_keyword: str, fragment_anchors: bool) -> dict[int, dict]:
-    """{id(node): the outermost nested schema holding an `id_keyword` ($id; id before draft-06)
-    that node lies in (or is)}: a "#..." reference there resolves against that resource
-    (jsonschema's referencing does so). Up to draft-07 (fragment_anchors) a bare fragment
-    ("#foo") names an anchor instead, and changes no base. Walked without recursion and without
-    a pointer per node (every compile walks the document; pointer_to names the one refused);
-    data keywords' values are skipped (an "id" there is data)."""
-    out: dict[int, dict] = {}
-    todo: list = [(root, None)]
-    while todo:
-        node, base = todo.pop()
-        if isinstance(node, dict):
-            ident = node.get(id_keyword)
-            if base is None and node is not root and isinstance(ident, str) and not (fragment_anchors and ident.startswith("#")):
-                base = node
-            if base is not None:
-                out[id(node)] = base
-            todo.extend((v, base) for k, v in node.items() if k not in _DATA_KEYWORDS)
-        elif isinstance(node, list):
-            todo.extend((v, base) for v in node)
-    return out
-
-
-def pointer_to(root, target) -> str:
-    """The JSON pointer of the node `target` (by identity) in `root`, walked without recursion."""
-    todo: list = [(root, "")]
-    while todo:
-        node, ptr = todo.pop()
-        if node is target:
-            return ptr
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        todo.extend((v, _child(ptr, k)) for k, v in items)
-    raise ValueError("target is not in root")
+                                              _known_keywords, _type_set, document_dicts)
 
 
 # draft-03's own keywords and meanings, which its validators enforce: refused by name (never
@@ -153,33 +102,15 @@ class RefsMixin:
         return {k: v for k, v in node.items() if k not in dict(drop)} if drop else node
 
     def ref_target(self, node: dict, ptr: str):
-        """resolve(node's $ref), refused where the node lies under a nested $id (embedded_resources):
-        its "#..." is relative to that resource, not to the document."""
-        if id(node) in self.embedded:
-            raise self.error("$id", pointer_to(self.root, self.embedded[id(node)]), "a nested $id/id starts a resource of its own; "
-                             f"references inside it (the $ref at #{ptr}) resolve against it, which is not supported")
-        return self.resolve(node["$ref"], ptr)
-
-    def resolve(self, ref, ptr: str):
-        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
-            raise self.error("$ref", ptr, f"only local references '#/...' are supported, got {ref!r}")
-        node = self.root
-        # RFC 6901 in a URI fragment: percent-decode the whole fragment (as UTF-8) first, then
-        # split at "/" and unescape each token (~1 -> /, then ~0 -> ~): "a%2Fb" is one token
-        # "a/b" only before the split, and "%7E1" the token "/"
-        try:
-            target = unquote(ref[1:], errors="strict")
-        except UnicodeDecodeError:
-            raise self.error("$ref", ptr, f"{ref!r}: its percent-escapes are not UTF-8") from None
-        for raw in target.split("/")[1:]:
-            token = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise self.error("$ref", ptr, f"{ref!r} does not resolve")
-        return node, _pointer(target)
+        """(target, its pointer) of node's $ref, resolved against node's base URI (schema.resources:
+        $id, anchors, other documents from the registry); a document first reached here is read
+        in the root's dialect, as the root's own nodes are."""
+        known = len(self.resources.foreign)
+        found = self.resources.resolve(node["$ref"], node, ptr, self.error)
+        if self.not_in_dialect:
+            for doc in self.resources.foreign[known:]:
+                self.document |= document_dicts(doc)
+        return found
 
     def flatten(self, node, ptr: str, stack: tuple):
         """Resolve $ref and merge allOf: -> (schema without $ref/allOf at top, ptr, stack)."""

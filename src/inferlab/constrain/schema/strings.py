@@ -173,17 +173,27 @@ def _class_text(ranges) -> str:
     return "".join(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
 
 
-_ASCII_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
+# ECMA-262's classes (22.2.2.9): \\d and \\w are ASCII; \\s is WhiteSpace (tab, VT, FF, space,
+# NBSP, ZWNBSP U+FEFF, the Unicode Zs spaces) and LineTerminator (LF, CR, U+2028, U+2029)
+_ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_",
+                 "s": "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"}
 
 
-def _ascii_class(name: str) -> tuple[tuple[int, int], ...]:
-    return rx.parse(f"[{_ASCII_CLASSES[name]}]").ranges
+@lru_cache(maxsize=None)
+def _ecma_class(name: str) -> tuple[tuple[int, int], ...]:
+    return rx.parse(f"[{_ECMA_CLASSES[name]}]").ranges
 
 
+@lru_cache(maxsize=None)
+def _narrow_class(name: str) -> tuple[tuple[int, int], ...]:
+    """The code points both ECMA-262's and Python's class hold: a match under both meanings."""
+    return rx.negate(rx.normalize_ranges(rx.negate(_ecma_class(name)) + rx.negate(_unicode_class(name))))
+
+
+@lru_cache(maxsize=None)
 def _wide_class(name: str) -> tuple[tuple[int, int], ...]:
-    """Python's Unicode class, and for \\s also ECMA's U+FEFF: a superset of both meanings."""
-    ranges = _unicode_class(name)
-    return rx.normalize_ranges(ranges + ((0xFEFF, 0xFEFF),)) if name == "s" else ranges
+    """The code points either meaning holds: a superset of both."""
+    return rx.normalize_ranges(_ecma_class(name) + _unicode_class(name))
 
 
 _PYTHON_DOT = "[^\\n]"
@@ -233,12 +243,12 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
         if c == "\\" and i + 1 < len(pattern):
             e = pattern[i + 1]
             if e in "dws":
-                text = _ASCII_CLASSES[e]
-                if (in_class and negated) != superset:  # [^\d]: complement of the *larger* (Unicode) set
+                text = _ECMA_CLASSES[e] if _narrow_class(e) == _ecma_class(e) else _class_text(_narrow_class(e))
+                if (in_class and negated) != superset:  # [^\d]: complement of the *larger* set
                     text = _class_text(_wide_class(e))
                 out.append(text if in_class else f"[{text}]")
             elif e in "DWS":
-                text = _class_text(rx.negate(_ascii_class(e.lower()) if superset else _unicode_class(e.lower())))
+                text = _class_text(rx.negate(_narrow_class(e.lower()) if superset else _wide_class(e.lower())))
                 if in_class and negated:
                     raise SchemaError(f"negated class containing \\{e} is not supported")
                 out.append(text if in_class else f"[{text}]")

@@ -69,7 +69,8 @@ class ValueChecker:
     def unchecked_format(self, node, resolve) -> str | None:
         """A specification format used in `node` (or what it references) that this install of
         jsonschema cannot check (its optional checker package is missing): it would pass
-        silently, so the caller refuses instead. `resolve(ref)` -> the referenced subschema."""
+        silently, so the caller refuses instead. `resolve(holder)` -> the subschema the $ref of
+        the dict `holder` references."""
         seen, todo = set(), [node]
         while todo:
             n = todo.pop()
@@ -82,9 +83,8 @@ class ValueChecker:
             name = n.get("format")
             if isinstance(name, str) and name in formats.SPEC_FORMATS and name not in self.checkable_formats:
                 return name
-            ref = n.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#"):
-                todo.append(resolve(ref))
+            if "$ref" in n:
+                todo.append(resolve(n))
             todo.extend(v for k, v in n.items() if isinstance(v, dict) or k not in ("enum", "const", "default", "examples"))
         return None
 
