@@ -49,3 +49,28 @@ def test_contains_that_no_item_can_satisfy_leaves_no_array():
 def test_contains_beside_what_it_cannot_count_is_refused(extra, why):
     with pytest.raises(SchemaError, match=f"^contains at #/contains: .*{why}"):
         compile_schema({"type": "array", "contains": {"type": "integer"}, **extra})
+
+
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("schema", [
+    {"contains": {"const": 1}, "minContains": 2},
+    {"contains": {"const": 1}, "maxContains": 1},
+    {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+    {"type": "array", "contains": {"const": 1}, "minContains": 0},
+    {"contains": {"type": "string"}, "minContains": 0, "maxContains": 1},
+    {"type": "array", "items": {"type": ["integer", "null"]}, "contains": {"minimum": 5}, "maxContains": 1},
+    # under allOf: contains' default minContains 1 holds beside a sibling's minContains 0, and a
+    # count without its own contains counts nothing
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 1}, "minContains": 0}]},
+    {"allOf": [{"contains": {"const": 1}, "minContains": 2}, {"maxContains": 0}]},
+], ids=["min", "max", "min-max", "min-0", "min-0-max", "items-max", "allof-default", "allof-no-contains"])
+def test_min_and_max_contains_are_exact(schema):
+    """Between minContains and maxContains items satisfy contains (2019-09 on)."""
+    assert_exact({"$schema": D2020, **schema}, arrays())
+
+
+def test_min_contains_beside_item_counts_is_refused_by_name():
+    with pytest.raises(SchemaError, match=r"^minContains at #: minContains/maxContains beside maxItems"):
+        compile_schema({"$schema": D2020, "contains": {"const": 1}, "minContains": 2, "maxItems": 4})

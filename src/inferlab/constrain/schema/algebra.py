@@ -40,6 +40,14 @@ _UNIVERSE = {
 }
 
 
+def _lists_no(node: dict, kind: type) -> bool:
+    """Whether node's const/enum lists no value of the Python type `kind` (dict: objects, list:
+    arrays): it then admits no value of that JSON type."""
+    if "const" in node:
+        return not isinstance(node["const"], kind)
+    return isinstance(node.get("enum"), list) and not any(isinstance(v, kind) for v in node["enum"])
+
+
 class AlgebraMixin:
     """`not` by automaton complement within the canonical texts of each type (mixed into _Compiler)."""
 
@@ -70,6 +78,8 @@ class AlgebraMixin:
         if self.operand_depth:  # the complement of a complement would need the other polarity
             self.refuse(keyword, neg_ptr, "a negation inside a negated schema is not supported")
             return self.compile(rest_t, ptr, stack)
+        if t in ("object", "array") and _lists_no(neg_t, dict if t == "object" else list):
+            return self.compile(rest_t, ptr, stack)  # neg lists values, none of type t: admits no t
         if t in ("object", "array"):
             self.refuse(keyword, neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
             return self.compile(rest_t, ptr, stack)

@@ -81,6 +81,8 @@ class ArraysMixin:
         items and min/maxItems up to MAX_CONTAINS_BOUND; with prefixItems or uniqueItems an error
         (lenient: contains left out)."""
         where = _child(ptr, "contains")
+        if "minContains" in node or "maxContains" in node:
+            return self.counted_contains(node, ptr, stack)
         rest = {k: v for k, v in node.items() if k != "contains"}
         lo, hi = max(int(rest.get("minItems", 0)), 1), rest.get("maxItems")
         if rest.get("uniqueItems") is True or "prefixItems" in rest or isinstance(rest.get("items"), list) \
@@ -104,6 +106,49 @@ class ArraysMixin:
                 for j in range(hi if hi is not None else lo - 1)]
         if hi is None:
             alts.append(_repeat(any_item + comma, lo - 1, None) + first + _repeat(comma + any_item, 0, None))
+        return f"{self.tok('[')}{_group(alts)}{self.tok(']')}"
+
+    def counted_contains(self, node, ptr, stack) -> str:
+        """contains with minContains a / maxContains b: between a and b items valid against it
+        (2019-09 on). With K the items that satisfy it and N those that do not (items and not
+        contains: the negation's own rules, refused where it has none), the arrays are
+        `(N,)* K (,N)* (,K (,N)*){a-1,b-1}`, and where a is 0 also those of N alone (empty
+        included): exact. Beside min/maxItems, uniqueItems or a tuple of items: an error."""
+        a, b = node.get("minContains", 1), node.get("maxContains")
+        a, b = int(a), (None if b is None else int(b))
+        for key in ("minItems", "maxItems", "uniqueItems", "prefixItems"):
+            if key in node or isinstance(node.get("items"), list):
+                key = key if key in node else "items"
+                self.refuse("minContains" if "minContains" in node else "maxContains", ptr,
+                            f"minContains/maxContains beside {key} is not supported")
+                return self.compile_array({k: v for k, v in node.items() if k not in ("contains", "minContains",
+                                                                                   "maxContains")}, ptr, stack)
+        if b is not None and b < a:
+            raise _Unsat(f"maxContains at #{_child(ptr, 'maxContains')}: maxContains {b} < minContains {a}")
+        where, items, items_ptr = _child(ptr, "contains"), node.get("items", True), _child(ptr, "items")
+        try:
+            flat, _, fstack = self.flatten(node["contains"], where, stack)
+            yes = self.compile(self.merge(self.flatten(items, items_ptr, stack)[0], flat, where, fstack), where, fstack)
+        except _Unsat as exc:
+            self.note_cut(exc)
+            yes = None
+        try:
+            no = self.compile({"allOf": [items, {"not": node["contains"]}]}, where, stack)
+        except _Unsat as exc:
+            self.note_cut(exc)
+            no = None
+        comma = self.tok(",")
+        alts = []
+        if a == 0 and no is not None:  # none satisfies contains: N items alone, or none
+            alts.append(f"(?:{no}{_repeat(comma + no, 0, None)})?")
+        elif a == 0:
+            alts.append("")
+        if yes is not None and (b is None or b >= 1):
+            others = "" if no is None else _repeat(comma + no, 0, None)
+            lead = "" if no is None else _repeat(no + comma, 0, None)
+            alts.append(f"{lead}{yes}{others}{_repeat(comma + yes + others, max(a - 1, 0), None if b is None else b - 1)}")
+        if not alts:
+            raise _Unsat(f"contains at #{where}: no item can satisfy it, and minContains is {a}")
         return f"{self.tok('[')}{_group(alts)}{self.tok(']')}"
 
     def finite_items(self, items, ptr, stack) -> list[str] | None:

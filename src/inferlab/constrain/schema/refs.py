@@ -193,6 +193,7 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
+        a, b = _contains_counts(a, b), _contains_counts(b, a)
         if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
             b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
@@ -356,6 +357,19 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
+
+
+def _contains_counts(x: dict, other: dict) -> dict:
+    """x's minContains/maxContains as they constrain beside `other` under allOf: nothing without
+    x's own contains (dropped: merged beside other's contains they would count its items), and a
+    minContains of 1 written out where other's contains has a count (so the merge's max keeps
+    x's default, not other's minContains 0)."""
+    if "contains" not in x:
+        return {k: v for k, v in x.items() if k not in ("minContains", "maxContains")} \
+            if "minContains" in x or "maxContains" in x else x
+    if "minContains" not in x and "contains" in other and "minContains" in other:
+        return {**x, "minContains": 1}
+    return x
 
 
 def conditional_as_alternatives(node: dict) -> dict:
