@@ -69,8 +69,6 @@ _FAMILY_KEYWORDS = {
 
 # keywords that constrain instances but are not translated (for any type)
 _UNSUPPORTED = {
-    "unevaluatedProperties": "unevaluatedProperties is not supported",
-    "unevaluatedItems": "unevaluatedItems is not supported",
     "$dynamicRef": "$dynamicRef is not supported",
     "$recursiveRef": "$recursiveRef is not supported",
 }

@@ -14,6 +14,7 @@ from inferlab.constrain.schema.common import (COUNT_MIN, FORMAT_POLICIES, NESTIN
                                               _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
                                               _keyword_families, _lit, _type_set, dialect_of,
                                               document_dicts)
+from inferlab.constrain.schema.evaluated import EvaluatedMixin
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
@@ -24,7 +25,7 @@ from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, chec
                               short_pointer, split_pointer)
 
 
-class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
+class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin, CanonicalMixin):
     def __init__(self, root, *, whitespace, lenient, max_ref_depth, extra_keys, any_depth,
                  stack_mode: bool = False, outline_chars: int = 4_000, count_min: int = COUNT_MIN,
                  format: str = "assert", ref_dir=None):
@@ -70,6 +71,7 @@ class _Compiler(AlgebraMixin, RefsMixin, StringsMixin, NumbersMixin, ArraysMixin
         self.values = ValueChecker(root, self.not_in_dialect, self.document, assert_formats=format == "assert")  # enum/const beside other keywords
         # $id bases, anchors and other documents: where each $ref points
         self.resources = Resources(root, self.dialect, ref_dir)
+        self._any_of_cases = False  # (schema.evaluated: an anyOf among the cases of the keyword rewritten)
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         self.old_draft = self.dialect in _OLD_DRAFTS

@@ -125,6 +125,8 @@ class RefsMixin:
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
             check_shapes(node, ptr, self.error, self.dialect)
+            if "unevaluatedProperties" in node or "unevaluatedItems" in node:
+                node = self.without_unevaluated(node, ptr)  # (schema.evaluated)
             if "$ref" in node:
                 target, tptr = self.ref_target(node, ptr)
                 depth = stack.count(tptr) + 1
@@ -248,9 +250,12 @@ class RefsMixin:
             # a key one side's pattern admits still meets the other side's additionalProperties
             # (a narrowing where the other side has a matching pattern or declares the key)
             merged = {}
-            for side, other_extra in ((a, xb), (b, xa)):
+            for side, other, other_extra in ((a, b, xb), (b, a, xa)):
                 for pat, sub in (side.get("patternProperties") or {}).items():
-                    parts = [x for x in (merged.get(pat), sub, other_extra) if x is not None and x is not True]
+                    # where the other side has the same pattern, its keys meet that pattern's
+                    # schema there (merged in too), not the other side's additionalProperties
+                    extra = None if pat in (other.get("patternProperties") or {}) else other_extra
+                    parts = [x for x in (merged.get(pat), sub, extra) if x is not None and x is not True]
                     merged[pat] = True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
             out["patternProperties"] = merged
 
