@@ -165,3 +165,25 @@ def test_decimal_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, digits,
             assert not matches(r, text)  # "-0.0" is never generated (zero is written unsigned)
             continue
         assert matches(r, text) == want, (lo, lo_incl, hi, hi_incl, digits, text)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 100])
+def test_integer_multiples_match_exactly_the_multiples(k):
+    from inferlab.constrain.numbers import integer_multiples
+    regex = re.compile(integer_multiples(k))
+    assert all(bool(regex.fullmatch(str(i))) == (i % k == 0) for i in range(-2_000, 2_000))
+    assert not any(regex.fullmatch(t) for t in ("", "-", "00", "-0", "010", "2.0"))
+
+
+def test_multiple_of_an_integer_is_exact_and_past_the_size_limit_refused():
+    import jsonschema
+
+    from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar
+    from inferlab.constrain.stack import build_machine
+    values = [*range(-40, 130), 10.0, -4.0, 7.5, 2.5, "s", None]
+    for schema in ({"multipleOf": 2}, {"type": "integer", "multipleOf": 3, "minimum": -10, "maximum": 40},
+                   {"type": "number", "multipleOf": 5, "exclusiveMaximum": 100}, {"type": "integer", "not": {"multipleOf": 4}}):
+        machine, v = build_machine(compile_grammar(schema)), jsonschema.Draft202012Validator(schema)
+        assert [machine.accepts(canonical_json(x, schema)) for x in values] == [v.is_valid(x) for x in values], schema
+    with pytest.raises(SchemaError, match=r"^multipleOf at #/multipleOf: multipleOf 7: its automaton"):
+        compile_grammar({"type": "integer", "multipleOf": 7})

@@ -13,6 +13,7 @@ where the bounds differ, so each piece is `prefix [a-b] [0-9]{k}`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from decimal import Decimal
 
 _DIGIT = "[0-9]"
@@ -265,3 +266,35 @@ def number_range(lo, lo_inclusive: bool, hi, hi_inclusive: bool, *, max_fraction
     if not parts:
         return None
     return _alt(parts)
+
+
+MULTIPLE_REGEX_CHARS = 8_000  # multipleOf k on integers: the regex its residue automaton reads back as
+
+
+@lru_cache(maxsize=64)
+def integer_multiples(k: int) -> str:
+    """Regex of the JSON integers (-?(0|[1-9][0-9]*)) divisible by the integer k >= 2: the
+    minimal DFA over the residues mod k (reading digit d: r -> 10 r + d), read back as a regex;
+    dfa_algebra.AutomatonTooLarge (an InferlabError) past MULTIPLE_REGEX_CHARS (k = 7 already:
+    divisibility by 2, 3, 4, 5, 6, 8, 9, 10, 20, 25, 100... fits)."""
+    import numpy as np
+
+    from inferlab.constrain.dfa import DFA
+    from inferlab.constrain.dfa_algebra import AutomatonTooLarge, product, to_regex
+
+    if k > 10_000:
+        raise AutomatonTooLarge(f"multipleOf {k}: over 10,000 residues")
+    # states: 0..k-1 residue after a non-zero first digit; k start; k+1 after "-"; k+2 a lone "0"
+    trans = np.full((k + 3, 256), -1, dtype=np.int32)  # (S, 256)
+    for r in range(k):
+        for d in range(10):
+            trans[r, ord("0") + d] = (10 * r + d) % k
+    for s in (k, k + 1):
+        for d in range(1, 10):
+            trans[s, ord("0") + d] = d % k
+    trans[k, ord("-")] = k + 1
+    trans[k, ord("0")] = k + 2
+    accepting = np.zeros(k + 3, dtype=bool)
+    accepting[0] = accepting[k + 2] = True
+    d = DFA(trans, k, accepting)
+    return to_regex(product(d, d, "and"), max_chars=MULTIPLE_REGEX_CHARS)  # (the product is minimal)

@@ -69,7 +69,7 @@ _FAMILY_KEYWORDS = {
 
 # keywords that constrain instances but are not translated (for any type)
 _UNSUPPORTED = {
-    "$dynamicRef": "$dynamicRef is not supported",
+    "$dynamicRef": "$dynamicRef is not supported",  # (read first: Resources.dynamic_target)
     "$recursiveRef": "$recursiveRef is not supported",
 }
 
@@ -100,13 +100,14 @@ _SINCE_6 = frozenset({"const", "contains", "propertyNames"})
 _SINCE_7 = frozenset({"if", "then", "else"})
 _SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "minContains", "maxContains",
                          "unevaluatedItems", "unevaluatedProperties"})
+_DYNAMIC = frozenset({"$dynamicRef", "$recursiveRef"})
 _NOT_IN_DIALECT = {
-    "draft-03": _SINCE_6 | _SINCE_7 | _SINCE_2019 | {"prefixItems"},
-    "draft-04": _SINCE_6 | _SINCE_7 | _SINCE_2019 | {"prefixItems"},
-    "draft-06": _SINCE_7 | _SINCE_2019 | {"prefixItems"},
-    "draft-07": _SINCE_2019 | {"prefixItems"},
-    "2019-09": frozenset({"dependencies", "prefixItems"}),     # dependencies: split in two
-    "2020-12": frozenset({"dependencies", "additionalItems"}),  # additionalItems: items after prefixItems
+    "draft-03": _SINCE_6 | _SINCE_7 | _SINCE_2019 | _DYNAMIC | {"prefixItems"},
+    "draft-04": _SINCE_6 | _SINCE_7 | _SINCE_2019 | _DYNAMIC | {"prefixItems"},
+    "draft-06": _SINCE_7 | _SINCE_2019 | _DYNAMIC | {"prefixItems"},
+    "draft-07": _SINCE_2019 | _DYNAMIC | {"prefixItems"},
+    "2019-09": frozenset({"dependencies", "prefixItems", "$dynamicRef"}),     # dependencies: split in two
+    "2020-12": frozenset({"dependencies", "additionalItems", "$recursiveRef"}),  # additionalItems: items after prefixItems
 }
 
 

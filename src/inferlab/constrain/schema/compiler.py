@@ -150,6 +150,9 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         return out
 
     def _compile(self, node, ptr: str, stack: tuple) -> str:
+        if isinstance(node, dict) and any(k in node and not (k in self.not_in_dialect and self.of_document(node))
+                                          for k in ("$dynamicRef", "$recursiveRef")):
+            node = self.static_dynamic_ref(node, ptr)  # (a call below where it stands alone)
         if self.calls_on() and isinstance(node, dict) and "$ref" in node:
             call = self.call_ref(node, ptr)
             if call is not None:
@@ -243,9 +246,11 @@ def _compile_root(c: _Compiler, schema) -> str:
     check_nesting(schema)
     with recursion_room(SCHEMA_FRAMES):
         try:
-            return c.compile(schema, "")
+            out = c.compile(schema, "")
         except _Unsat as exc:
             raise SchemaError(f"{exc} (the schema is unsatisfiable)") from None
+    c.resources.check_dynamic_choices(c.error)
+    return out
 
 
 def check_nesting(schema) -> None:

@@ -64,7 +64,7 @@ class EvaluatedMixin:
         cases = self._cases(rest, items, where, ptr, frozenset())
         extra = []
         for case in cases:
-            part = {} if case.everything else self._evaluated_part(case, u, items, rest, where)
+            part = {} if case.everything else self._evaluated_part(case, u, items)
             extra.append({**part, "allOf": list(case.guards)} if case.guards else part)
         if all(not part for part in extra):
             return rest
@@ -74,7 +74,7 @@ class EvaluatedMixin:
         tail = extra[0] if len(extra) == 1 else {"anyOf": extra}
         return {**rest, "allOf": [*rest.get("allOf", []), tail]}
 
-    def _evaluated_part(self, case: Case, u, items: bool, rest: dict, where: str) -> dict:
+    def _evaluated_part(self, case: Case, u, items: bool) -> dict:
         if not items:
             part = {"additionalProperties": u}
             if case.names:
@@ -82,11 +82,7 @@ class EvaluatedMixin:
             if case.patterns:
                 part["patternProperties"] = {p: True for p in sorted(case.patterns)}
             return part
-        if isinstance(rest.get("items"), list):  # the tuple form (drafts 4-2019): its additionalItems
-            if case.guards or case.items != len(rest["items"]):
-                self.refuse("unevaluatedItems", where, "beside a tuple-form items and items evaluated elsewhere "
-                            "is not supported")
-            return {"additionalItems": u}
+        # (a tuple-form items beside it is merged in prefixItems form: refs._prefix_form)
         return {"prefixItems": [True] * case.items, "items": u} if case.items else {"items": u}
 
     def _cases(self, node, items: bool, where: str, ptr: str, seen: frozenset) -> list[Case]:

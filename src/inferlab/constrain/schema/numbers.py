@@ -6,6 +6,7 @@ from decimal import Decimal
 from inferlab.constrain import formats, numbers
 
 from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _child
+from inferlab.errors import InferlabError
 
 
 class NumbersMixin:
@@ -45,7 +46,22 @@ class NumbersMixin:
         return None
 
     def compile_integer(self, node, ptr, stack) -> str:
-        self.check_multiple_of(node, ptr, integer=True)
+        out = self.integer_range(node, ptr, stack)
+        k = self.check_multiple_of(node, ptr, integer=True)
+        if k is False or k is True:
+            return out
+        try:  # the range's texts that the residue automaton accepts
+            both = self.intersection([out, numbers.integer_multiples(k)], ptr)
+        except InferlabError:
+            both = None
+        if both is None:
+            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {k}: its automaton (or the product "
+                        "with the bounds) is over the size limits")
+            return out
+        return both
+
+    def integer_range(self, node, ptr, stack) -> str:
+        """The integers within node's bounds (and format range)."""
         fmt_range = self.numeric_format(node, ptr, integer=True)
         if fmt_range is not None:
             node = {**node, "allOf": [{"minimum": fmt_range[0], "maximum": fmt_range[1]}]}
@@ -62,20 +78,25 @@ class NumbersMixin:
             raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
         return out
 
-    def check_multiple_of(self, node, ptr, *, integer: bool) -> bool:
-        """multipleOf: 1 is exact (an integer); True when it asks for integers on a number."""
+    def check_multiple_of(self, node, ptr, *, integer: bool) -> bool | int:
+        """multipleOf: False where absent (or refused); True where every integer is a multiple (1,
+        or 1/n on an integer); an integer k >= 2 where the integers must be multiples of k (a
+        number then too: a multiple of k is an integer). Other values are refused."""
         m = node.get("multipleOf")
         if m is None:
             return False
         if m == 1 or (integer and isinstance(m, (int, float)) and m > 0 and 1 % m == 0):
             return True
+        if isinstance(m, (int, float)) and m > 1 and m == int(m):
+            return int(m)
         self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {m} is not supported")
         return False
 
     def compile_number(self, node, ptr, stack) -> str:
-        if self.check_multiple_of(node, ptr, integer=False):
-            # an integer-valued number: integer texts, or an integer with a zero fraction
-            return f"{self.compile_integer({k: v for k, v in node.items() if k != 'multipleOf'}, ptr, stack)}(?:\\.0+)?"
+        k = self.check_multiple_of(node, ptr, integer=False)
+        if k:  # an integer-valued number: integer texts (multiples of k), or one with a zero fraction
+            rest = {key: v for key, v in node.items() if key != "multipleOf" or k is not True}
+            return f"{self.compile_integer(rest, ptr, stack)}(?:\\.0+)?"
         self.numeric_format(node, ptr, integer=False)
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:

@@ -101,6 +101,17 @@ class RefsMixin:
             self.refuse(k, _child(ptr, k), why)  # (raises unless lenient)
         return {k: v for k, v in node.items() if k not in dict(drop)} if drop else node
 
+    def static_dynamic_ref(self, node: dict, ptr: str) -> dict:
+        """node with its $dynamicRef / $recursiveRef as the $ref it stands for
+        (Resources.dynamic_target: refused where that depends on the dynamic scope); beside a
+        $ref of its own, under allOf."""
+        key = "$dynamicRef" if "$dynamicRef" in node else "$recursiveRef"
+        ref = self.resources.dynamic_target(node, ptr, self.error)
+        rest = {k: v for k, v in node.items() if k != key}
+        if "$ref" not in rest:
+            return {**rest, "$ref": ref}
+        return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": ref}]}
+
     def ref_target(self, node: dict, ptr: str):
         """(target, its pointer) of node's $ref, resolved against node's base URI (schema.resources:
         $id, anchors, other documents from the registry); a document first reached here is read
@@ -125,6 +136,8 @@ class RefsMixin:
             if own and not self.not_in_dialect.isdisjoint(node):
                 node = self.in_dialect(node, ptr)
             check_shapes(node, ptr, self.error, self.dialect)
+            if "$dynamicRef" in node or "$recursiveRef" in node:
+                node = self.static_dynamic_ref(node, ptr)
             if "unevaluatedProperties" in node or "unevaluatedItems" in node:
                 node = self.without_unevaluated(node, ptr)  # (schema.evaluated)
             if "$ref" in node:
@@ -196,6 +209,8 @@ class RefsMixin:
         if b is True:
             return a
         a, b = _contains_counts(a, b), _contains_counts(b, a)
+        if _ITEM_KEYS & a.keys() and _ITEM_KEYS & b.keys():
+            a, b = _prefix_form(a), _prefix_form(b)
         if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
             b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
@@ -305,6 +320,8 @@ class RefsMixin:
         rest = {k: v for k, v in node.items() if k != "$ref"}
         if not ((self.old_draft and self.of_document(node)) or not _constraining(rest)):
             return None
+        if "$dynamicRef" in rest or "$recursiveRef" in rest:
+            return None  # (flatten reads it first)
         target, tptr = self.ref_target(node, ptr)
         if tptr in self.unsat_refs:
             raise self.unsat_refs[tptr]
@@ -362,6 +379,21 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
+
+
+_ITEM_KEYS = frozenset({"items", "prefixItems", "additionalItems"})
+
+
+def _prefix_form(x: dict) -> dict:
+    """x with a tuple-form items (drafts 4-2019) and its additionalItems as prefixItems and items
+    (the 2020-12 spelling, which compile_array reads in any dialect), for merge_prefixes; an
+    additionalItems without a tuple, which constrains nothing, dropped."""
+    if isinstance(x.get("items"), list):
+        rest = {k: v for k, v in x.items() if k not in ("items", "additionalItems")}
+        return {**rest, "prefixItems": x["items"], **({"items": x["additionalItems"]} if "additionalItems" in x else {})}
+    if "additionalItems" in x:
+        return {k: v for k, v in x.items() if k != "additionalItems"}
+    return x
 
 
 def _contains_counts(x: dict, other: dict) -> dict:

@@ -66,6 +66,9 @@ class Resources:
         self.foreign: list = []  # the other documents' roots (their dicts are read in the root's dialect)
         self.root_base = root.get(self.id_key) if isinstance(root, dict) and isinstance(root.get(self.id_key), str) else ""
         self.root_base = urldefrag(self.root_base)[0]
+        self.dynamic: set[tuple[str, str]] = set()  # (resource URI, name) of each $dynamicAnchor
+        self.recursive: set[str] = set()  # resource URIs whose root has $recursiveAnchor: true (2019-09)
+        self.dynamic_choices: list[tuple] = []  # (name or None, holders seen, pointer): checked at the end
         self.prefixes: dict[int, str] = {}  # id(a document's root) -> the pointer prefix of its nodes
         self._by_id: dict[str, Path] | None = None  # ref_dir's files by their own $id (read on first need)
         self._index(root, self.root_base, "", document=None)
@@ -103,6 +106,10 @@ class Resources:
                     for key in ("$anchor", "$dynamicAnchor"):
                         if isinstance(node.get(key), str):
                             self.anchors.setdefault((base, node[key]), (node, None))
+                    if isinstance(node.get("$dynamicAnchor"), str):
+                        self.dynamic.add((base, node["$dynamicAnchor"]))
+                    if node.get("$recursiveAnchor") is True and self.resources.get(base, (None,))[0] is node:
+                        self.recursive.add(base)
                 if base != (self.root_base if document is None else document):
                     self.bases[id(node)] = base
                 if document is not None:
@@ -174,6 +181,45 @@ class Resources:
             else:
                 raise error("$ref", ptr, f"{ref!r} does not resolve")
         return target, tptr + _pointer(fragment)
+
+    def dynamic_target(self, node: dict, ptr: str, error) -> str:
+        """The reference a $dynamicRef (2020-12) or $recursiveRef (2019-09) of `node` stands for,
+        as an absolute URI, where it does not depend on the dynamic scope: its static target has
+        no dynamic anchor of that name (then it is a plain $ref); or the root resource has one
+        (the outermost resource in every scope); or a single resource has one (then it is the
+        static target). Otherwise an error naming the keyword: the target would depend on the
+        path taken to it. check_dynamic_choices() re-checks after the compile (a document read
+        later may hold another such anchor)."""
+        key = "$dynamicRef" if "$dynamicRef" in node else "$recursiveRef"
+        ref = node[key]
+        if not isinstance(ref, str):
+            raise error(key, _child(ptr, key), f"must be a string, got {ref!r}")
+        self.resolve(ref, node, ptr, error)  # the static target (reads its document)
+        uri, fragment = urldefrag(join(self.base_of(node), ref))
+        if key == "$recursiveRef":
+            if fragment or uri not in self.recursive:
+                return f"{uri}#{fragment}"
+            holders = sorted(self.recursive)
+            chosen = self.root_base if self.root_base in self.recursive else uri
+        else:
+            if (uri, fragment) not in self.dynamic:
+                return f"{uri}#{fragment}"
+            holders = sorted(u for u, name in self.dynamic if name == fragment)
+            chosen = self.root_base if (self.root_base, fragment) in self.dynamic else uri
+        if chosen != self.root_base and len(holders) > 1:
+            raise error(key, _child(ptr, key), f"{ref!r}: its target depends on the dynamic scope "
+                        f"({len(holders)} resources hold that dynamic anchor), which is not supported")
+        self.dynamic_choices.append((key, fragment, len(holders), _child(ptr, key)))
+        return f"{chosen}#{fragment}"
+
+    def check_dynamic_choices(self, error) -> None:
+        """Each dynamic reference resolved by a single holder still has one (module docstring)."""
+        for key, fragment, n, ptr in self.dynamic_choices:
+            holders = self.recursive if key == "$recursiveRef" else {u for u, name in self.dynamic if name == fragment}
+            if len(holders) != n and not (self.root_base in holders if key == "$recursiveRef"
+                                          else (self.root_base, fragment) in self.dynamic):
+                raise error(key, ptr, "its target depends on the dynamic scope (a document read later holds "
+                            "that dynamic anchor too), which is not supported")
 
     def _other_document(self, uri: str, ref: str, ptr: str, error) -> tuple:
         """Another document: from ref_dir (by its own $id, else by the URI's path), else a draft
