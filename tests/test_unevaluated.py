@@ -71,3 +71,16 @@ def test_unevaluated_items_in_2019_09_read_its_tuple_form():
 def test_what_cannot_be_exact_is_refused_by_name():
     with pytest.raises(SchemaError, match=r"^unevaluatedItems at #/unevaluatedItems: what contains evaluates"):
         compile_grammar({"$schema": D2020, "contains": {"type": "integer"}, "unevaluatedItems": False})
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"prefixItems": [True, {"const": 1}]}},  # an array whose second item is not 1
+    {"if": {"prefixItems": [{"const": "s"}]}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
+    {"prefixItems": [{"const": 1}], "oneOf": [{"prefixItems": [True, {"const": "s"}]}, {"prefixItems": [True, {"type": "null"}]}],
+     "unevaluatedItems": {"type": "integer"}},  # (oneOf: each branch without the other, the negation above)
+    {"allOf": [{"items": {"multipleOf": 2}}, {"items": {"multipleOf": 3}}], "items": {"type": "integer"}},  # lcm 6
+], ids=["not-prefix", "if-prefix", "oneof-prefix", "lcm"])
+def test_negated_prefix_items_and_merged_multiples_are_exact(schema):
+    pool = [1, "s", None, 6, 4]
+    instances = [list(c) for n in range(4) for c in itertools.product(pool, repeat=n)] + [{}, "s"]
+    assert_exact({"$schema": D2020, **schema}, instances)

@@ -554,7 +554,7 @@ def _negated_part(part: dict, ctx: NegationContext):
         family, other, step = _COUNTS[key]
         bound = int(value) + step
         return False if bound < 0 else {"type": family, other: bound}
-    if len(part) == 1 and key == "items":
+    if len(part) == 1 and key == "items" and not isinstance(value, list):
         if value is True or value == {}:
             return False
         if value is False or (isinstance(value, dict) and ctx.items_disjoint is not None and ctx.items_disjoint(value)):
@@ -562,6 +562,13 @@ def _negated_part(part: dict, ctx: NegationContext):
         return {"type": "array", "contains": {"not": value}} if isinstance(value, dict) else None
     if len(part) == 1 and key == "contains":  # no item satisfies it
         return {"type": "array", "items": {"not": value}} if isinstance(value, (dict, bool)) else None
+    if len(part) == 1 and key in ("prefixItems", "items"):  # some item i (present) fails its schema
+        # (items: the tuple form of drafts 4-2019, written as prefixItems, which compile_array reads)
+        if not isinstance(value, list) or not all(isinstance(x, (dict, bool)) for x in value):
+            return None
+        fails = [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
+                 for i, x in enumerate(value) if x is not True and x != {}]
+        return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
     if set(part) <= _OBJECT_GROUP:
         return _failing_objects(part, ctx)
     return None

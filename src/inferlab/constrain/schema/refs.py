@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set, document_dicts)
@@ -298,6 +300,8 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key == "multipleOf" and all(isinstance(x, (int, float)) and x >= 1 and x == int(x) for x in (av, bv)):
+            return math.lcm(int(av), int(bv))  # multiples of both integers: of their lcm
         if key == "not":
             return {"anyOf": [av, bv]}  # not a and not b == not (a or b)
         if key in ("anyOf", "oneOf"):
