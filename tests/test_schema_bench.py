@@ -449,3 +449,34 @@ def test_a_test_nested_past_pythons_recursion_limit_is_read_not_crashed_on(tmp_p
     assert main(["schema-bench", str(tmp_path), "--vocab", "none", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]["all"]
     assert summary["schemas"] == 1 and summary["valid"] == 1
+
+
+def test_a_json_schema_test_suite_folder_is_read_group_by_group(tmp_path, capsys):
+    """The suite's own format (lists of groups): each group a case named by its file and index; a
+    schema without $schema is read in its folder's draft; format asserted under optional/format/
+    only (the suite's assumption), unless --format names a policy."""
+    draft = tmp_path / "draft7"
+    (draft / "optional" / "format").mkdir(parents=True)
+    groups = [{"description": "date", "schema": {"format": "date"},
+               "tests": [{"description": "", "data": "x", "valid": True}, {"description": "", "data": "2024-01-31",
+                                                                            "valid": True}]},
+              # draft-07 ignores $ref's siblings: maxItems does not apply
+              {"description": "ref", "schema": {"definitions": {"a": {"type": "array"}},
+                                                "properties": {"f": {"$ref": "#/definitions/a", "maxItems": 1}}},
+               "tests": [{"description": "", "data": {"f": [1, 2]}, "valid": True},
+                         {"description": "", "data": {"f": 1}, "valid": False}]}]
+    (draft / "core.json").write_text(json.dumps(groups))
+    (draft / "optional" / "format" / "date.json").write_text(json.dumps(groups[:1]))
+    assert main(["schema-bench", str(draft), "--vocab", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in out["schemas"]}
+    assert set(by_name) == {"core/0: date", "core/1: ref", "optional/format/date/0: date"}
+    assert (by_name["core/0: date"]["valid_accepted"], by_name["core/0: date"]["valid_total"]) == (2, 2)  # annotate
+    assert by_name["optional/format/date/0: date"]["valid_accepted"] == 1  # assert: "x" is no date
+    assert (by_name["core/1: ref"]["valid_accepted"], by_name["core/1: ref"]["invalid_rejected"]) == (1, 1)
+    assert main(["schema-bench", str(draft / "core.json"), "--vocab", "none", "--format", "assert", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["schemas"][0]["valid_accepted"] == 1 and out["config"]["format"] == "assert"
+    (draft / "bad.json").write_text(json.dumps([{"schema": {}, "tests": [{"data": 1}]}]))
+    assert main(["schema-bench", str(draft), "--vocab", "none"]) == 2
+    assert "bad.json: /0/tests/0 is not" in capsys.readouterr().err

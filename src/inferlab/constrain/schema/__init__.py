@@ -44,8 +44,10 @@ Supported keywords
 - array: items (a schema, or a list in drafts 4-2019 with additionalItems), prefixItems with
   items (2020-12), minItems, maxItems; contains beside items and min/maxItems up to
   MAX_CONTAINS_BOUND (one alternative per position of the first item that satisfies it: exact),
-  not with prefixItems or uniqueItems; uniqueItems where maxItems <= 1, and in stack mode over
-  items that are only strings (below);
+  not with prefixItems or uniqueItems; minContains / maxContains (2019-09 on) beside items:
+  `(N,)* K (,N)* (,K (,N)*){a-1,b-1}` with K the items that satisfy contains and N those that do
+  not (exact; beside min/maxItems, uniqueItems or a tuple an error); uniqueItems where maxItems
+  <= 1, and in stack mode over items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
   date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname, duration; regex as a recorded
@@ -54,7 +56,10 @@ Supported keywords
   the length budget split over repeated parts of fixed width), else an error; pattern with
   format: their automaton product, else an error;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
-  as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
+  as exact digit-range regexes (constrain.numbers); multipleOf 1, and an integer k >= 2 whose
+  residue automaton reads back as a regex of at most numbers.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
+  8, 10, 15, 20, 25, 100, ...; 7 is refused), intersected with the bounds, on a number too (its
+  multiples are integers); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
 - number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant
@@ -94,13 +99,27 @@ Supported keywords
   each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
   if/then/else as its two alternatives; more than MAX_CONDITIONALS whose conditions, each beside
   the rest, are pairwise disjoint as one alternative per condition and one for none);
-- $ref to "#" or "#/json/pointer" ($defs, definitions, any local path; the fragment percent-decoded
-  as UTF-8 before it is split, as RFC 6901 says); recursion is unrolled to
+- $ref, resolved as the specification says (schema.resources): against the base URI of the node
+  that holds it ($id; id in drafts 3-4), to an embedded resource, an anchor ($anchor,
+  $dynamicAnchor; up to draft-07 a bare-fragment $id), a JSON pointer (percent-decoded as UTF-8
+  before it is split, as RFC 6901 says), or another document: from the local registry `ref_dir`
+  (--ref-dir: a folder whose files stand for any http(s) server's by path, and for their own $id)
+  or the draft metaschemas of jsonschema-specifications; never downloaded, and without a
+  registry a reference to another document is an error naming it. A document in another dialect
+  is an error; from 2019-09 an $id with a fragment is an error. Recursion is unrolled to
   `max_ref_depth` levels of the same target (deeper branches are cut where the schema lets them
   be absent: an optional property, an anyOf branch, an empty array; recorded); in drafts 4-7 the
-  siblings of $ref are ignored, as those drafts say; from 2019-09 on they apply (merged). A $ref
-  under a nested $id (id in drafts 3-4; up to draft-07 a bare "#name" fragment is an anchor, not
-  a resource) is an error naming that $id: it resolves against that embedded resource;
+  siblings of $ref are ignored (its sibling $id too), as those drafts say; from 2019-09 on they
+  apply (merged);
+- $dynamicRef (2020-12) and $recursiveRef (2019-09) where the target does not depend on the
+  dynamic scope: a static target without that dynamic anchor (a plain $ref), the root
+  resource's dynamic anchor (the outermost in every scope), or the only resource that holds it
+  (checked again once the compile has read every document); otherwise an error naming it;
+- unevaluatedProperties / unevaluatedItems (schema.evaluated): the schema as cases (the anyOf
+  branches that pass, the oneOf branch, if or not if, the dependentSchemas taken; allOf and $ref
+  always), each with what it evaluates, then additionalProperties (items after prefixItems)
+  beyond that: exact; past evaluated.MAX_CASES cases, beside contains or a scope-dependent
+  $dynamicRef, an error;
 - annotations and unknown keywords (title, description, default, examples, $schema, $id,
   $comment, deprecated, readOnly, x-..., ...) are ignored: they constrain nothing. A draft-03
   schema is read as draft-04, and draft-03's own keywords (divisibleBy, disallow, extends, a
@@ -113,8 +132,8 @@ Supported keywords
   there, as that draft's validators ignore it, and listed (CompiledGrammar.ignored). Without
   $schema, every keyword above applies (dependencies and additionalItems included).
 
-Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than 1,
-min/maxContains, uniqueItems (but the forms above), unevaluated*, $dynamicRef, formats not listed, ...) is an
+Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than
+the forms above, uniqueItems (but the forms above), a scope-dependent $dynamicRef, formats not listed, ...) is an
 error unless lenient. minimum > maximum is an error; a subschema nothing satisfies (false, an enum with no
 value of the type, an empty merge, minLength > maxLength, minItems > maxItems, minProperties >
 maxProperties) is left out exactly where the schema allows absence (an
@@ -130,9 +149,12 @@ jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, 
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
 `(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
 intersected with, or stripped of, the lookahead's language followed by anything, by automaton
-product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean ASCII digits, word characters and white space (a narrowing of
-Python's Unicode meanings) and `\\D \\W \\S` the complements of the Unicode classes, so a match
-is a match under both ECMA-262 and Python. `.` excludes all four ECMA line terminators.
+product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean
+the code points both ECMA-262's and Python's classes hold (ASCII digits and word characters; for
+\\s ECMA's white space and line terminators but U+FEFF, which Python's lacks) and `\\D \\W \\S`
+the complements of what either holds (\\S matches neither U+FEFF nor U+001C-U+001F, U+0085), so a
+match is a match under both ECMA-262 and Python (a narrowing where they differ). `.` excludes
+all four ECMA line terminators.
 
 Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural
@@ -157,9 +179,10 @@ that call each other, which lifts these narrowings and limits:
 - a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over
   MEMBER_BLOCK members are compiled a block at a time, so size grows with the schema, not with
   nesting times uses;
-- format policy: a format the specification does not define is an annotation (listed in
-  CompiledGrammar.unenforced_formats); the formats above are enforced; other specification
-  formats are errors.
+- format policy (`format=`, --format): "assert", the default and the generation default, enforces
+  the formats above; a format the specification does not define is an annotation (listed in
+  CompiledGrammar.unenforced_formats); other specification formats are errors. "annotate" (the
+  specification's default reading, a leniency) enforces none and lists every one it left out.
 - no object repeats a key (compared decoded: "a" and "\u0061" are one key), extra keys and
   unconstrained objects included: the matcher tracks the keys written (constrain.keys);
 - minProperties / maxProperties beside extra keys (additionalProperties, a patternProperties
