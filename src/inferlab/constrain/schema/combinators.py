@@ -11,6 +11,7 @@ from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT
                                               _constraining, _constrains, _generated_types, _group, _intersect_types,
                                               _json_key, _json_type, _known_keywords, _type_set, _value_types,
                                               _values, dumps, nesting_depth, value_regex, value_texts)
+from inferlab.constrain.schema.values import reached
 
 
 class CombinatorsMixin:
@@ -451,21 +452,8 @@ class CombinatorsMixin:
 
     def refs_outside_root(self, node, where) -> bool:
         """Whether `node`, or a subschema it references, holds a $ref whose base is not the root's."""
-        seen, todo = set(), [node]
-        while todo:
-            n = todo.pop()
-            if isinstance(n, list):
-                todo.extend(n)
-                continue
-            if not isinstance(n, dict) or id(n) in seen:
-                continue
-            seen.add(id(n))
-            if "$ref" in n:
-                if not self.resources.in_root_resource(n):
-                    return True
-                todo.append(self.ref_target(n, where)[0])
-            todo.extend(v for k, v in n.items() if k not in ("enum", "const", "default", "examples"))
-        return False
+        return any("$ref" in n and not self.resources.in_root_resource(n)
+                   for n in reached(node, lambda holder: self.ref_target(holder, where)[0]))
 
 
 def enum_siblings(node: dict) -> dict:

@@ -37,6 +37,24 @@ def _built_only(check, document: frozenset):
     return keyword
 
 
+def reached(node, resolve):
+    """Each dict of the subschema `node` and of what its $refs reach (`resolve(holder)` -> the
+    subschema the $ref of the dict `holder` references), once, walked without recursion."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, list):
+            todo.extend(n)
+            continue
+        if not isinstance(n, dict) or id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        if "$ref" in n:
+            todo.append(resolve(n))
+        todo.extend(v for k, v in n.items() if isinstance(v, dict) or k not in ("enum", "const", "default", "examples"))
+
+
 class ValueChecker:
     """Validates instances against subschemas of one root (the dialect of its $schema); jsonschema
     is imported on first use, so a schema without enum siblings never loads it."""
@@ -71,21 +89,10 @@ class ValueChecker:
         jsonschema cannot check (its optional checker package is missing): it would pass
         silently, so the caller refuses instead. `resolve(holder)` -> the subschema the $ref of
         the dict `holder` references."""
-        seen, todo = set(), [node]
-        while todo:
-            n = todo.pop()
-            if isinstance(n, list):
-                todo.extend(n)
-                continue
-            if not isinstance(n, dict) or id(n) in seen:
-                continue
-            seen.add(id(n))
+        for n in reached(node, resolve):
             name = n.get("format")
             if isinstance(name, str) and name in formats.SPEC_FORMATS and name not in self.checkable_formats:
                 return name
-            if "$ref" in n:
-                todo.append(resolve(n))
-            todo.extend(v for k, v in n.items() if isinstance(v, dict) or k not in ("enum", "const", "default", "examples"))
         return None
 
     def kept(self, node, values: list) -> list:
