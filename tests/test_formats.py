@@ -23,6 +23,8 @@ EXAMPLES = {   # one instance and one non-instance of each format, written by ha
     "ipv4": ("192.168.0.1", "256.1.1.1"), "hostname": ("a-b.example.com", "-a.example.com"),
     "ipv6": ("fe80::1:2.3.4.5", "1:2:3:4:5:6:7:8:9"), "duration": ("P1Y2M3DT4H5M6S", "PT"),
     "regex": ("^[a-z0-9-]+$", "a{3,2}"),
+    "json-pointer": ("/a~1b/~0", "/a~2"), "relative-json-pointer": ("2/0/x", "01/a"),
+    "uri-template": ("http://e.com/{term:1}/{+path*}", "{a,}"),
 }
 
 
@@ -130,9 +132,26 @@ def test_uri_hand_cases(text, good):
 @pytest.mark.parametrize("text,good", [
     ("example", True), ("a-b.example.com", True), ("x" * 62, True), ("x" * 63, False),
     ("-a.com", False), ("a-.com", False), ("a..com", False), ("a.b.c.d.e", False),
+    # RFC 5890 reserves "--" in the 3rd and 4th characters: no A-label (Punycode) is generated
+    ("a--b.com", True), ("xn--X", False), ("xn--hello-txk", False), ("ab--c", False), ("abc-d--e", True),
 ])
 def test_hostname_hand_cases(text, good):
     assert ok("hostname", text) == good
+
+
+@pytest.mark.parametrize("fmt", ["json-pointer", "relative-json-pointer", "uri-template"])
+def test_pointer_and_template_formats_are_subsets_of_jsonschemas_checkers(fmt):
+    """Every string of the regex passes jsonschema's own checker (random strings over the
+    characters that matter, seeded), so asserting the format never admits what it rejects."""
+    jsonschema = pytest.importorskip("jsonschema")
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    if fmt not in checker.checkers:
+        pytest.skip(f"jsonschema has no {fmt} checker here")
+    rng = random.Random(0)
+    alphabet = list("/~01a#{}%4.,:*+?&;=!@| 9'") + ["\u00e9"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
+    accepted = [t for t in texts if ok(fmt, t)]
+    assert len(accepted) >= 20 and all(checker.conforms(t, fmt) for t in accepted)
 
 
 @pytest.mark.parametrize("text,good", [

@@ -20,6 +20,9 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - duration   RFC 3339 Appendix A duration (JSON Schema's definition): designators in order, whole
              numbers, no sign (jsonschema's checker, isoduration, takes more: fractions, signs,
              P1Y2D; every string of this grammar passes it)
+- json-pointer           RFC 6901 §3: "/"-prefixed tokens, "~" only as ~0 or ~1
+- relative-json-pointer  draft-bhutton-relative-json-pointer-00: an integer, then "#" or a JSON pointer
+- uri-template           RFC 6570 §2: literals and {operator varspec, ...} expressions (levels 1-4)
 - regex      a regular subset of what Python's `re` compiles (jsonschema's check): literals,
              ".", escapes, classes, groups nested at most two deep, quantifiers, anchors
 """
@@ -150,6 +153,23 @@ def _rx_alternatives(depth: int) -> str:
 
 REGEX = _rx_alternatives(2)
 
+# RFC 6901 §3: "/"-prefixed reference tokens, "~" escaped as ~0 or ~1
+JSON_POINTER = r"(?:/(?:[^/~]|~[01])*)*"
+# draft-bhutton-relative-json-pointer-00 §3: a non-negative integer, then "#" or a JSON pointer
+# (no 0 before another digit: jsonschema's checker rejects 100 and 101, though the draft allows them)
+RELATIVE_JSON_POINTER = rf"(?:0|[1-9][1-9]*0?)(?:#|{JSON_POINTER})"
+# RFC 6570 §2: literals (pct-encoded, or the ASCII, ucschar and iprivate characters it lists)
+# and expressions {operator? varspec (, varspec)*}, varspec = varname (:max-length | *)?
+_PCT_ENCODED = "%[0-9A-Fa-f]{2}"
+_UT_LITERAL = (r"[!#$&(-;=?-\[\]_a-z~\u00a0-\ud7ff\ue000-\ufdcf\ufdf0-\uffef"
+               r"\U00010000-\U0001fffd\U00020000-\U0002fffd\U00030000-\U0003fffd\U00040000-\U0004fffd"
+               r"\U00050000-\U0005fffd\U00060000-\U0006fffd\U00070000-\U0007fffd\U00080000-\U0008fffd"
+               r"\U00090000-\U0009fffd\U000a0000-\U000afffd\U000b0000-\U000bfffd\U000c0000-\U000cfffd"
+               r"\U000d0000-\U000dfffd\U000e1000-\U000efffd\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
+_VARCHAR = f"(?:[A-Za-z0-9_]|{_PCT_ENCODED})"
+_VARSPEC = rf"[A-Za-z0-9_](?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+URI_TEMPLATE = rf"(?:{_UT_LITERAL}|{_PCT_ENCODED}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
+
 FORMATS = {
     "date": DATE,
     "time": TIME,
@@ -163,6 +183,9 @@ FORMATS = {
     "hostname": HOSTNAME,
     "duration": DURATION,
     "regex": REGEX,
+    "json-pointer": JSON_POINTER,
+    "relative-json-pointer": RELATIVE_JSON_POINTER,
+    "uri-template": URI_TEMPLATE,
 }
 
 # OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
@@ -186,6 +209,11 @@ NARROWINGS = {
     "regex": "literals, '.', escapes, classes (ranges within 0-9, a-z or A-Z), groups nested at most two "
              "deep, quantifiers ({m,n} with m <= n of one digit each, or m one digit and n two or three) "
              "and anchors; no lookaround, named group, flag, backreference or possessive quantifier",
+    "relative-json-pointer": "no index manipulation (0+1/a, 0-1/a); no 0 before another digit in the integer "
+                             "(100: jsonschema's checker rejects it)",
+    "uri-template": "no operator the RFC reserves for extensions (= , ! @ |); a variable name starts with a "
+                    "letter, digit or '_' (jsonschema's checker rejects {%41}); no apostrophe, which RFC 6570's "
+                    "literals leave out (the test suite counts it valid)",
 }
 
 # The formats JSON Schema defines (2020-12 §7.3, plus the names of drafts 3-7); a name outside this
