@@ -295,12 +295,14 @@ def test_negating_a_constrained_object_is_refused_with_its_pointer():
         compile_schema(schema)
 
 
-def test_a_narrowed_operand_is_not_complemented():
-    # next to an exclusive bound the operand keeps few decimals (a narrowing): its complement
-    # would admit 0.99999999999999 < 1, which the operand's schema accepts
+def test_an_operand_next_to_an_exclusive_bound_is_complemented_exactly():
+    # generated, a number next to an exclusive bound keeps few decimals (a narrowing); as the
+    # operand of a complement it keeps them all, since the complement's texts hold at most 15
+    # significant digits, where decimal and float comparisons agree: 0.99999999999999 < 1 stays out
     schema = {"type": "number", "not": {"exclusiveMaximum": 1}}
-    with pytest.raises(SchemaError, match=r"not at #/not: its operand is not compiled exactly"):
-        compile_schema(schema)
+    regex = compile_schema(schema).regex
+    for text, want in (("0.99999999999999", False), ("0.5", False), ("1", True), ("1.00000000000001", True)):
+        assert bool(re.fullmatch(regex, text)) == want, text
     # a format the JSON Schema validator ignores (int32) constrains nothing: its negation is empty
     with pytest.raises(SchemaError, match="unsatisfiable"):
         compile_schema({"type": "integer", "not": {"type": "integer", "format": "int32"}})
@@ -319,3 +321,12 @@ def test_length_with_a_search_pattern_is_their_intersection():
     assert not compiled.narrowed
     for text, want in (('"beef"', True), ('"xbee"', True), ('"xyzq"', False), ('"beefs"', False), ('"bee"', False)):
         assert (re.fullmatch(compiled.regex, text) is not None) == want, text
+
+
+def test_then_and_else_without_their_if_constrain_nothing_under_allof():
+    """allOf [{if}, {then}, {else}]: each branch alone constrains nothing (merged, they made a
+    conditional that rejected -100 and 3); a then beside its own if still applies."""
+    schema = {"allOf": [{"if": {"exclusiveMaximum": 0}}, {"then": {"minimum": -10}}, {"else": {"multipleOf": 2}}]}
+    assert all(_accepts(schema, t) for t in ("-100", "3", "2", "-5"))
+    schema = {"allOf": [{"if": {"exclusiveMaximum": 0}, "then": {"minimum": -10}}, {"else": {"multipleOf": 2}}]}
+    assert [_accepts(schema, t) for t in ("-100", "3", "-5")] == [False, True, True]

@@ -104,6 +104,11 @@ class NumbersMixin:
         digits = self.fraction_digits(node, ptr, lo, lo_incl, hi, hi_incl)
         if digits == 0:
             return _NUMBER  # refused (lenient: unenforced)
+        if self.operand_depth and digits is not None:
+            # the operand of a complement: the complement's texts (algebra._UNIVERSE) hold at most
+            # 15 significant digits, as the bound does (fraction_digits checked it), and distinct
+            # such decimals stay distinct floats, so the exact decimal comparison is the float one
+            digits = None
         out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
             key = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in node), "minimum")

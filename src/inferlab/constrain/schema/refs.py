@@ -210,7 +210,7 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
-        a, b = _contains_counts(a, b), _contains_counts(b, a)
+        a, b = _contains_counts(_live_conditional(a), b), _contains_counts(_live_conditional(b), a)
         if _ITEM_KEYS & a.keys() and _ITEM_KEYS & b.keys():
             a, b = _prefix_form(a), _prefix_form(b)
         if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
@@ -383,6 +383,16 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
+
+
+def _live_conditional(x: dict) -> dict:
+    """x without the parts of a conditional that constrain nothing on their own side: then/else
+    without if, an if with neither (merged beside another side's they would join its conditional)."""
+    if "if" in x and ("then" in x or "else" in x):
+        return x
+    if "if" in x or "then" in x or "else" in x:
+        return {k: v for k, v in x.items() if k not in ("if", "then", "else")}
+    return x
 
 
 _ITEM_KEYS = frozenset({"items", "prefixItems", "additionalItems"})
