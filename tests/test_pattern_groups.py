@@ -25,3 +25,18 @@ def test_whole_group_patterns_agree_with_re_search(pattern):
 def test_anchors_inside_a_repeated_or_later_group_are_still_refused(pattern):
     with pytest.raises(SchemaError, match="^pattern at #/pattern"):
         compile_grammar({"type": "string", "pattern": pattern})
+
+
+def test_class_escapes_match_what_both_ecma_262_and_python_match():
+    """\\s: the white space of both (ECMA-262's U+FEFF is not Python's, U+001C is not ECMA's),
+    so NBSP and the Zs spaces are generated; \\S: neither's white space (U+FEFF was matched).
+    Hand-listed code points (ECMA-262 22.2.2.9 WhiteSpace and LineTerminator; Python's str.isspace)."""
+    import json
+
+    from inferlab.constrain.stack import build_machine
+    space, other = build_machine(compile_grammar({"pattern": "^\\s$"})), build_machine(compile_grammar({"pattern": "^\\S$"}))
+    for ch, in_space, in_other in [(" ", True, False), ("\u00a0", True, False), ("\u2003", True, False),
+                                   ("\u3000", True, False), ("\ufeff", False, False), ("\x1c", False, False),
+                                   ("\x85", False, False), ("a", False, True), ("\u00e9", False, True)]:
+        text = json.dumps(ch, ensure_ascii=False)
+        assert (space.accepts(text), other.accepts(text)) == (in_space, in_other), repr(ch)
