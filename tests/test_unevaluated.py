@@ -68,9 +68,16 @@ def test_unevaluated_items_in_2019_09_read_its_tuple_form():
                  arrays())
 
 
+def test_contains_evaluates_the_items_it_matches():
+    assert_exact({"$schema": D2020, "contains": {"type": "integer"}, "unevaluatedItems": {"type": "string"}}, arrays())
+
+
 def test_what_cannot_be_exact_is_refused_by_name():
-    with pytest.raises(SchemaError, match=r"^unevaluatedItems at #/unevaluatedItems: what contains evaluates"):
-        compile_grammar({"$schema": D2020, "contains": {"type": "integer"}, "unevaluatedItems": False})
+    with pytest.raises(SchemaError, match=r"^\$dynamicRef at #/\$defs/a/\$dynamicRef: '#x': its target depends on"):
+        compile_grammar({"$schema": D2020, "$id": "http://e/r", "$ref": "b",
+                         "$defs": {"a": {"$id": "a", "$dynamicAnchor": "x", "$dynamicRef": "#x"},
+                                   "b": {"$id": "b", "$dynamicAnchor": "x", "items": {"$ref": "a"}}},
+                         "unevaluatedItems": False})
 
 
 @pytest.mark.parametrize("schema", [

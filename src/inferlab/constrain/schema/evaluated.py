@@ -12,10 +12,12 @@ branches taken) with a fixed set of evaluated names and patterns (a count of eva
         {properties: {name: true ...}, patternProperties: {pattern: true ...}, additionalProperties: U})
 
 (and with items, {prefixItems: [true] * n, items: U}). The cases of `oneOf`, `if`/`else` and
-`dependentSchemas` are disjoint, and so exact; an instance valid against several `anyOf` branches
-gets one branch's evaluated set at a time (a subset of the valid instances: a narrowing, recorded
-where the branches' sets differ). `contains` (which evaluates the items that match it), an
-evaluated set behind `$dynamicRef`, and more than MAX_CASES cases are refused by name.
+`dependentSchemas` are disjoint, and so exact; `anyOf` is every non-empty set of its branches
+(each set's evaluated names their union), or past MAX_CASES one branch at a time (a subset of the
+valid instances: a narrowing, recorded where the branches' sets differ). `contains` evaluates the
+items that match it: past the evaluated prefix, an item is then `unevaluatedItems` or one of the
+case's contains schemas. A scope-dependent `$dynamicRef` and more than MAX_CASES cases are
+refused by name.
 """
 
 from __future__ import annotations
@@ -34,13 +36,18 @@ class Case:
     patterns: frozenset = frozenset()  # evaluated patternProperties patterns
     items: int = 0                # evaluated leading items
     everything: bool = False      # every property (item) is evaluated
+    contains: tuple = ()          # contains schemas: the items each matches are evaluated
 
     def join(self, other: Case) -> Case:
         return Case(self.guards + other.guards, self.names | other.names, self.patterns | other.patterns,
-                    max(self.items, other.items), self.everything or other.everything)
+                    max(self.items, other.items), self.everything or other.everything, self.contains + other.contains)
+
+    def evaluates(self) -> tuple:
+        """What the case evaluates, hashable (contains schemas by identity)."""
+        return self.names, self.patterns, self.items, self.everything, tuple(map(id, self.contains))
 
     def guarded(self, guard) -> Case:
-        return Case((guard,) + self.guards, self.names, self.patterns, self.items, self.everything)
+        return Case((guard,) + self.guards, self.names, self.patterns, self.items, self.everything, self.contains)
 
 
 class EvaluatedMixin:
@@ -68,7 +75,7 @@ class EvaluatedMixin:
             extra.append({**part, "allOf": list(case.guards)} if case.guards else part)
         if all(not part for part in extra):
             return rest
-        if len({(c.names, c.patterns, c.items, c.everything) for c in cases}) > 1 and self._any_of_cases:
+        if len({c.evaluates() for c in cases}) > 1 and self._any_of_cases:
             self.narrow(f"{key} at #{ptr} beside anyOf: an instance valid against several branches has one "
                         "branch's evaluated set at a time (a subset)")
         tail = extra[0] if len(extra) == 1 else {"anyOf": extra}
@@ -83,7 +90,10 @@ class EvaluatedMixin:
                 part["patternProperties"] = {p: True for p in sorted(case.patterns)}
             return part
         # (a tuple-form items beside it is merged in prefixItems form: refs._prefix_form)
-        return {"prefixItems": [True] * case.items, "items": u} if case.items else {"items": u}
+        # an item that a contains in effect matches is evaluated by it (its annotation: in a case,
+        # each contains holds, minContains 0 included)
+        rest = {"anyOf": [u, *case.contains]} if case.contains else u
+        return {"prefixItems": [True] * case.items, "items": rest} if case.items else {"items": rest}
 
     def _cases(self, node, items: bool, where: str, ptr: str, seen: frozenset) -> list[Case]:
         """The cases of `node` (module docstring): guards and what each evaluates."""
@@ -100,13 +110,11 @@ class EvaluatedMixin:
             key = "$dynamicRef" if "$dynamicRef" in node else "$recursiveRef"
             self.refuse(key, _child(ptr, key), f"{key} beside or under unevaluated* is not supported")
         if items:
-            if "contains" in node:
-                self.refuse("unevaluatedItems", where, "what contains evaluates (the items that match it) "
-                            "is not supported")
             tuple_form = isinstance(node.get("items"), list)
             own = Case(items=len(node["items"]) if tuple_form else len(node.get("prefixItems", [])),
                        everything=("items" in node and not tuple_form) or (tuple_form and "additionalItems" in node)
-                       or "unevaluatedItems" in node)  # (additionalItems without a tuple is ignored)
+                       or "unevaluatedItems" in node,  # (additionalItems without a tuple is ignored)
+                       contains=(node["contains"],) if "contains" in node else ())
         else:
             own = Case(names=frozenset(node.get("properties", {})), patterns=frozenset(node.get("patternProperties", {})),
                        everything="additionalProperties" in node or "unevaluatedProperties" in node)
@@ -153,7 +161,7 @@ class EvaluatedMixin:
             for cases in chosen:
                 combos = self._product(combos, cases, where)
             for c in combos:
-                key = (c.names, c.patterns, c.items, c.everything)
+                key = c.evaluates()
                 if key not in out or len(c.guards) < len(out[key].guards):
                     out[key] = c
         return list(out.values())
