@@ -17,8 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from inferlab.cli.schema import add_policy_arguments, ref_dir_of
 from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
+from inferlab.cli.schema import add_policy_arguments, ref_dir_of
 from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
                                       BenchConfig, bench_cases, is_suite, list_cases, plot_masks, plot_summary,
                                       preprocess, run_bench)

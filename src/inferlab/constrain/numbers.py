@@ -13,8 +13,8 @@ where the bounds differ, so each piece is `prefix [a-b] [0-9]{k}`.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from decimal import Decimal
+from functools import lru_cache
 
 _DIGIT = "[0-9]"
 
