@@ -334,6 +334,26 @@ def unresolved_ids(verdicts: Iterable[Verdict]) -> list[str]:
     return [v.id for v in verdicts if not v.resolved]
 
 
+def rule_paragraph(margins: dict[str, float] | None = None) -> str:
+    """The decision rule in a README's words, with the lab's equivalence margins (what: margin)."""
+    text = ("Each comparison is decided on the 95% confidence interval of its statistic. For a ratio of two "
+            "things timed in one interleaved run (their order shuffled in each round), the statistic is the median "
+            "of the per-round ratios and its interval the distribution-free order-statistic one (it needs at least "
+            f"{MIN_ROUNDS} rounds, and narrows as rounds are added); where no pairing exists (two separate runs), "
+            "the Hodges-Lehmann ratio and its Mann-Whitney interval; a quantity built from ceilings with no "
+            "samples behind it is decided on its p10-p90 bounds, and says so. A verdict is above or below its "
+            "threshold when the whole interval is, equivalent when the interval lies inside the threshold +- "
+            "its margin (that comes first), and otherwise the run cannot tell, with the rounds its interval's "
+            "width suggests would decide it (an estimate). Rounds go on, within the budget, until every "
+            "comparison has given the same outcome at two looks running (the second on twice the rounds). "
+            "Each verdict gives the rounds it took. A p10-p90 in the tables is the spread of single rounds, "
+            "not the uncertainty of the statistic.")
+    if margins:
+        text += (" Equivalence margins, fixed before the run: "
+                 + "; ".join(f"{what} +-{m:.0%}" for what, m in margins.items()) + ".")
+    return text
+
+
 def verdict_lines(verdicts: list[dict]) -> list[str]:
     """README bullets quoting each verdict statement verbatim (results.json's `verdicts`)."""
     return [f"- {v['statement']}" for v in verdicts]
