@@ -90,6 +90,12 @@ def test_the_u_distribution_matches_an_enumeration(m, n):
         assert cdf[k - 1] <= 0.025 < cdf[k]
 
 
+def test_exact_and_normal_u_ranks_meet_at_the_switch():
+    # 100 x 100 pairs (the last exact one) and 101 x 100 (normal): floor(mn/2 - 1.96 sqrt(mn(m+n+1)/12))
+    assert abs(hodges_lehmann_rank(100, 100)[0] - math.floor(5000 - 1.959964 * math.sqrt(10_000 * 201 / 12))) <= 1
+    assert hodges_lehmann_rank(101, 100)[0] == math.floor(5050 - 1.959963984540054 * math.sqrt(10_100 * 202 / 12))
+
+
 def test_hodges_lehmann_of_a_pure_shift():
     # b is a x 2 shuffled: every log difference pairs up, the estimate is 2 and the CI holds it
     a = np.array([1.0, 1.1, 1.3, 1.6, 2.0, 2.2, 2.9, 3.1])
