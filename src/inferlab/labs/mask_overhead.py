@@ -15,9 +15,9 @@ with and without jump-forward (constrain.jump_forward.compare_jump_forward): for
 saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
-interleaved run and becomes a verdict; while one is unresolved, or a configuration's samples are
-noisy, the lab takes more rounds, within `budget_s` seconds of extra rounds shared by the
-vocabularies (measure_vocabs). The report (README, figures, bench.py) is mask_overhead_report.render(results).
+interleaved run and becomes a verdict on its 95% CI (measure.verdicts); while one is undecided or
+not yet confirmed, the lab takes more rounds (verdicts.Looks), within `budget_s` seconds of extra
+rounds shared by the vocabularies (measure_vocabs). The report (README, figures, bench.py) is mask_overhead_report.render(results).
 """
 
 from __future__ import annotations
