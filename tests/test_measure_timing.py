@@ -5,7 +5,6 @@ and the statistics exact, so the expected values below are derived by hand.
 """
 
 import gc
-import itertools
 
 import pytest
 
