@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -127,7 +128,7 @@ def _unresolved(num: str, den: str, margin: float) -> Looks:
     return Looks([Claim(num, den, margin=margin)])
 
 
-def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[dict]:
+def thread_comparison(config: AttentionLabConfig, budgets: Iterator[Budget], step) -> list[dict]:
     """The whole forward with config.threads and config.all_threads BLAS threads, interleaved
     per T (the thread limit is switched between samples, outside the timer)."""
     sweep = config.sweep
@@ -138,7 +139,7 @@ def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[
         fwd = partial(mha.forward, xs[T])
         stats = measure_interleaved({one: fwd, many: fwd}, around={t: partial(blas_threads, int(t)) for t in (one, many)},
                                     samples=config.flash_samples, min_sample_s=sweep.min_sample_s,
-                                    more=_unresolved(one, many, THREADS_MARGIN), budget=budget, seed=sweep.seed)
+                                    more=_unresolved(one, many, THREADS_MARGIN), budget=next(budgets), seed=sweep.seed)
         out.append({"T": T, "threads": [config.threads, config.all_threads],
                     "forward": {t: s.to_json("ms") for t, s in stats.items()},
                     "speedup": paired_ratio(stats[one], stats[many]).to_json()})   # time(1) / time(N)
@@ -146,7 +147,7 @@ def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[
     return out
 
 
-def _flash_points(config: AttentionLabConfig, budget: Budget, on_point) -> list[dict]:
+def _flash_points(config: AttentionLabConfig, budgets: Iterator[Budget], on_point) -> list[dict]:
     """Flash vs naive: peak memory (tracemalloc), modelled bytes, max difference, forward time."""
     sweep = config.sweep
     mha, _ = sweep_inputs(sweep)   # the profile's weights (mha does not depend on the context length)
@@ -172,7 +173,7 @@ def _flash_points(config: AttentionLabConfig, budget: Budget, on_point) -> list[
             if T in sweep.T_sweep:   # time both forwards, interleaved, where the profile has a point
                 stats = measure_interleaved({"naive": naive_fwd, "flash": flash_fwd}, samples=config.flash_samples,
                                             min_sample_s=sweep.min_sample_s, more=_unresolved("flash", "naive", FLASH_MARGIN),
-                                            budget=budget, seed=sweep.seed)
+                                            budget=next(budgets), seed=sweep.seed)
                 point.update(naive_forward=stats["naive"].to_json("ms"), flash_forward=stats["flash"].to_json("ms"),
                              flash_over_naive=paired_ratio(stats["flash"], stats["naive"]).to_json())
             points.append(point)
@@ -192,10 +193,13 @@ def measure_all(config: AttentionLabConfig) -> dict:
     compare = config.all_threads != config.threads
     flash_T = flash_sizes(config)
     budget = Budget(config.budget_s)
+    # every interleaved comparison gets an even share of what the ones before it left
+    timed = (len(sweep.T_sweep) if compare else 0) + sum(T in sweep.T_sweep for T in flash_T)
+    budgets = budget.shares(timed)
     with progress_bar(len(sweep.T_sweep) * (1 + compare) + len(flash_T), "attention") as step:
         profile = profile_sweep(sweep, threads=config.threads, on_point=lambda T: step(f"T={T} profiled"))
-        threads = thread_comparison(config, budget, step) if compare else []
-        flash = _flash_points(config, budget, lambda T: step(f"flash vs naive, T={T} done"))
+        threads = thread_comparison(config, budgets, step) if compare else []
+        flash = _flash_points(config, budgets, lambda T: step(f"flash vs naive, T={T} done"))
     results = {
         "schema_version": 1,
         "experiment": EXPERIMENT,

@@ -433,13 +433,10 @@ def model_verdicts(table: list[dict]) -> list[dict]:
 
 def measure_vocabs(sources: tuple[str, ...], config: MaskLabConfig, step) -> tuple[list[dict], float]:
     """(one entry per vocabulary, budget seconds left): each vocabulary gets an even share of what
-    the ones before left, so the first cannot spend the large vocabularies' extra rounds."""
-    table, left = [], config.budget_s
-    for i, vocab in enumerate(sources):
-        budget = Budget(left / (len(sources) - i))
-        table.append(measure_vocab(vocab, config, step, budget))
-        left -= budget.spent
-    return table, left
+    the ones before left (Budget.shares), so the first cannot spend the large vocabularies' extra rounds."""
+    budget = Budget(config.budget_s)
+    table = [measure_vocab(vocab, config, step, share) for vocab, share in zip(sources, budget.shares(len(sources)))]
+    return table, budget.left()
 
 
 def measure_all(config: MaskLabConfig) -> dict:

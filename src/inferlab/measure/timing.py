@@ -15,7 +15,7 @@ import random
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -156,11 +156,12 @@ class Budget:
     started only while the budget left pays for it at the last round's duration (afford), so the
     spending stays within the seconds given up to one round slower than the one before."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, parent: "Budget | None" = None):
         if not seconds >= 0:
             raise ValueError(f"budget must be >= 0 seconds, got {seconds}")
         self.seconds = float(seconds)
         self.spent = 0.0
+        self.parent = parent
 
     def left(self) -> float:
         return max(0.0, self.seconds - self.spent)
@@ -170,6 +171,15 @@ class Budget:
 
     def charge(self, seconds: float) -> None:
         self.spent += seconds
+        if self.parent is not None:
+            self.parent.charge(seconds)
+
+    def shares(self, parts: int) -> Iterator["Budget"]:
+        """`parts` budgets, one per call still to come, each an even share of what the calls
+        before it left (charged here too): a comparison that never decides cannot spend the
+        rounds of the ones after it."""
+        for i in range(parts):
+            yield Budget(self.left() / (parts - i), parent=self)
 
 
 def adaptive_rounds(take_round: Callable[[], None], current: Callable[[], dict[str, Stats]],
