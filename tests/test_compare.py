@@ -63,6 +63,8 @@ def test_cli_table_json_and_plot(tmp_path, capsys):
     # an existing --out needs --force, refused before any work
     assert main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 2
     assert "already exists" in capsys.readouterr().err
+    assert main(["compare", str(b), str(a), "--out", str(tmp_path / "cmp"), "--force"]) == 0   # its own folder
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"][0]["ratio"] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("case", ["two labs", "nothing shared", "not a folder", "bad margin"])

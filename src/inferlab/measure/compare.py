@@ -111,6 +111,12 @@ def compare_figure(report: dict):
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=6)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter   # (matplotlib is imported where a figure is drawn)
+
+    plain = FuncFormatter(lambda x, _: f"{x:g}")                # 0.9, 1, 2 rather than 10^0, 2x10^0
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=6)
     ax.set_xlabel("B / A (Hodges-Lehmann, 95% CI)")
     ax.set_title(f"{report['experiment']}: B = {report['b']} over A = {report['a']}", fontsize=8)
     ax.legend(fontsize=6, loc="best")
