@@ -26,7 +26,7 @@ from inferlab.measure.machine import blas_threads
 from inferlab.measure.plots import new_figure
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import measure_interleaved
-from inferlab.measure.verdicts import comparison_interval, paired_ratio
+from inferlab.measure.verdicts import paired, paired_ratio
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import GPT
 
@@ -81,7 +81,7 @@ def run(config: GPTConfig, positions: list[int], *, samples: int, seed: int, thr
 
 def summarize_run(config: GPTConfig, positions: list[int], measured: dict) -> dict:
     """At a few positions: each series' median ms, and the contiguous cache's speedup over the
-    full recompute on the interval the labs decide by (verdicts.comparison_interval), with the
+    full recompute as the labs decide it (verdicts.paired: the per-round ratios' median, 95% CI), with the
     FLOP ratio (an estimate beside the measurement: how much less arithmetic the cached step does)."""
     series = measured["series"]
 
@@ -91,11 +91,11 @@ def summarize_run(config: GPTConfig, positions: list[int], measured: dict) -> di
     summary = {}
     for p in sorted({positions[0], *[q for q in (64, 128) if q in positions], positions[-1]}):
         i = positions.index(p)
-        speedup, basis = comparison_interval(at("no_cache", p), at("contiguous", p), measured["speedup_contiguous_paired"][i])
+        speedup = paired(at("no_cache", p), at("contiguous", p))
         summary[f"pos_{p}"] = {
             "no_cache_ms": at("no_cache", p)["median_ms"], "contiguous_ms": at("contiguous", p)["median_ms"],
             "paged_ms": at("paged", p)["median_ms"],
-            "speedup_contiguous": {**speedup.to_json(), "basis": basis},
+            "speedup_contiguous": speedup.to_json(),
             "flop_ratio": step_flops(config, p, p) / step_flops(config, 1, p),
         }
     return summary

@@ -16,7 +16,7 @@ engines in turn, a fresh set per sample; our one-time regex build (Unicode class
 patterns compiled, once per process) is timed apart as regex_build_s; "warm": samples interleaved
 engine by engine (measure_interleaved), where our word cache and `tokenizers`' BPE cache hold the
 corpus's words. MB/s = corpus UTF-8 bytes / median. Ours over each reference: per-round throughput
-ratios, decided as the labs' verdicts are (measure.verdicts.comparison_interval).
+ratios, decided as the labs' verdicts are (measure.verdicts.paired: a 95% CI of the per-round ratios' median).
 All single-threaded (TOKENIZERS_PARALLELISM=false; a single encode call is one thread anyway).
 
     python benchmarks/tokenizer_speed.py --out benchmarks/results/tokenizer_speed [--force] [--quick]
@@ -37,7 +37,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
 from inferlab.measure.timing import Stats, gc_disabled, measure_interleaved, summarize
-from inferlab.measure.verdicts import Interval, decide, stats_interval
+from inferlab.measure.verdicts import Estimate, decide, paired
 from inferlab.model.pretokenize import LLAMA3_PATTERN, pretokenize
 from inferlab.model.tokenizer import CL100K_SPECIALS, _package_file, load_hf_tokenizer, load_vocab
 
@@ -149,17 +149,15 @@ def run(docs: list[tuple[str, str]], samples: int) -> dict:
 
 
 def throughput_ratio(ours: Stats, ref: Stats) -> dict:
-    """Our throughput over the reference's = time(ref) / time(ours), on the interval the labs
-    decide by (verdicts.comparison_interval): per-round ratios, the engines taking turns within
-    each round (cold: a fresh set per round; warm: measure_interleaved), trusted only where both
-    sides are quiet over enough rounds, else each side's p10 against the other's p90."""
-    ratio, basis = stats_interval(ref, ours)
-    return {**ratio.to_json(), "basis": basis}
+    """Our throughput over the reference's = time(ref) / time(ours), as the labs decide it
+    (verdicts.paired): per-round ratios, the engines taking turns within each round (cold: a fresh
+    set per round; warm: measure_interleaved), their median and its 95% CI."""
+    return paired(ref, ours).to_json()
 
 
 def throughput_verdict(pair: str, kind: str, r: dict) -> dict:
     ours, ref = pair.split("/")
-    return decide(f"{ours}_vs_{ref}_{kind}", Interval(r["value"], r["p10"], r["p90"]), 1.0,
+    return decide(f"{ours}_vs_{ref}_{kind}", Estimate(**r), 1.0,
                   quantity=f"{ours}'s {kind} encode throughput over {ref}'s ({r['basis']})",
                   above=f"{ours} encodes faster than {ref} ({kind})", below=f"{ours} encodes slower than {ref} ({kind})",
                   question=f"whether {ours} and {ref} differ in {kind} encode throughput").to_json()

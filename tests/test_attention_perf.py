@@ -361,26 +361,22 @@ AUDIT_ONE = [2.26, 1.18, 1.92, 0.9, 0.93]
 AUDIT_TWO = [2.08, 3.18, 16.65, 41.13, 1.67]
 
 
-def test_noisy_or_few_rounds_are_decided_unpaired():
-    from inferlab.measure.verdicts import comparison_interval
+def test_noisy_sides_stay_paired_and_five_rounds_decide_nothing():
+    from inferlab.measure.verdicts import paired
 
-    # The per-round ratios 1.087, 0.371, 0.115, 0.022, 0.557 have p10-p90 0.059-0.875, wholly below 1:
-    # paired, the run would call 2 threads slower. Unpaired, 1 thread's p10-p90 (0.912-2.124 ms)
-    # overlaps 2 threads' (1.834-31.34 ms): 0.912 / 31.34 = 0.029 to 2.124 / 1.834 = 1.158.
-    paired = _paired(AUDIT_ONE, AUDIT_TWO)
-    assert (paired["p10"], paired["p90"]) == pytest.approx((0.0593, 0.8747), abs=1e-3)
-    r, basis = comparison_interval(_side(AUDIT_ONE), _side(AUDIT_TWO), paired)
-    assert basis == "unpaired, the samples are noisy and 5 rounds, under 10"
-    assert (r.p10, r.p90) == pytest.approx((0.912 / 31.338, 2.124 / 1.834), rel=1e-3)
-    assert r.value == paired["value"] and r.p10 < 1 < r.p90
-    # ten quiet rounds (spread under 10%), B always 2x A: paired, exactly 0.5
+    # The audit's per-round ratios 1.087, 0.371, 0.115, 0.022, 0.557: all five rounds' range covers
+    # the median with 1 - 2/32 = 93.75%, under 95%: no direction, however far below 1 they lie
+    e = paired(_side(AUDIT_ONE), _side(AUDIT_TWO))
+    assert (e.ci_low, e.ci_high) == pytest.approx((0.9 / 41.13, 2.26 / 2.08), rel=1e-3)   # the least and most
+    assert e.confidence == pytest.approx(0.9375) and not e.decidable
+    # ten quiet rounds, B always 2x A: exactly 0.5
     a, b = [1.0, 1.02] * 5, [2.0, 2.04] * 5
-    r, basis = comparison_interval(_side(a), _side(b), _paired(a, b))
-    assert basis == "paired" and (r.value, r.p10, r.p90) == pytest.approx((0.5, 0.5, 0.5))
-    # noisy but far apart (1-1.5 ms against 10-15 ms): unpaired still decides, 1.04 / 14.6 .. 1.46 / 10.4
+    e = paired(_side(a), _side(b))
+    assert (e.value, e.ci_low, e.ci_high) == pytest.approx((0.5, 0.5, 0.5))
+    # noisy sides (1-1.5 ms against 10-15 ms), every round's ratio about 0.1: paired, decided
     a, b = [1.0, 1.5, 1.1, 1.2, 1.3] * 2, [10.0, 15.0, 11.0, 12.0, 13.0] * 2
-    r, basis = comparison_interval(_side(a), _side(b), _paired(a, b))
-    assert basis == "unpaired, the samples are noisy" and r.p90 < 1
+    e = paired(_side(a), _side(b))
+    assert e.basis == "paired" and e.ci_high < 0.11
 
 
 def _results_with(comparison: dict, projections=None, t2_ops=None) -> dict:
@@ -411,12 +407,12 @@ def test_a_loaded_quick_runs_noisy_thread_comparison_cannot_tell():
     check_verdicts(verdicts)
     (v,) = [v for v in verdicts if v["id"] == "threads_T256"]
     assert not v["resolved"] and "cannot tell" in v["statement"] and "slower" not in v["statement"]
-    assert "(unpaired, the samples are noisy and 5 rounds, under 10)" in v["statement"]
+    assert "93.8% CI" in v["statement"] and "too few for a 95% CI (at least 6)" in v["statement"]
 
 
-def test_projections_against_t2_ops_follow_the_rule_on_noisy_sides():
-    """The paired per-sample share decided it even where both sides were noisy (an audit's busy
-    run): overlapping noisy sides now give cannot tell, where the paired interval lay below 1."""
+def test_projections_against_t2_ops_stay_paired_on_noisy_sides():
+    """An audit's busy run: both sides noisy, their ranges overlapping, but the per-sample share
+    below 1 in every one of ten samples: the paired CI decides it."""
     from inferlab.labs.attention import attention_verdicts
 
     comparison = {"T": 256, "threads": [1, 2], "speedup": _paired(AUDIT_ONE, AUDIT_ONE),
@@ -426,7 +422,7 @@ def test_projections_against_t2_ops_follow_the_rule_on_noisy_sides():
     assert _paired(projections, t2_ops)["p90"] < 1
     verdicts = attention_verdicts(_results_with(comparison, projections, t2_ops))
     (v,) = [v for v in verdicts if v["id"] == "projections_vs_t2_T256"]
-    assert not v["resolved"] and "unpaired, the samples are noisy" in v["statement"]
+    assert v["outcome"] == "below" and "(paired)" in v["statement"]
     # the default quiet sides (1.0-1.01 ms against 2.0-2.02 ms) decide it paired: T^2 ops take longer
     (v,) = [v for v in attention_verdicts(_results_with(comparison)) if v["id"] == "projections_vs_t2_T256"]
     assert v["resolved"] and "(paired)" in v["statement"] and "scores + softmax + av take more time" in v["statement"]
@@ -436,17 +432,20 @@ def test_projections_against_t2_ops_follow_the_rule_on_noisy_sides():
 @pytest.mark.parametrize("speedup,side", [((1.2, 1.1, 1.3), "faster"), ((0.8, 0.7, 0.9), "slower"),
                                           ((1.0, 0.7, 1.4), None)])
 def test_thread_sentences_follow_the_interval(lab_run, speedup, side):
-    """The report re-rendered from edited results: quiet, inverted and straddling thread comparisons,
-    each side made quiet over ten rounds so the paired ratio decides."""
+    """The report re-rendered from edited results: thread comparisons whose ten per-round ratios
+    time(1) / time(N) run from p10-ish to p90-ish around the median, faster, slower and straddling."""
     from copy import deepcopy
 
     from inferlab.labs.attention import attention_verdicts
     from inferlab.labs.attention_report import readme_text
 
     r = deepcopy(lab_run[3])
+    v, lo, hi = speedup
+    ratios = [lo + (v - lo) * i / 4 for i in range(5)] + [v + (hi - v) * i / 4 for i in range(5)]
+    one = [1.0, 1.02] * 5
     for c in r["threads_comparison"]:
         c["speedup"] = dict(zip(("value", "p10", "p90"), speedup))
-        c["forward"] = {t: {**_side([1.0, 1.02] * 5)} for t in c["forward"]}
+        c["forward"] = {str(c["threads"][0]): _side(one), str(c["threads"][1]): _side([a / q for a, q in zip(one, ratios)])}
     r["verdicts"] = attention_verdicts(r)
     text = readme_text(r)
     check_readme(text, r["verdicts"])

@@ -202,17 +202,25 @@ def _stats(*ms):
     return summarize([m / 1e3 for m in ms])
 
 
-def test_more_rounds_while_a_ratio_straddles_1_or_a_side_is_noisy():
+def test_more_rounds_until_each_comparison_is_decided_twice():
+    from inferlab.measure.verdicts import Looks
+
     steps = {"none": {"steps": 4}, "indexed": {"steps": 4}}
-    quiet_none = _stats(30.0, 30.1, 30.2, 30.3, 30.4)
-    # resolved (every round slower) and quiet: enough
-    assert not mo._undecided({"none": quiet_none, "indexed": _stats(33.0, 33.1, 33.2, 33.3, 33.4)}, steps, ["indexed"])
-    # straddles 1
-    assert mo._undecided({"none": quiet_none, "indexed": _stats(29.0, 29.5, 30.5, 31.0, 31.5)}, steps, ["indexed"])
-    # a loaded --quick run's V=151,851 indexed row: every ratio above 1 (p10 1.16), but the samples spread 40%
-    loaded = {"none": _stats(30.58, 30.93, 30.31, 30.75, 30.51), "indexed": _stats(50.31, 57.42, 53.30, 36.60, 34.63)}
-    assert mo.paired_ratio(loaded["indexed"], loaded["none"]).p10 > 1
-    assert mo._undecided(loaded, steps, ["indexed"])
+    quiet_none = _stats(30.0, 30.1, 30.2, 30.3, 30.4, 30.5)
+    slower = {"none": quiet_none, "indexed": _stats(33.0, 33.1, 33.2, 33.3, 33.4, 33.5)}
+    looks = Looks(mo._claims(steps, ["indexed"]))
+    # every round 10% slower: decided "above" at the first look, confirmed on twice the rounds
+    assert looks(slower) == 12
+    assert looks(slower) == 0
+    # straddles 1: more rounds (at most 3x)
+    straddles = {"none": quiet_none, "indexed": _stats(29.0, 29.5, 30.5, 31.0, 31.5, 30.0)}
+    assert 6 < Looks(mo._claims(steps, ["indexed"]))(straddles) <= 18
+    # a loaded --quick run's V=151,851 indexed row: the samples spread 40%, but every round's ratio
+    # is above 1, and the paired CI decides it (the noisy sides no longer switch to unpaired)
+    loaded = {"none": _stats(30.58, 30.93, 30.31, 30.75, 30.51, 30.6),
+              "indexed": _stats(50.31, 57.42, 53.30, 36.60, 34.63, 40.0)}
+    assert mo.paired(loaded["indexed"], loaded["none"]).ci_low > 1
+    assert Looks(mo._claims(steps, ["indexed"]))(loaded) == 12
 
 
 # --- the report: Block A reconciled with Block B (item 9), readable figures (item 12) -------------
@@ -235,10 +243,11 @@ def _loaded_entry():
     return {"vocab": "qwen", "vocab_size": 151_851, "no_mask": none, "masks": {"naive": naive, "indexed": indexed}}
 
 
-def _verdict(kind, value, p10, p90):
-    """A mask_verdicts entry at V=151,851 as results.json holds it (threshold 1)."""
-    return {"id": f"{kind}_vs_none_151851", "value": value, "p10": p10, "p90": p90, "threshold": 1.0,
-            "resolved": p10 > 1 or p90 < 1, "statement": "..."}
+def _verdict(kind, value, lo, hi):
+    """A mask_verdicts entry at V=151,851 as results.json holds it (threshold 1, its CI lo-hi)."""
+    outcome = "above" if lo > 1 else "below" if hi < 1 else "undecided"
+    return {"id": f"{kind}_vs_none_151851", "value": value, "p10": lo, "p90": hi, "ci_low": lo, "ci_high": hi,
+            "threshold": 1.0, "outcome": outcome, "resolved": outcome != "undecided", "statement": "..."}
 
 
 def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
@@ -250,6 +259,7 @@ def test_block_a_extra_time_outside_the_mask_is_said_with_its_numbers():
     assert "| 151,851 | indexed | 4.93 ms (1.2 ms to 6.25 ms) | 37.3 us | 8.67 ms / 5.07 ms | 5.04 ms / 2.73 ms |" in text
     assert "indexed mask's extra time at 4.93 ms per step" in text and "is 0.76% of it" in text
     assert "other 4.9 ms lies outside the mask timer" in text and "indexed 40% of the median" in text
+    assert "(95% CI 1.2 ms to 6.25 ms)" in text
     # the naive mask's 18.7 ms extra is mostly its own 22.3 ms of traced work: nothing to explain
     assert "naive mask's extra time" not in text
     assert not any(w in text for w in ("slower", "faster"))
@@ -460,9 +470,9 @@ def test_the_lab_times_every_peer_on_its_bitmask_fill(conjugation_walks):
         # one walk per round (min_sample_s 0): a reading per token of each
         assert r["available"] and r["compiled"] and r["rounds"] == 3 and r["n_readings"] == 3 * len(path)
         ratio = r["ratio_to_inferlab"]
-        assert ratio["basis"].startswith("unpaired") and "3 rounds" in ratio["basis"]   # under 10 rounds
-        assert ratio["p10"] <= r["mean_us_p10"] / ours["mean_us_p90"] * (1 + 1e-9)       # held to the unpaired
-        assert ratio["p90"] >= r["mean_us_p90"] / ours["mean_us_p10"] * (1 - 1e-9)
+        # paired by round; 3 rounds' range covers the median with 1 - 2/8 = 75% only, which it says
+        assert ratio["basis"] == "paired" and ratio["rounds"] == 3 and ratio["confidence"] == pytest.approx(0.75)
+        assert ratio["ci_low"] <= ratio["p10"] <= ratio["value"] <= ratio["p90"] <= ratio["ci_high"]
         assert "bitmask" in r["note"]
 
 
@@ -488,18 +498,20 @@ def test_interleaved_walks_take_turns_and_pair_the_rounds():
     assert len(readings["a"]) == 4 * 3
 
 
-@pytest.mark.parametrize("noisy, rounds, resolved", [(False, 20, True), (True, 20, False), (False, 5, False)])
-def test_mask_verdicts_trust_the_pairing_only_on_quiet_sides_over_enough_rounds(noisy, rounds, resolved):
-    """No mask 7.6 ms a step (7.0-9.0), indexed 9.0 (8.0-12.0): the paired ratio 1.2 (1.1-1.3)
-    says the mask costs time; unpaired (noisy, or 5 rounds) 8.0/9.0 to 12.0/7.0 straddles 1."""
-    def row(ms, lo, hi):
-        return {"steps": 8, "ms_per_step": ms, "ms_per_step_p10": lo, "ms_per_step_p90": hi, "noisy": noisy,
-                "call": {"n": rounds}}
-    entry = {"vocab_size": 512, "no_mask": row(7.6, 7.0, 9.0), "masks": {"indexed": row(9.0, 8.0, 12.0)},
-             "ratios": {"indexed/none": {"value": 1.2, "p10": 1.1, "p90": 1.3}}}
+@pytest.mark.parametrize("rounds, outcome", [(20, "above"), (5, "undecided")])
+def test_mask_verdicts_keep_the_pairing_on_noisy_sides(rounds, outcome):
+    """Each round's load (0.5x-2x) lands on both sides: the sides are noisy, their time ranges
+    overlap, but every round's ratio is 1.1-1.3, so the paired CI decides; 5 rounds are too few."""
+    load = np.geomspace(0.5, 2.0, rounds)                                            # (rounds,)
+    ratio = np.linspace(1.1, 1.3, rounds)[::-1]                                      # (rounds,)
+
+    def row(per_step):
+        return {"steps": 8, "ms_per_step": float(np.median(per_step)), "noisy": True,
+                "call": {"n": rounds, "samples_ms": list(per_step * 8)}}
+    entry = {"vocab_size": 512, "no_mask": row(7.6 * load), "masks": {"indexed": row(7.6 * load * ratio)}}
     (v,) = mo.mask_verdicts([entry], default_vocab_size=151_851)
-    assert v["id"] == "indexed_vs_none_512" and v["resolved"] is resolved
-    assert ("paired)" in v["statement"] and "unpaired" not in v["statement"]) is resolved
+    assert v["id"] == "indexed_vs_none_512" and v["outcome"] == outcome
+    assert "paired)" in v["statement"] and "margin +-5%" in v["statement"]
 
 
 def test_block_a_vs_b_says_when_the_traced_mask_outruns_block_a():

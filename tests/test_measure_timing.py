@@ -5,7 +5,6 @@ and the statistics exact, so the expected values below are derived by hand.
 """
 
 import gc
-import itertools
 
 import pytest
 
@@ -169,10 +168,19 @@ def test_interleaved_takes_one_sample_of_each_in_turn(monkeypatch):
     assert stats["a"].median == pytest.approx(1e-3) and stats["b"].median == pytest.approx(2e-3)
     assert stats["a"].n == stats["b"].n == 3
     # After warm-up (a, b) and calibration (a x (1 + 60 + 60), b x (1 + 30 + 30): each count's
-    # confirming run), the samples alternate 60 a, 30 b, ...
+    # confirming run), each round is one sample of each (60 a calls, 30 b), in a shuffled order
     timed = order[2 + 121 + 61:]
-    runs = [(name, sum(1 for _ in group)) for name, group in itertools.groupby(timed)]
-    assert runs == [("a", 60), ("b", 30)] * 3
+    calls = {"a": 60, "b": 30}
+    rounds, i = [], 0
+    while i < len(timed):
+        r = []
+        for _ in range(2):
+            name = timed[i]
+            assert timed[i:i + calls[name]] == [name] * calls[name]
+            r.append(name)
+            i += calls[name]
+        rounds.append(r)
+    assert len(rounds) == 3 and all(sorted(r) == ["a", "b"] for r in rounds)
 
 
 def test_interleaved_restores_gc_after_an_error(monkeypatch):

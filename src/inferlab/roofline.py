@@ -41,7 +41,7 @@ from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu
                                       last_level_cache_bytes, physical_cores)
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget, Stats, measure, measure_interleaved
-from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient, straddles_one
+from inferlab.measure.verdicts import Claim, Interval, Looks, bounds, decide, paired, paired_ratio, quotient
 
 EXPERIMENT = "01-roofline"
 SCHEMA_VERSION = 1
@@ -162,10 +162,10 @@ def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
     return min(want, cap), llc, known, want > cap
 
 
-def _unresolved(pair: tuple[str, str]):
-    """more() for measure_interleaved: the interval deciding the two thread counts' time ratio
-    (verdicts.comparison_interval: paired where both sides are quiet) straddles 1."""
-    return lambda stats: straddles_one(stats[pair[0]], stats[pair[1]])
+def _unresolved(pair: tuple[str, str]) -> Looks:
+    """more() for measure_interleaved: rounds until the two thread counts' paired time ratio is
+    decided (verdicts.Looks)."""
+    return Looks([Claim(*pair)])
 
 
 def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],
@@ -425,17 +425,16 @@ def wide_ceilings(bandwidth: dict, peak: dict) -> list[str]:
     return flags
 
 
-def _gemm_interval(ratio: dict, peak: dict, top: int) -> tuple[Interval, str]:
-    """comparison_interval of the 1-thread and top-thread GEMM times at the paired ratio's n.
-    Runs from before those were stored beside the ratio hold each count's peak alone, which may
-    be at another n: there the paired ratio is all there is, and the basis says so."""
+def _gemm_estimate(ratio: dict, peak: dict, top: int):
+    """The 1-thread over top-thread GEMM time at the paired ratio's n, round by round
+    (verdicts.paired). Runs from before those were stored beside the ratio hold each count's peak
+    alone, which may be at another n: there the ratio's p10-p90 are all there is (bounds)."""
     if "time" in ratio:
-        return comparison_interval(ratio["time"]["1"], ratio["time"][str(top)], ratio)
+        return paired(ratio["time"]["1"], ratio["time"][str(top)])
     one, many = peak["1"], peak[str(top)]
     if one["n"] == many["n"] == ratio["n"]:
-        return comparison_interval(one["time"], many["time"], ratio)
-    return (Interval(ratio["value"], ratio["p10"], ratio["p90"]),
-            "paired only: a run from before both sides' times were kept at one n")
+        return paired(one["time"], many["time"])
+    return bounds(Interval(ratio["value"], ratio["p10"], ratio["p90"]))
 
 
 def roofline_verdicts(results: dict) -> list[dict]:
@@ -446,16 +445,16 @@ def roofline_verdicts(results: dict) -> list[dict]:
     if top > 1:
         tr = results["thread_ratios"]
         times = results["bandwidth_GBps"]["triad"]
-        ratio, basis = comparison_interval(times["1"]["time"], times[str(top)]["time"], tr["stream"]["triad"])
+        ratio = paired(times["1"]["time"], times[str(top)]["time"])
         out.append(decide("triad_threads", ratio, 1.0,
-                          quantity=f"triad bandwidth with {top} threads over 1 thread ({basis})",
+                          quantity=f"triad bandwidth with {top} threads over 1 thread ({ratio.basis})",
                           above=f"STREAM triad moves more bytes per second with {top} threads than with 1",
                           below=f"STREAM triad moves fewer bytes per second with {top} threads than with 1",
                           question=f"whether {top} threads change STREAM triad bandwidth").to_json())
         g = tr["gemm"]["float32"]
-        ratio, basis = _gemm_interval(g, results["peak_GFLOPS"]["float32"], top)
+        ratio = _gemm_estimate(g, results["peak_GFLOPS"]["float32"], top)
         out.append(decide("gemm_float32_threads", ratio, 1.0,
-                          quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread ({basis})",
+                          quantity=f"float32 GEMM (n={g['n']}) GFLOP/s with {top} threads over 1 thread ({ratio.basis})",
                           above=f"float32 GEMM runs faster with {top} threads than with 1",
                           below=f"float32 GEMM runs slower with {top} threads than with 1",
                           question=f"whether {top} threads change float32 GEMM speed").to_json())

@@ -173,7 +173,8 @@ non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a finite numbe
 
 
 def add_budget_argument(p: argparse.ArgumentParser, *, default: float, quick: float) -> None:
-    """--budget-s: extra seconds of interleaved rounds a lab may spend on unresolved comparisons."""
+    """--budget-s: extra seconds of interleaved rounds a lab may spend deciding its comparisons
+    (a round starts only while the seconds left pay for it: timing.Budget.afford)."""
     p.add_argument("--budget-s", type=non_negative_float, default=None, metavar="SECONDS",
-                   help=f"extra seconds of interleaved rounds while a comparison is unresolved "
+                   help=f"extra seconds of interleaved rounds while a comparison's 95%% CI is undecided "
                         f"(default {default:g}; --quick {quick:g}; 0 = none)")

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -29,13 +30,18 @@ from inferlab.labs.attention_report import EXPERIMENT, SUMMARY_T, largest_point,
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved, summarize
 from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.timing import DEFAULT_BUDGET_S, DEFAULT_NOISE_THRESHOLD, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import (MIN_PAIRED_ROUNDS, Interval, comparison_interval, decide, paired_ratio,
-                                       quotient, straddles_one)
+from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
+from inferlab.measure.verdicts import (CONFIDENCE, MIN_ROUNDS, Claim, Interval, Looks, decide, paired, paired_ratio,
+                                       quotient)
 from inferlab.roofline import Roofline
 
 QUICK_SAMPLES = 10
 SOFTMAX_ROOF_PCT = 10.0   # seed 001: "softmax reaches < 10% of its roof"
+# Equivalence margins, fixed before any run: the numpy flash forward against the naive one reads
+# near 1 at small T, and at the profile's small T one more BLAS thread has little to split; a
+# difference under 5% of the forward is none that matters for either question.
+FLASH_MARGIN = 0.05
+THREADS_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class AttentionLabConfig:
         sweep = SweepConfig(T_sweep=tuple(T_sweep), d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
                             qkv_bias=qkv_bias, samples=QUICK_SAMPLES if quick else SweepConfig.samples, seed=seed)
         config = cls(sweep=sweep, threads=threads, roofline_dir=roofline_dir, quick=quick, model=model,
-                     flash_samples=5 if quick else 20, budget_s=QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
+                     flash_samples=MIN_ROUNDS if quick else 20, budget_s=QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
         if quick:
             config = replace(config, flash_T=(256, 512, 1024))
         return config if budget_s is None else replace(config, budget_s=budget_s)
@@ -117,13 +123,12 @@ def _point_json(T: int, stats: dict, config: AttentionLabConfig, roof: Roofline)
             "largest": max(OPS, key=lambda name: stats[name].median)}
 
 
-def _unresolved(pairs):
-    """more() for measure_interleaved: any (num, den) comparison whose deciding interval
-    (comparison_interval) straddles 1."""
-    return lambda stats: any(straddles_one(stats[a], stats[b]) for a, b in pairs)
+def _unresolved(num: str, den: str, margin: float) -> Looks:
+    """more() for measure_interleaved: rounds until time(num) / time(den) is decided (verdicts.Looks)."""
+    return Looks([Claim(num, den, margin=margin)])
 
 
-def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[dict]:
+def thread_comparison(config: AttentionLabConfig, budgets: Iterator[Budget], step) -> list[dict]:
     """The whole forward with config.threads and config.all_threads BLAS threads, interleaved
     per T (the thread limit is switched between samples, outside the timer)."""
     sweep = config.sweep
@@ -134,7 +139,7 @@ def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[
         fwd = partial(mha.forward, xs[T])
         stats = measure_interleaved({one: fwd, many: fwd}, around={t: partial(blas_threads, int(t)) for t in (one, many)},
                                     samples=config.flash_samples, min_sample_s=sweep.min_sample_s,
-                                    more=_unresolved([(one, many)]), budget=budget)
+                                    more=_unresolved(one, many, THREADS_MARGIN), budget=next(budgets), seed=sweep.seed)
         out.append({"T": T, "threads": [config.threads, config.all_threads],
                     "forward": {t: s.to_json("ms") for t, s in stats.items()},
                     "speedup": paired_ratio(stats[one], stats[many]).to_json()})   # time(1) / time(N)
@@ -142,7 +147,7 @@ def thread_comparison(config: AttentionLabConfig, budget: Budget, step) -> list[
     return out
 
 
-def _flash_points(config: AttentionLabConfig, budget: Budget, on_point) -> list[dict]:
+def _flash_points(config: AttentionLabConfig, budgets: Iterator[Budget], on_point) -> list[dict]:
     """Flash vs naive: peak memory (tracemalloc), modelled bytes, max difference, forward time."""
     sweep = config.sweep
     mha, _ = sweep_inputs(sweep)   # the profile's weights (mha does not depend on the context length)
@@ -167,8 +172,8 @@ def _flash_points(config: AttentionLabConfig, budget: Budget, on_point) -> list[
             del naive_out, flash_out
             if T in sweep.T_sweep:   # time both forwards, interleaved, where the profile has a point
                 stats = measure_interleaved({"naive": naive_fwd, "flash": flash_fwd}, samples=config.flash_samples,
-                                            min_sample_s=sweep.min_sample_s, more=_unresolved([("flash", "naive")]),
-                                            budget=budget)
+                                            min_sample_s=sweep.min_sample_s, more=_unresolved("flash", "naive", FLASH_MARGIN),
+                                            budget=next(budgets), seed=sweep.seed)
                 point.update(naive_forward=stats["naive"].to_json("ms"), flash_forward=stats["flash"].to_json("ms"),
                              flash_over_naive=paired_ratio(stats["flash"], stats["naive"]).to_json())
             points.append(point)
@@ -188,10 +193,13 @@ def measure_all(config: AttentionLabConfig) -> dict:
     compare = config.all_threads != config.threads
     flash_T = flash_sizes(config)
     budget = Budget(config.budget_s)
+    # every interleaved comparison gets an even share of what the ones before it left
+    timed = (len(sweep.T_sweep) if compare else 0) + sum(T in sweep.T_sweep for T in flash_T)
+    budgets = budget.shares(timed)
     with progress_bar(len(sweep.T_sweep) * (1 + compare) + len(flash_T), "attention") as step:
         profile = profile_sweep(sweep, threads=config.threads, on_point=lambda T: step(f"T={T} profiled"))
-        threads = thread_comparison(config, budget, step) if compare else []
-        flash = _flash_points(config, budget, lambda T: step(f"flash vs naive, T={T} done"))
+        threads = thread_comparison(config, budgets, step) if compare else []
+        flash = _flash_points(config, budgets, lambda T: step(f"flash vs naive, T={T} done"))
     results = {
         "schema_version": 1,
         "experiment": EXPERIMENT,
@@ -202,7 +210,8 @@ def measure_all(config: AttentionLabConfig) -> dict:
                     "points": [_point_json(T, profile[T], config, roof) for T in sweep.T_sweep]},
         "threads_comparison": threads,
         "flash": {"block": config.flash_block, "causal": True, "points": flash},
-        "comparison_rule": {"min_paired_rounds": MIN_PAIRED_ROUNDS, "quiet_spread": DEFAULT_NOISE_THRESHOLD},
+        "comparison_rule": {"confidence": CONFIDENCE, "min_rounds": MIN_ROUNDS,
+                            "equivalence_margins": {"flash vs naive": FLASH_MARGIN, "1 vs all threads": THREADS_MARGIN}},
         "budget": {"seconds": config.budget_s, "left_s": budget.left()},
     }
     results["summary"] = summary_json(results)
@@ -238,28 +247,34 @@ def attention_verdicts(results: dict) -> list[dict]:
                       fmt=".3g").to_json())
     ends = (min(points, key=lambda p: p["T"]), largest_point(results))
     for p in {e["T"]: e for e in ends}.values():
-        ratio, basis = comparison_interval(p["projections_time"], p["t2_ops_time"], p["projections_over_t2"])
+        ratio = paired(p["projections_time"], p["t2_ops_time"])
         out.append(decide(f"projections_vs_t2_T{p['T']}", ratio, 1.0,
-                          quantity=f"projection time over T^2-op time at T={p['T']} ({basis})",
+                          quantity=f"projection time over T^2-op time at T={p['T']} ({ratio.basis})",
                           above=f"At T={p['T']} the projections take more time than scores + softmax + av",
                           below=f"At T={p['T']} scores + softmax + av take more time than the projections",
                           question=f"at T={p['T']} whether the projections or the T^2 ops take more time").to_json())
     for c in results["threads_comparison"]:
         one, many = c["threads"]
-        ratio, basis = comparison_interval(c["forward"][str(one)], c["forward"][str(many)], c["speedup"])
+        ratio = paired(c["forward"][str(one)], c["forward"][str(many)])
         out.append(decide(f"threads_T{c['T']}", ratio, 1.0,
-                          quantity=f"forward time with {one} thread(s) over {many} threads at T={c['T']} ({basis})",
+                          quantity=f"forward time with {one} thread(s) over {many} threads at T={c['T']} ({ratio.basis})",
                           above=f"At T={c['T']} the forward runs faster with {many} BLAS threads than with {one}",
                           below=f"At T={c['T']} the forward runs slower with {many} BLAS threads than with {one}",
-                          question=f"at T={c['T']} whether {many} BLAS threads change the forward time").to_json())
+                          question=f"at T={c['T']} whether {many} BLAS threads change the forward time",
+                          margin=THREADS_MARGIN,
+                          equivalent=(f"At T={c['T']} {many} BLAS threads change the forward time by less than "
+                                      f"{THREADS_MARGIN:.0%}")).to_json())
     for p in results["flash"]["points"]:
         if "flash_over_naive" in p:
-            ratio, basis = comparison_interval(p["flash_forward"], p["naive_forward"], p["flash_over_naive"])
+            ratio = paired(p["flash_forward"], p["naive_forward"])
             out.append(decide(f"flash_vs_naive_T{p['T']}", ratio, 1.0,
-                              quantity=f"flash forward time over naive at T={p['T']} ({basis})",
+                              quantity=f"flash forward time over naive at T={p['T']} ({ratio.basis})",
                               above=f"At T={p['T']} the numpy flash forward is slower than the naive one",
                               below=f"At T={p['T']} the numpy flash forward is faster than the naive one",
-                              question=f"at T={p['T']} whether the numpy flash forward differs in time from the naive one").to_json())
+                              question=f"at T={p['T']} whether the numpy flash forward differs in time from the naive one",
+                              margin=FLASH_MARGIN,
+                              equivalent=(f"At T={p['T']} the numpy flash forward and the naive one differ in time by "
+                                          f"less than {FLASH_MARGIN:.0%}")).to_json())
     return out
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from inferlab.attention_perf import OPS, T2_OPS, memory_bound_threshold, op_costs
 from inferlab.measure import new_figure
 from inferlab.measure.plots import LABEL_BOX
-from inferlab.measure.verdicts import verdict_lines
+from inferlab.measure.verdicts import rule_paragraph, verdict_lines
 from inferlab.roofline import Roofline, draw_roofline
 
 EXPERIMENT = "15-attention-perf"
@@ -341,14 +341,8 @@ def _summary_lines(summ: dict) -> list[str]:
 
 
 def _rule_sentence(results: dict) -> str:
-    """How the comparisons were decided, as results.json records it (older runs: paired only)."""
-    rule = results.get("comparison_rule")
-    if rule is None:
-        return " Each is decided on its paired per-round ratio."
-    return (f" A comparison is decided on its paired per-round ratio when both sides are quiet (spread <= "
-            f"{rule['quiet_spread']:.0%}) over >= {rule['min_paired_rounds']} rounds; otherwise unpaired, each "
-            "side's p10 against the other's p90, so it states a direction only where the two sides' p10-p90 "
-            "time ranges do not overlap. Each verdict names the interval it used.")
+    """How the comparisons were decided (verdicts.rule_paragraph), with the margins results.json records."""
+    return " " + rule_paragraph(results["comparison_rule"]["equivalence_margins"])
 
 
 def _three_measures(results: dict) -> list[str]:
@@ -415,7 +409,7 @@ def readme_text(results: dict) -> str:
           f"Each point: {cfg['samples']} samples, each >= {cfg['min_sample_s'] * 1e3:g} ms of back-to-back "
           "forwards, after a discarded warm-up, gc disabled; median (p10-p90). "
           f"Per-op profile with {cfg['threads']} BLAS thread(s), set with threadpoolctl. Comparisons are "
-          f"interleaved runs of {cfg['flash_samples']} rounds or more (more while unresolved, within a "
+          f"interleaved runs of {cfg['flash_samples']} rounds or more (more while undecided, within a "
           f"{cfg['budget_s']:g} s budget), each a verdict below." + _rule_sentence(results)]
     if cfg["quick"]:
         L += ["", f"**Quick run**: {cfg['samples']} samples per point instead of 100, comparisons of "

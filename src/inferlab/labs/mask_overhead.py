@@ -15,9 +15,9 @@ with and without jump-forward (constrain.jump_forward.compare_jump_forward): for
 saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
-interleaved run and becomes a verdict; while one is unresolved, or a configuration's samples are
-noisy, the lab takes more rounds, within `budget_s` seconds of extra rounds shared by the
-vocabularies (measure_vocabs). The report (README, figures, bench.py) is mask_overhead_report.render(results).
+interleaved run and becomes a verdict on its 95% CI (measure.verdicts); while one is undecided or
+not yet confirmed, the lab takes more rounds (verdicts.Looks), within `budget_s` seconds of extra
+rounds shared by the vocabularies (measure_vocabs). The report (README, figures, bench.py) is mask_overhead_report.render(results).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from inferlab.labs.mask_overhead_report import render
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget
-from inferlab.measure.verdicts import Interval, comparison_interval, decide, paired_ratio, quotient, straddles_one
+from inferlab.measure.verdicts import Claim, Interval, Looks, decide, paired, paired_ratio, samples, unpaired
 from inferlab.model.checkpoints import load_default_model, load_model
 from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
@@ -50,6 +50,10 @@ EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
 MODEL = "model"                   # the `vocab` key of the --model row: the folder's own vocabulary
 THROUGHPUT_HALVED = 2.0           # seed 000: Y/X < 0.5, i.e. a masked step over 2x the unmasked one
+# Equivalence margins, fixed before any run: the indexed and stack masks against no mask are the
+# seed's "does the mask cost anything?", answered "no more than 5%" when the 95% CI lies inside
+# 1 +- 5% (stack vs none read 1.026 at V=512: a 3% margin would take thousands of rounds).
+EQUIVALENCE_MARGINS = {"indexed": 0.05, "stack": 0.05}
 # CPython list-of-lists DFA: one transition reads the token's byte, the row pointer and the
 # entry pointer. A lower bound on the bytes a naive check touches, for the roofline placement.
 NAIVE_BYTES_PER_TRANSITION = 1 + 8 + 8
@@ -83,7 +87,7 @@ class MaskLabConfig:
 
     @classmethod
     def build(cls, *, quick: bool, **overrides) -> "MaskLabConfig":
-        base = (cls(trials=5, naive_large_vocab_tokens=4, quick=True, budget_s=QUICK_BUDGET_S,
+        base = (cls(trials=6, naive_large_vocab_tokens=4, quick=True, budget_s=QUICK_BUDGET_S,
                     model_max_new_tokens=6, jump_prompts=1) if quick
                 else cls())
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
@@ -143,13 +147,14 @@ def _pairs(kinds) -> list[tuple[str, str]]:
     return pairs + ([("naive", "indexed")] if {"naive", "indexed"} <= set(kinds) else [])
 
 
-def _undecided(stats: dict, steps: dict, kinds) -> bool:
-    """More rounds are wanted while a comparison's deciding interval (comparison_interval, as
-    mask_verdicts decides it) straddles 1, or while a configuration's samples are noisy: a load
-    burst over a few of 5 rounds can land on one side of every pair and resolve a comparison the
-    mask has no part in (a new user's --quick run: 1.65 for a 37 us mask)."""
-    return (any(straddles_one(stats[a], stats[b], scale=steps[b]["steps"] / steps[a]["steps"]) for a, b in _pairs(kinds))
-            or any(s.noisy for s in stats.values()))
+def _claims(steps: dict, kinds) -> list[Claim]:
+    """The comparisons mask_verdicts decides in one group, as Looks asks them after each look:
+    per-step time of a over b (their step counts can differ), with each margin; and the naive
+    mask's ratio against the seed's throughput mark."""
+    scale = lambda a, b: steps[b]["steps"] / steps[a]["steps"]  # noqa: E731
+    claims = [Claim(a, b, scale(a, b), margin=EQUIVALENCE_MARGINS.get(a) if b == "none" else None)
+              for a, b in _pairs(kinds)]
+    return claims + ([Claim("naive", "none", scale("naive", "none"), THROUGHPUT_HALVED)] if "naive" in kinds else [])
 
 
 def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, config: MaskLabConfig,
@@ -158,16 +163,16 @@ def time_group(model, tok, prompt: str, masks: dict, *, max_new_tokens: int, con
 
     Tracing is off; measure_interleaved discards a warm-up call of each, disables gc, aggregates
     >= 50 ms per sample and takes one sample of each configuration per round, so load drift lands
-    on all of them rather than in their ratio. While _undecided it takes more rounds, until the
-    budget runs out. Returns (rows, {"naive/indexed": ratio interval, ...}).
+    on all of them rather than in their ratio. While a comparison is undecided or unconfirmed
+    (verdicts.Looks over _claims) it takes more rounds, until the budget runs out. Returns (rows, {"naive/indexed": ratio interval, ...}).
     """
     runs = {name: partial(generate, model, tok, prompt, mask=mask, max_new_tokens=max_new_tokens,
                           seed=config.seed, temperature=config.temperature)
             for name, mask in {"none": None, **masks}.items()}
     paths = {name: run() for name, run in runs.items()}
     steps = {name: {"steps": g.n_steps} for name, g in paths.items()}
-    stats = measure_interleaved(runs, samples=config.trials, warmup=1, more=partial(_undecided, steps=steps, kinds=masks),
-                                budget=budget)
+    stats = measure_interleaved(runs, samples=config.trials, warmup=1, more=Looks(_claims(steps, masks)),
+                                budget=budget, seed=config.seed)
     rows = {name: _row(paths[name], stats[name]) for name in runs}
     ratios = {f"{a}/{b}": _step_ratio(stats, rows, a, b).to_json() for a, b in _pairs(masks)}
     base = rows["none"]
@@ -308,17 +313,20 @@ def headline(entry: dict) -> dict:
     return out
 
 
-def _per_step(row: dict) -> dict:
-    """A configuration's per-step times (_row) as comparison_interval reads a side."""
-    return {"median_ms": row["ms_per_step"], "p10_ms": row["ms_per_step_p10"], "p90_ms": row["ms_per_step_p90"],
-            "noisy": row["noisy"], "n": row["call"]["n"]}
+def _row_of(e: dict, kind: str) -> dict:
+    return e["no_mask"] if kind == "none" else e["masks"][kind]
 
 
-def _step_interval(e: dict, num: str, den: str) -> tuple[Interval, str]:
-    """The interval deciding per-step time num / den (verdicts.comparison_interval: paired only
-    where both sides are quiet over enough rounds), and its basis."""
-    row = lambda k: e["no_mask"] if k == "none" else e["masks"][k]  # noqa: E731
-    return comparison_interval(_per_step(row(num)), _per_step(row(den)), e["ratios"][f"{num}/{den}"])
+def _step_estimate(e: dict, num: str, den: str):
+    """Per-step time num / den, paired round by round from the calls' raw samples (verdicts.paired)."""
+    a, b = _row_of(e, num), _row_of(e, den)
+    return paired(a["call"], b["call"], scale=b["steps"] / a["steps"])
+
+
+def _step_ratios(e: dict, kind: str):
+    """The per-round per-step ratios kind / none of one vocabulary's run: (rounds,)."""
+    a, b = _row_of(e, kind), e["no_mask"]
+    return samples(a["call"]) / samples(b["call"]) * b["steps"] / a["steps"]
 
 
 def mask_verdicts(table: list[dict], default_vocab_size: int) -> list[dict]:
@@ -329,23 +337,26 @@ def mask_verdicts(table: list[dict], default_vocab_size: int) -> list[dict]:
         v = f"V={e['vocab_size']:,}" + (" (the --model folder)" if e.get("real_model") else "")
         steps = f"{e['no_mask']['steps']}-step runs"
         for kind in e["masks"]:
-            ratio, basis = _step_interval(e, kind, "none")
-            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", ratio, 1.0,
-                              quantity=f"the per-step time with the {kind} mask over without ({v}, {steps}, {basis})",
+            est = _step_estimate(e, kind, "none")
+            margin = EQUIVALENCE_MARGINS.get(kind)
+            out.append(decide(f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", est, 1.0,
+                              quantity=f"the per-step time with the {kind} mask over without ({v}, {steps}, {est.basis})",
                               above=f"At {v} the {kind} mask makes a decode step slower than no mask",
                               below=f"At {v} the {kind} mask makes a decode step faster than no mask",
-                              question=f"at {v} whether the {kind} mask changes the decode step time").to_json())
-        if "naive/indexed" in e["ratios"]:
-            ratio, basis = _step_interval(e, "naive", "indexed")
-            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", ratio, 1.0,
-                              quantity=f"the per-step time with the naive mask over the indexed one ({v}, {basis})",
+                              question=f"at {v} whether the {kind} mask changes the decode step time",
+                              margin=margin, equivalent=margin and (f"At {v} the {kind} mask changes the decode step "
+                                                                    f"time by less than {margin:.0%}")).to_json())
+        if {"naive", "indexed"} <= set(e["masks"]):
+            est = _step_estimate(e, "naive", "indexed")
+            out.append(decide(f"naive_vs_indexed_{e['vocab_size']}{'_model' if e.get('real_model') else ''}", est, 1.0,
+                              quantity=f"the per-step time with the naive mask over the indexed one ({v}, {est.basis})",
                               above=f"At {v} the naive mask makes a step slower than the indexed mask",
                               below=f"At {v} the naive mask makes a step faster than the indexed mask",
                               question=f"at {v} whether the naive and indexed masks differ in step time").to_json())
         if e["vocab_size"] == default_vocab_size and "naive" in e["masks"]:
-            ratio, basis = _step_interval(e, "naive", "none")
-            out.append(decide("naive_halves_throughput", ratio, THROUGHPUT_HALVED,
-                              quantity=f"the naive mask's per-step time ratio ({v}, {basis})",
+            est = _step_estimate(e, "naive", "none")
+            out.append(decide("naive_halves_throughput", est, THROUGHPUT_HALVED,
+                              quantity=f"the naive mask's per-step time ratio ({v}, {est.basis})",
                               above=f"At {v} the naive mask cuts tokens per second below half (Y/X < 0.5)",
                               below=f"At {v} the naive mask keeps more than half the tokens per second (Y/X > 0.5)",
                               question=f"at {v} whether the naive mask halves tokens per second").to_json())
@@ -380,41 +391,39 @@ def jump_forward_row(config: MaskLabConfig) -> dict:
 
 def jump_forward_verdict(row: dict) -> dict:
     """tokens/s jump-forward over plain = time(plain) x k / time(jump-forward), k their timed
-    tokens' ratio: decided on comparison_interval, as every timed comparison of the labs."""
+    tokens' ratio, paired round by round (verdicts.paired), as every timed comparison of the labs."""
     t, tokens = row["timing"], row["timed_tokens"]
-    k = tokens["jump_forward"] / tokens["plain"]
-    plain = {**t["plain"], **{key: t["plain"][key] * k for key in ("median_ms", "p10_ms", "p90_ms")}}
-    ratio, basis = comparison_interval(plain, t["jump_forward"], row["tokens_per_s_ratio"])
-    return decide("jump_forward_tokens_per_s", ratio, 1.0,
+    est = paired(t["plain"], t["jump_forward"], scale=tokens["jump_forward"] / tokens["plain"])
+    return decide("jump_forward_tokens_per_s", est, 1.0,
                   quantity=(f"tokens/s with jump-forward over plain masked decoding (V={row['vocab_size']:,}, "
-                            f"greedy, {len(row['prompts'])} prompt(s), {basis})"),
+                            f"greedy, {len(row['prompts'])} prompt(s), {est.basis})"),
                   above="Jump-forward decodes more tokens per second than plain masked decoding",
                   below="Jump-forward decodes fewer tokens per second than plain masked decoding",
                   question="whether jump-forward changes tokens per second").to_json()
 
 
 def model_verdicts(table: list[dict]) -> list[dict]:
-    """What changes from MiniGPT on the --model row, each from the two rows' own intervals (two
-    separate interleaved runs, so conservative quotients): the no-mask step time, and each mask's
-    paired step-time ratio."""
+    """What changes from MiniGPT on the --model row. The two rows come from separate interleaved
+    runs, so no pairing exists: the no-mask per-step times, and each mask's per-round step-time
+    ratios, are compared unpaired (verdicts.unpaired: Hodges-Lehmann)."""
     mini = next((e for e in table if e["vocab"] == DEFAULT_VOCAB), None)
     real = next((e for e in table if e.get("real_model")), None)
     if mini is None or real is None:
         return []
-    step = lambda e: Interval(e["no_mask"]["ms_per_step"], e["no_mask"]["ms_per_step_p10"],  # noqa: E731
-                              e["no_mask"]["ms_per_step_p90"])
-    out = [decide("model_step_vs_minigpt", quotient(step(real), step(mini)), 1.0,
-                  quantity="the model's no-mask ms/step over MiniGPT's (separate runs, conservative interval)",
+    step = unpaired(real["no_mask"]["call"], mini["no_mask"]["call"],
+                    scale=mini["no_mask"]["steps"] / real["no_mask"]["steps"])
+    out = [decide("model_step_vs_minigpt", step, 1.0,
+                  quantity=f"the model's no-mask ms/step over MiniGPT's (separate runs, {step.basis})",
                   above="A decode step of the model takes longer than MiniGPT's",
                   below="A decode step of the model takes less time than MiniGPT's",
                   question="whether a decode step of the model and of MiniGPT differ in time").to_json()]
     for kind in real["masks"]:
         if kind not in mini["masks"]:
             continue
-        ratio = quotient(Interval(**real["ratios"][f"{kind}/none"]), Interval(**mini["ratios"][f"{kind}/none"]))
+        ratio = unpaired(_step_ratios(real, kind), _step_ratios(mini, kind))
         out.append(decide(f"{kind}_overhead_model_vs_minigpt", ratio, 1.0,
                           quantity=(f"the {kind} mask's step-time ratio (with over without) on the model over the "
-                                    "same ratio on MiniGPT (conservative interval)"),
+                                    f"same ratio on MiniGPT ({ratio.basis})"),
                           above=f"The {kind} mask slows a step of the model relatively more than one of MiniGPT",
                           below=f"The {kind} mask slows a step of the model relatively less than one of MiniGPT",
                           question=f"whether the {kind} mask's relative cost differs between the model and MiniGPT"
@@ -424,13 +433,10 @@ def model_verdicts(table: list[dict]) -> list[dict]:
 
 def measure_vocabs(sources: tuple[str, ...], config: MaskLabConfig, step) -> tuple[list[dict], float]:
     """(one entry per vocabulary, budget seconds left): each vocabulary gets an even share of what
-    the ones before left, so the first cannot spend the large vocabularies' extra rounds."""
-    table, left = [], config.budget_s
-    for i, vocab in enumerate(sources):
-        budget = Budget(left / (len(sources) - i))
-        table.append(measure_vocab(vocab, config, step, budget))
-        left -= budget.spent
-    return table, left
+    the ones before left (Budget.shares), so the first cannot spend the large vocabularies' extra rounds."""
+    budget = Budget(config.budget_s)
+    table = [measure_vocab(vocab, config, step, share) for vocab, share in zip(sources, budget.shares(len(sources)))]
+    return table, budget.left()
 
 
 def measure_all(config: MaskLabConfig) -> dict:
@@ -469,7 +475,7 @@ def config_json(config: MaskLabConfig) -> dict:
     d = asdict(config)
     for key in ("roofline_dir", "model_dir"):
         d[key] = str(d[key]) if d[key] else None
-    return d
+    return {**d, "equivalence_margins": {k: m for k, m in EQUIVALENCE_MARGINS.items() if k in config.masks}}
 
 
 def summary_json(results: dict) -> dict:

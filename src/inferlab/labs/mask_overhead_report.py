@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.measure import new_figure
-from inferlab.measure.verdicts import MIN_PAIRED_ROUNDS, verdict_lines
+from inferlab.measure.verdicts import rule_paragraph, verdict_lines
 
 MASK_ORDER = ("no mask", "naive", "indexed", "stack")   # the bar order of every panel
 
@@ -314,17 +314,16 @@ MASK_EXPLAINS = 0.5
 
 def _vs_none(results: dict, e: dict, kind: str) -> dict:
     """The verdict on `kind`'s per-step time over no mask at e's vocabulary (mask_verdicts): its
-    interval is the one the lab decides by (paired, or unpaired where a side is noisy or the
-    rounds are few), so this section resolves exactly what the verdicts resolve."""
+    CI is the one the lab decides by, so this section resolves exactly what the verdicts resolve."""
     vid = f"{kind}_vs_none_{e['vocab_size']}{'_model' if e.get('real_model') else ''}"
     return next(v for v in results["verdicts"] if v["id"] == vid)
 
 
 def _extra_ms(e: dict, verdict: dict) -> tuple[float, float, float]:
     """Block A's extra ms per step with a mask: (ratio - 1) x the no-mask ms/step, over the
-    verdict's interval, as (median, p10, p90)."""
+    verdict's 95% CI, as (median, low, high)."""
     base = e["no_mask"]["ms_per_step"]
-    return tuple((verdict[k] - 1) * base for k in ("value", "p10", "p90"))
+    return tuple((verdict[k] - 1) * base for k in ("value", "ci_low", "ci_high"))
 
 
 def _traced_pair(key: str, masked: dict, plain: dict) -> str:
@@ -342,7 +341,7 @@ def _outside_the_mask(e: dict, kind: str, r: dict, verdict: dict) -> str:
     noisy = [f"{name} {row['call']['spread']:.0%}" for name, row in (("no mask", e["no_mask"]), (kind, r))
              if row.get("noisy")]
     return (f"At V={e['vocab_size']:,} Block A puts the {kind} mask's extra time at {duration(extra)} per step "
-            f"(p10-p90 {signed(lo)} to {signed(hi)}); the mask's own traced work (build + apply, "
+            f"(95% CI {signed(lo)} to {signed(hi)}); the mask's own traced work (build + apply, "
             f"{duration(mask_ms)}) is {share(mask_ms / extra)} of it, so the other {duration(extra - mask_ms)} "
             "lies outside the mask timer. The forward pass and the sampling do the same work with or without "
             f"a mask; traced, with / without it they took {_traced_pair('forward_ms', r, e['no_mask'])} and "
@@ -357,10 +356,9 @@ def _block_a_vs_b_lines(results: dict) -> list[str]:
     exceed what the mask's own traced work explains (a 1.65x beside a 37 us mask was once left
     unexplained)."""
     lines = ["## Block A against Block B", "",
-             "Block A's extra time per step with each mask is (ratio - 1) x the no-mask ms/step, over the p10-p90 "
-             "of the interval its verdict decides by (paired where both sides are quiet over enough rounds, else "
-             "unpaired); beside it, the traced parts of Block B (one run each, no interval).", "",
-             "| vocab | mask | Block A extra per step (p10-p90) | mask build + apply (traced) | "
+             "Block A's extra time per step with each mask is (ratio - 1) x the no-mask ms/step, over the 95% CI "
+             "its verdict decides by; beside it, the traced parts of Block B (one run each, no interval).", "",
+             "| vocab | mask | Block A extra per step (95% CI) | mask build + apply (traced) | "
              "forward, with / without the mask (traced) | sampling and rest, with / without (traced) |",
              "|---|---|---|---|---|---|"]
     notes, resolved = [], 0
@@ -372,7 +370,7 @@ def _block_a_vs_b_lines(results: dict) -> list[str]:
             lines.append(f"| {_vocab_cell(e)} | {kind} | {signed(extra)} ({signed(lo)} to {signed(hi)}) | {duration(mask_ms)} | "
                          f"{_traced_pair('forward_ms', r, e['no_mask'])} | "
                          f"{_traced_pair('sample_rest_ms', r, e['no_mask'])} |")
-            if verdict["resolved"] and verdict["p10"] > 1:  # its verdict resolves an extra time
+            if verdict["outcome"] == "above":  # its verdict resolves an extra time
                 resolved += 1
                 if mask_ms < MASK_EXPLAINS * extra:
                     notes.append(_outside_the_mask(e, kind, r, verdict))
@@ -460,9 +458,8 @@ def _peers_lines(results: dict) -> list[str]:
     lines = ["Each is walked along the same token path (our indexed mask's masked run), the engines taking turns "
              "in each round; a round's sample is an engine's fill time per step over >= 50 ms of walks "
              "(perf_counter_ns around each fill). Per-step mean: the median of those samples over the rounds "
-             "(p10-p90). Its ratio to inferlab-indexed's is taken per round, on the interval the verdicts "
-             "decide by (paired where both sides are quiet over enough rounds, else each side's p10 against "
-             "the other's p90). The single readings' median and p95 show the shape of a walk (one step is "
+             "(p10-p90). Its ratio to inferlab-indexed's is taken per round: the median of the per-round ratios "
+             "(p10-p90) and its 95% CI (order statistics; fewer than 6 rounds give a lower coverage, named). The single readings' median and p95 show the shape of a walk (one step is "
              "microseconds: they are no samples of the 50 ms rule). Each peer fills an int32 bitmask row in "
              "place on its fastest native path, through the adapters `schema-bench --peers` uses "
              "(constrain/bench_peers.py), with our vocabulary's ids; ours looks up its row and applies it to the "
@@ -474,7 +471,7 @@ def _peers_lines(results: dict) -> list[str]:
              "separators; xgrammar, in forma's maxLength string, takes raw control bytes (which JSON forbids) "
              "and no escapes.", "",
              "| V | implementation | compile (ms) | per-step mean (us, p10-p90) | single readings: median / p95 (us) | "
-             "mean / inferlab's (p10-p90) | note |",
+             "mean / inferlab's (p10-p90; CI) | note |",
              "|---|---|---|---|---|---|---|"]
     for v, per in results["peers"].items():
         for name, r in per.items():
@@ -498,7 +495,9 @@ def _ratio_cell(ratio) -> str:
         return _f(None)
     if not isinstance(ratio, dict):
         return f"{_f(ratio)} (means of separate walks, no interval)"
-    return f"{_f(ratio['value'])} ({_f(ratio['p10'])}-{_f(ratio['p90'])}, {ratio['basis']})"
+    ci = (f"; {ratio['confidence'] * 100:.1f}% CI {_f(ratio['ci_low'])}-{_f(ratio['ci_high'])}"
+          if "ci_low" in ratio else "")
+    return f"{_f(ratio['value'])} ({_f(ratio['p10'])}-{_f(ratio['p90'])}{ci}, {ratio['basis']})"
 
 
 def readme_text(results: dict, manifest: dict) -> str:
@@ -513,18 +512,15 @@ def readme_text(results: dict, manifest: dict) -> str:
         f"Run on {hw.get('cpu_model')} with {c['threads']} BLAS thread(s), governor "
         f"{hw.get('cpu_governor_at_run')}, seed {c['seed']}, temperature {c['temperature']}"
         f"{', --quick' if c['quick'] else ''}. Each row took {'-'.join(map(str, (rounds[0], rounds[-1]))) if len(rounds) > 1 else rounds[0]} "
-        f"interleaved rounds ({c['trials']} first, more while a comparison was unresolved or a configuration's "
-        f"samples noisy, within {_f(budget.get('seconds'))} s of extra rounds shared by the vocabularies); first call discarded, gc off, tracing off, >= 50 ms per sample. "
+        f"interleaved rounds ({c['trials']} first, more while a comparison was undecided or unconfirmed, within "
+        f"{_f(budget.get('seconds'))} s of extra rounds shared by the vocabularies); first call discarded, gc off, tracing off, >= 50 ms per sample. "
         f"Generation runs up to {c['max_new_tokens']} new tokens; the runs actually took "
         f"{', '.join(map(str, steps))} decode steps (the steps column; a run stops at EOS). "
         "Reproduce: `python bench.py` or the command in manifest.json.", "",
         f"Prompt: `{default['prompt']}` (a held-out verb). Schema: the conjugation schema. Model at V=512: "
         f"{default['model']}.", "",
         "## Verdicts", "",
-        "Each comparison is decided on one interleaved run: the median of its per-round ratios with their "
-        f"p10-p90 where both sides are quiet over >= {MIN_PAIRED_ROUNDS} rounds, otherwise unpaired, each side's "
-        "p10 against the other's p90 (each verdict names which); it is stated only when that interval lies "
-        "wholly on one side of its threshold.", "",
+        rule_paragraph({f"{k} mask vs no mask": m for k, m in c.get("equivalence_margins", {}).items()}), "",
         *verdict_lines(results["verdicts"]), "",
         "## Block A: ms per decode step", "",
         "ms/step = median wall time of one generate() call / decode steps of that call (prefill included, as the "

@@ -18,11 +18,11 @@ import numpy as np
 from inferlab.constrain.bench_peers import PEER_NAMES, compile_timed, load_peers, refusal
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.measure.timing import Stats, summarize, token_walk_us
-from inferlab.measure.verdicts import stats_interval
+from inferlab.measure.verdicts import paired
 
 
-PEER_ROUNDS = 10  # interleaved rounds: as many as verdicts.MIN_PAIRED_ROUNDS, so a quiet run is paired
-QUICK_PEER_ROUNDS = 3
+PEER_ROUNDS = 10  # interleaved rounds: a 95% CI of the per-round ratios' median needs >= 6
+QUICK_PEER_ROUNDS = 6
 SAMPLE_S = 0.05   # fill work per engine and round: the >= 50 ms aggregation rule
 
 
@@ -83,9 +83,8 @@ def _timing(stats: Stats, us: np.ndarray) -> dict:
 
 
 def _ratio(peer: Stats, ours: Stats) -> dict:
-    """A peer's per-step time over ours on the interval the labs decide by (comparison_interval)."""
-    ratio, basis = stats_interval(peer, ours)
-    return {**ratio.to_json(), "basis": basis}
+    """A peer's per-step time over ours, paired by round: median, p10-p90, CI (verdicts.paired)."""
+    return paired(peer, ours).to_json()
 
 
 def run_peers(schema: dict, tok, path: list[int], ours, *, rounds: int = PEER_ROUNDS,
@@ -93,7 +92,7 @@ def run_peers(schema: dict, tok, path: list[int], ours, *, rounds: int = PEER_RO
     """{name: result} for inferlab's indexed mask `ours` and each peer, walked along `path` in
     interleaved rounds (interleaved_walks); absent or failing peers are reported with a note.
     ratio_to_inferlab: a peer's per-step mean over ours, paired by round where the run allows
-    (value, p10, p90, basis). The peers get `tok`'s ids as they are (Vocabulary.from_tokenizer:
+    (value, p10, p90, ci_low, ci_high, confidence, rounds, basis). The peers get `tok`'s ids as they are (Vocabulary.from_tokenizer:
     specials as b"")."""
     results = {"inferlab-indexed": {"available": True, "compiled": True, "note": "lookup + apply to the logits (in place)"}}
     walks = {"inferlab-indexed": _ours(ours, tok)}

@@ -12,7 +12,7 @@ import numpy as np
 
 from inferlab.measure import new_figure
 from inferlab.measure.plots import LABEL_BOX
-from inferlab.measure.verdicts import Interval, quotient, verdict_lines
+from inferlab.measure.verdicts import Interval, quotient, rule_paragraph, verdict_lines
 from inferlab.roofline import (EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig, draw_roofline,
                                in_band, theoretical_at, theoretical_verdicts)
 
@@ -74,9 +74,9 @@ def theory_verdicts(results: dict) -> list[dict]:
 
 
 def beaten_theory(results: dict, threads: int) -> frozenset[str]:
-    """The dtypes whose theoretical peak at `threads` the measured GEMM beats (whole p10-p90 above)."""
+    """The dtypes whose theoretical peak at `threads` the measured GEMM beats (verdict "above")."""
     return frozenset(v["id"].split("_")[1] for v in theory_verdicts(results)
-                     if v["id"].endswith(f"_{threads}") and v["p10"] > v["threshold"])
+                     if v["id"].endswith(f"_{threads}") and v["outcome"] == "above")
 
 
 def roofline_figure(results: dict):
@@ -213,7 +213,7 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
              f"A float32 GEMV (2 FLOP per 4-byte weight, 0.5 FLOP/B) is bounded by "
              f"{min(ridge['peak_GFLOPS'], 0.5 * ridge['bandwidth_GBps']):.1f} GFLOP/s here. "
              + _float64_ridge_sentence(r),
-             "", "Verdicts of this run (each decided by its own p10-p90 interval):", "",
+             "", "Verdicts of this run. " + rule_paragraph(), "",
              *verdict_lines([v for v in r["verdicts"] if not v["id"].startswith("theoretical_")]), "",
              *_ceiling_notes(r),
              "![roofline](roofline.png)", "",
@@ -226,7 +226,7 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
                 f"{r['config']['llc_multiple']}x the LLC" if s["array_capped"] else "") + "). "
              f"The thread counts {', '.join(map(str, r['thread_counts']))} are measured interleaved, "
              f"{r['config']['trials']} rounds after a discarded warm-up, more (within a "
-             f"{r['config'].get('budget_s', 0):g} s budget) while the thread ratio is unresolved; each trial "
+             f"{r['config'].get('budget_s', 0):g} s budget) while the thread ratio is undecided; each trial "
              f"aggregates >= {r['config']['min_sample_s'] * 1e3:.0f} ms.", "",
              "| kernel | B/elem | threads | median GB/s | p10-p90 | best (ref.) | trials | noisy |",
              "|---|---|---|---|---|---|---|---|"]

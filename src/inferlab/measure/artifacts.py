@@ -282,8 +282,9 @@ def check_output_file(path, *, flag: str, force: bool) -> None:
     check_writable(path, flag)
 
 
-# every folder an inferlab command writes holds one of these (an experiment's manifest, a model's config)
-OURS = ("manifest.json", "results.json", "config.json")
+# every folder an inferlab command writes holds one of these (an experiment's manifest, a model's
+# config, `inferlab compare --out`'s compare.json)
+OURS = ("manifest.json", "results.json", "config.json", "compare.json")
 
 
 class ExperimentWriter:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import gc
 import math
+import random
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -141,49 +142,89 @@ def measure(fn: Callable[[], object], *, samples: int = 30, min_sample_s: float 
                 return stats
 
 
-# --budget-s defaults of the labs: extra seconds of interleaved rounds while a comparison's
-# p10-p90 still straddles its threshold (a quiet machine rarely needs any of it).
+# --budget-s defaults of the labs: extra seconds of interleaved rounds while a comparison's 95%
+# CI is undecided or its decision unconfirmed (measure.verdicts.Looks).
 DEFAULT_BUDGET_S = 30.0
-QUICK_BUDGET_S = 2.0
+QUICK_BUDGET_S = 5.0
 
 
 class Budget:
-    """Seconds a lab may spend on extra rounds to resolve its comparisons, shared by its calls.
+    """Seconds a lab may spend on extra rounds to decide its comparisons, shared by its calls.
 
-    Only extra rounds are charged (measure_interleaved times each batch): a clock running from
-    the lab's start was spent by the base rounds before any comparison could ask for more, so a
-    --quick run never took an extra round, however noisy its samples."""
+    Only extra rounds are charged (measure_interleaved times each): a clock running from the
+    lab's start was spent by the base rounds before any comparison could ask for more. A round is
+    started only while the budget left pays for it at the last round's duration (afford), so the
+    spending stays within the seconds given up to one round slower than the one before."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, parent: "Budget | None" = None):
         if not seconds >= 0:
             raise ValueError(f"budget must be >= 0 seconds, got {seconds}")
         self.seconds = float(seconds)
         self.spent = 0.0
+        self.parent = parent
 
     def left(self) -> float:
         return max(0.0, self.seconds - self.spent)
 
+    def afford(self, round_s: float) -> bool:
+        return self.left() > 0 and round_s <= self.left()
+
     def charge(self, seconds: float) -> None:
         self.spent += seconds
+        if self.parent is not None:
+            self.parent.charge(seconds)
+
+    def shares(self, parts: int) -> Iterator["Budget"]:
+        """`parts` budgets, one per call still to come, each an even share of what the calls
+        before it left (charged here too): a comparison that never decides cannot spend the
+        rounds of the ones after it."""
+        for i in range(parts):
+            yield Budget(self.left() / (parts - i), parent=self)
+
+
+def adaptive_rounds(take_round: Callable[[], None], current: Callable[[], dict[str, Stats]],
+                    more: Callable[[dict[str, Stats]], int], budget: Budget, *, round_s: float,
+                    max_rounds: int | None = None) -> dict[str, Stats]:
+    """Looks at the rounds until more(stats) (the total rounds the next look needs) asks for no
+    more, or the budget (or max_rounds) cannot pay for the next round: that look is the last.
+    take_round() takes one round; round_s is what the rounds so far took each (the first guess
+    of what the next one costs). Returns the last look's stats."""
+    stats = current()
+    while True:
+        n = next(iter(stats.values())).n
+        want = more(stats) if max_rounds is None else min(more(stats), max_rounds)
+        if want <= n:
+            return stats
+        while n < want and budget.afford(round_s):
+            t0 = time.perf_counter()
+            take_round()
+            round_s = time.perf_counter() - t0
+            budget.charge(round_s)
+            n += 1
+        stats = current()
+        if n < want:   # out of budget: this look is the last
+            return stats
 
 
 def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 30, min_sample_s: float = 0.05,
                         warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
                         around: dict[str, Callable[[], AbstractContextManager]] | None = None,
-                        more: Callable[[dict[str, Stats]], bool] | None = None,
-                        budget: Budget | None = None) -> dict[str, Stats]:
-    """Time several functions whose ratio is the result, one sample of each in turn (A B A B ...).
+                        more: Callable[[dict[str, Stats]], int] | None = None,
+                        budget: Budget | None = None, seed: int = 0) -> dict[str, Stats]:
+    """Time several functions whose ratio is the result, one sample of each per round.
 
     On a shared machine the load drifts during a run; measuring A's samples and then B's puts
     the drift into the ratio. Interleaving spreads it over both, and sample i of every function
-    comes from the same round, so per-round ratios (verdicts.paired_ratio) are paired.
+    comes from the same round, so per-round ratios (verdicts.paired) are paired. The order within
+    each round is shuffled (random.Random(seed)): a fixed A B order would put a first-in-round
+    effect (a cache the previous function left warm or cold) into every ratio.
     Each function gets its own warm-up and calibration, as in measure(); gc is off throughout
     and restored after. around[name]() is a context entered outside the timer for each of that
     function's samples (e.g. a BLAS thread limit), so one run can compare thread counts.
 
-    Adaptive: after `samples` rounds, while more(stats) is true (a comparison is still
-    unresolved) and `budget` has time left, further rounds are taken, in batches of
-    max(samples // 2, 2), and Stats.n says how many rounds were taken in all.
+    Adaptive: after `samples` rounds, more(stats) (verdicts.Looks) says how many rounds in all the
+    next look needs; rounds are taken while the budget pays for them (adaptive_rounds), and
+    Stats.n says how many rounds were taken in all.
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
@@ -191,6 +232,7 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
     enter = lambda name: around[name]() if name in around else nullcontext()  # noqa: E731
     per_call: dict[str, list[float]] = {name: [] for name in fns}
     iters: dict[str, int] = {}
+    order = random.Random(seed)
     with gc_disabled():
         for name, fn in fns.items():
             with enter(name):
@@ -198,24 +240,23 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
                     fn()
                 iters[name] = _calibrate(fn, min_sample_s)
 
-        def rounds(count: int) -> None:
-            for _ in range(count):
-                for name, fn in fns.items():
-                    with enter(name):
-                        per_call[name].append(_time_calls(fn, iters[name]) / iters[name] / 1e9)
+        def one_round() -> None:
+            names = list(fns)
+            order.shuffle(names)
+            for name in names:
+                with enter(name):
+                    per_call[name].append(_time_calls(fns[name], iters[name]) / iters[name] / 1e9)
 
         def stats() -> dict[str, Stats]:
             return {name: summarize(per_call[name], iters_per_sample=iters[name], noise_threshold=noise_threshold)
                     for name in fns}
 
-        rounds(samples)
-        result = stats()
-        while more is not None and budget is not None and budget.left() > 0 and more(result):
-            t0 = time.perf_counter()
-            rounds(max(samples // 2, 2))
-            budget.charge(time.perf_counter() - t0)
-            result = stats()
-    return result
+        t0 = time.perf_counter()
+        for _ in range(samples):
+            one_round()
+        if more is None or budget is None:
+            return stats()
+        return adaptive_rounds(one_round, stats, more, budget, round_s=(time.perf_counter() - t0) / samples)
 
 
 def token_walk_us(new_walk: Callable[[], tuple[Callable[[], object], Callable[[int], object]]],
