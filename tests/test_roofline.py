@@ -28,14 +28,13 @@ TINY_CACHES = [{"level": 1, "type": "Data", "size_bytes": 32 * 1024, "shared_cpu
 
 @pytest.fixture
 def tiny_machine(monkeypatch):
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: TINY_LLC)
     monkeypatch.setattr(roofline, "data_caches", lambda: TINY_CACHES)
 
 
-def tiny_config(threads=2):
-    return RooflineConfig(threads=threads, quick=True, trials=10, sweep_points_per_octave=1,
-                          sweep_max_llc_multiple=4, sweep_samples=3, gemm_sizes=(64, 96),
-                          gemm_samples=3, min_sample_s=0.002, budget_s=0.0)
+def tiny_config(threads=2, **over):
+    return RooflineConfig(**{"threads": threads, "quick": True, "trials": 10, "sweep_points_per_octave": 1,
+                             "sweep_samples": 3, "gemm_sizes": (64, 96), "max_memory_bytes": 4 * 2**20,
+                             "gemm_samples": 3, "min_sample_s": 0.002, "budget_s": 0.0, **over})
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -82,11 +81,20 @@ def test_sweep_point_counts_bytes(tiny_machine):
 
 
 def test_cache_levels_bands(tiny_machine):
-    levels = roofline.cache_levels(4)
+    sysfs = roofline.sysfs_levels(tiny_config())
+    # L1 from 0 to half its 32 KiB; the last level from 2 x L1 to half the size the sweep shows
+    # (here 192 KiB, not sysfs's 256); DRAM: its plateau in the sweep, from where it begins
+    dram = {"reached": True, "plateau": {"first_bytes": 2**20}}
+    levels = roofline.cache_levels(sysfs, 192 * 1024, dram)
     assert [lv["name"] for lv in levels] == ["L1", "L2", "DRAM"]
     assert levels[0]["band_bytes"] == [0, 16 * 1024]
-    assert levels[1]["band_bytes"] == [64 * 1024, 128 * 1024]
-    assert levels[2]["band_bytes"] == [4 * TINY_LLC, None]
+    assert levels[1]["band_bytes"] == [64 * 1024, 96 * 1024] and levels[1]["size_bytes"] == TINY_LLC
+    assert levels[2]["band_bytes"] == [2**20, None]
+    assert roofline.cache_levels(sysfs, TINY_LLC, {"reached": False})[2]["band_bytes"] is None
+    # --llc pretends the last level's size; the levels below stay sysfs's
+    pretended = roofline.sysfs_levels(tiny_config(llc_bytes=480 * 2**20))
+    assert pretended == [{"name": "L1", "size_bytes": 32 * 1024, "from": "sysfs"},
+                         {"name": "L2", "size_bytes": 480 * 2**20, "from": "--llc"}]
 
 
 def test_plateau_roofs_take_the_highest_median_two_points_of_each_band_reach():
@@ -106,13 +114,23 @@ def test_plateau_roofs_take_the_highest_median_two_points_of_each_band_reach():
         "L2 (80 GB/s) above L1 (50 GB/s)"]
 
 
-def test_stream_arrays_use_the_per_instance_llc_and_are_capped(monkeypatch):
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
-    n, llc, known, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
-    assert (n * 8, llc, known, capped) == (128 * 2**20, 32 * 2**20, True, False)
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 120 * 2**20)   # a VM's huge LLC
-    n, _, _, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
-    assert n * 8 == roofline.STREAM_MAX_ARRAY_BYTES and capped
+@pytest.mark.parametrize("llc, budget, shown, elems, capped, bound", [
+    # 4 x 38 MiB = 152 MiB = 19,922,944 float64; three of them (456 MiB) fit 768 MiB: DRAM's
+    (38 * 2**20, 768 * 2**20, True, 19_922_944, False, "none"),
+    # a 480 MiB LLC wants 1,920 MiB arrays; 768 MiB / 3 = 256 MiB = 33,554,432 float64: an upper bound
+    (480 * 2**20, 768 * 2**20, True, 33_554_432, True, "upper"),
+    # 4 x 10,000,001 B = 40,000,004 B is 5,000,000.5 float64, rounded up; 100 MB / 24 B = 4,166,666:
+    # the budget cuts it
+    (10_000_001, 100_000_000, True, 4_166_666, True, "upper"),
+    # the same with a 200 MB budget: 8,333,333 elements hold the 5,000,001 wanted
+    (10_000_001, 200_000_000, True, 5_000_001, False, "none"),
+    # full-size arrays, but the sweep showed no DRAM (the size came from sysfs): still an upper bound
+    (32 * 2**20, 768 * 2**20, False, 16_777_216, False, "upper"),
+])
+def test_stream_sizing_rule(llc, budget, shown, elems, capped, bound):
+    sizing = roofline.stream_sizing(llc, RooflineConfig(threads=1, max_memory_bytes=budget), dram_shown=shown)
+    assert (sizing["array_elems"], sizing["array_capped"], sizing["bound"]) == (elems, capped, bound)
+    assert sizing["array_bytes"] == 8 * elems
 
 
 def test_ridge_and_ceilings_ignore_a_lone_outlier():
@@ -430,14 +448,13 @@ def test_gemm_thread_verdict_sets_times_at_the_ratios_n_against_each_other(monke
     assert (v["p10"], v["p90"]) == (1.7, 1.9) and "paired only" in v["statement"]
 
 
-def test_sweep_sizes_keep_every_power_of_two_on_the_grid(monkeypatch):
-    # 4 KiB to 4 x 32 MiB at 1 point per octave is 4 KiB, 8 KiB, ..., 128 MiB: every one a power of
-    # two, and each must stay exactly that (2 MiB rounded down to 2,097,024 fell out of the L3 band
-    # that begins at 2 x a 1 MiB L2)
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
-    config = RooflineConfig(threads=1, sweep_points_per_octave=1, sweep_max_llc_multiple=4)
+def test_sweep_sizes_keep_every_power_of_two_on_the_grid():
+    # 4 KiB to a 128 MiB budget at 1 point per octave is 4 KiB, 8 KiB, ..., 128 MiB: every one a
+    # power of two, and each must stay exactly that (2 MiB rounded down to 2,097,024 fell out of
+    # the L3 band that begins at 2 x a 1 MiB L2)
+    config = RooflineConfig(threads=1, sweep_points_per_octave=1, max_memory_bytes=128 * 2**20)
     assert roofline.sweep_sizes(config) == [2**k for k in range(12, 28)]
-    config = RooflineConfig(threads=1, sweep_points_per_octave=4, sweep_max_llc_multiple=8)
+    config = RooflineConfig(threads=1, sweep_points_per_octave=4, max_memory_bytes=256 * 2**20)
     sizes = roofline.sweep_sizes(config)
     assert all(s % 128 == 0 for s in sizes)
     assert {2**k for k in range(12, 29)} <= set(sizes)

@@ -45,7 +45,8 @@ def write_roofline(config: RooflineConfig, out: Path, *, force: bool, seed: int 
 
 
 def _run(options: LabOptions) -> dict:
-    config = RooflineConfig.for_run(quick=options.quick, threads=options.threads, seed=options.seed)
+    config = RooflineConfig.for_run(quick=options.quick, threads=options.threads, seed=options.seed,
+                                    llc_bytes=options.llc_bytes, max_memory_bytes=options.max_memory_bytes)
     return write_roofline(config, options.out, force=options.force, seed=options.seed)
 
 
