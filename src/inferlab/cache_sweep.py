@@ -8,17 +8,22 @@ levels are read off the sweep itself (bandwidth against working set, medians, as
    PLATEAU_TOLERANCE of the run's median; else it starts a new run. Adjacent runs whose medians
    lie within that factor are then merged (noise split them, not a cache).
 2. plateaus and transitions: a run of one point, or a run spanning under TRANSITION_OCTAVES
-   that lies between a faster run and a slower one, is part of a transition (a gradual fall from
-   one level to the next is a staircase of short runs); every other run is a plateau.
+   whose nearest runs of two or more points lie above and below it by more than that factor, is
+   part of a transition (a gradual fall from one level to the next is a staircase of short
+   runs); every other run is a plateau, and two plateaus of one level with only transition
+   points between them are one (a lone dip).
 3. knees: each fall from one plateau to the next slower one. A knee spans [the last working set
    of the faster plateau, the first of the slower]: the cache it ends holds less than that first
    working set, where it stops helping at all (the sizing rule's conservative reading).
    Between two adjacent plateaus (no transition points) the boundary is the least-squares split
    of the two levels (log bandwidth), so the greedy walk's bias toward the slower side goes.
-4. DRAM: the last plateau, when it spans >= DRAM_MIN_OCTAVES, the knee into it falls by >=
-   DRAM_DROP, and that knee lies past twice every private level sysfs lists (a slice may share
-   less of the last level than sysfs says, but its L1 and L2 are its own). Otherwise the sweep
-   did not reach DRAM within its working sets (the memory budget, usually), and says so.
+4. DRAM: after the last knee that falls by >= DRAM_DROP past twice every private level sysfs
+   lists (a slice may share less of the last level than sysfs says, but its L1 and L2 are its
+   own), every working set from the slower plateau's first on, when they span >=
+   DRAM_MIN_OCTAVES and their second-highest median stays DRAM_DROP below the level before the
+   fall. Not a plateau within PLATEAU_TOLERANCE: a loaded machine's DRAM figures scatter by 2x
+   (other processes share the memory bus), but never climb back to a cache's. Otherwise the
+   sweep did not reach DRAM within its working sets (the memory budget, usually), and says so.
 
 Known limit: a machine whose LLC ends past the budget and whose L2 -> L3 fall is >= DRAM_DROP
 has its L3 plateau read as DRAM; the README's sysfs comparison then shows the disagreement, and a
@@ -77,12 +82,16 @@ def _octaves(points: list[dict], run: list[int]) -> float:
 
 
 def _is_transition(points: list[dict], runs: list[list[int]], k: int) -> bool:
-    """Step 2: a lone point, or a short run between a faster run before and a slower one after."""
+    """Step 2: a lone point; or a short run whose nearest runs of two or more points, before and
+    after it, lie above and below it by more than PLATEAU_TOLERANCE (a step of a gradual fall)."""
     if len(runs[k]) == 1:
         return True
-    if k == 0 or k == len(runs) - 1 or _octaves(points, runs[k]) >= TRANSITION_OCTAVES:
+    before = next((runs[j] for j in range(k - 1, -1, -1) if len(runs[j]) > 1), None)
+    after = next((runs[j] for j in range(k + 1, len(runs)) if len(runs[j]) > 1), None)
+    if before is None or after is None or _octaves(points, runs[k]) >= TRANSITION_OCTAVES:
         return False
-    return _level(points, runs[k - 1]) > _level(points, runs[k]) > _level(points, runs[k + 1])
+    above, level, below = (_level(points, run) for run in (before, runs[k], after))
+    return above > PLATEAU_TOLERANCE * level and level > PLATEAU_TOLERANCE * below
 
 
 def _split(points: list[dict], first: list[int], second: list[int]) -> int:
@@ -144,26 +153,24 @@ def find_dram(points: list[dict], private_bytes: int) -> dict:
     (llc_bytes: the first working set of its plateau, which the last level this process reaches
     does not hold), else {"reached": False, "why": one sentence}. private_bytes: the largest sysfs
     level below the last (L2), 0 when none."""
-    found = plateaus(points)
-    if not found:
-        return {"reached": False, "why": "the sweep has no plateau"}
-    last = found[-1]
-    falls = [k for k in knees(points, found) if k["to_bytes"] == last["first_bytes"]]
-    top = points[-1]["working_set_bytes"]
+    top = points[-1]["working_set_bytes"] if points else 0
+    falls = [k for k in knees(points) if k["drop"] >= DRAM_DROP and k["to_bytes"] > 2 * private_bytes]
     why = None
     if not falls:
-        why = f"no fall into the last plateau ({fmt_size(last['first_bytes'])}-{fmt_size(last['last_bytes'])})"
-    elif math.log2(last["last_bytes"] / last["first_bytes"]) < DRAM_MIN_OCTAVES:
-        why = (f"the last plateau spans {fmt_size(last['first_bytes'])}-{fmt_size(last['last_bytes'])}, under "
-               f"{DRAM_MIN_OCTAVES:g} octave")
-    elif falls[0]["drop"] < DRAM_DROP:
-        why = (f"the last fall ({falls[0]['drop']:.2f}x, at {fmt_size(falls[0]['from_bytes'])}-"
-               f"{fmt_size(falls[0]['to_bytes'])}) is under the {DRAM_DROP:g}x of a fall to DRAM")
-    elif falls[0]["to_bytes"] <= 2 * private_bytes:
-        why = f"the last fall lies within twice the private cache ({fmt_size(private_bytes)})"
+        why = (f"no fall of {DRAM_DROP:g}x or more between two plateaus past twice the private cache "
+               f"({fmt_size(private_bytes)})")
+    else:
+        knee = falls[-1]
+        plateau = _plateau(points, [i for i, p in enumerate(points) if p["working_set_bytes"] >= knee["to_bytes"]])
+        if math.log2(plateau["last_bytes"] / plateau["first_bytes"]) < DRAM_MIN_OCTAVES:
+            why = (f"after the {knee['drop']:.1f}x fall at {fmt_size(knee['from_bytes'])}-{fmt_size(knee['to_bytes'])} "
+                   f"the sweep spans under {DRAM_MIN_OCTAVES:g} octave")
+        elif plateau["roof_GBps"] * DRAM_DROP > knee["from_GBps"]:
+            why = (f"after the fall at {fmt_size(knee['from_bytes'])}-{fmt_size(knee['to_bytes'])} the sweep climbs "
+                   f"back to {plateau['roof_GBps']:.1f} GB/s, within {DRAM_DROP:g}x of {knee['from_GBps']:.1f}")
     if why:
         return {"reached": False, "why": f"{why}: the sweep up to {fmt_size(top)} shows no DRAM plateau"}
-    return {"reached": True, "plateau": last, "knee": falls[0], "llc_bytes": falls[0]["to_bytes"]}
+    return {"reached": True, "plateau": plateau, "knee": knee, "llc_bytes": knee["to_bytes"]}
 
 
 def fmt_size(n: int) -> str:

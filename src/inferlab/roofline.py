@@ -209,14 +209,14 @@ def stream_sizing(llc_bytes: int, config: RooflineConfig, *, dram_shown: bool) -
 
 def bound_reason(sizing: dict, llc: dict, config: RooflineConfig) -> str:
     """Why the STREAM figures are or are not DRAM's, one sentence."""
-    arrays = f"each array {sizing['array_bytes'] / 2**20:,.0f} MiB"
-    multiple = f"{config.llc_multiple}x the {llc['used_bytes'] / 2**20:,.0f} MiB"
+    arrays = f"each array {cache_sweep.fmt_size(sizing['array_bytes'])}"
+    multiple = f"{config.llc_multiple}x the {cache_sweep.fmt_size(llc['used_bytes'])}"
     if sizing["bound"] == "none":
-        return f"{arrays}, {multiple} at which the sweep reaches DRAM speed"
+        return f"{arrays}, {multiple} from which the sweep runs at DRAM speed"
     if sizing["array_capped"]:
         return (f"{arrays}: {STREAM_ARRAYS} arrays of {multiple} ({llc['used_from']}) would exceed the "
-                f"{config.max_memory_bytes / 2**20:,.0f} MiB memory budget (--max-memory), so part may sit in cache")
-    return f"{arrays}, {multiple} {llc['used_from']}, but the sweep did not show DRAM, so part may sit in cache"
+                f"{cache_sweep.fmt_size(config.max_memory_bytes)} memory budget (--max-memory), so part may sit in cache")
+    return f"{arrays}, {multiple} ({llc['used_from']}), but the sweep showed no DRAM, so part may sit in cache"
 
 
 def _unresolved(pair: tuple[str, str]):
@@ -257,13 +257,13 @@ def stream_bandwidth(config: RooflineConfig, n: int, step: Callable[[str], None]
 # --- working-set sweep -----------------------------------------------------------------------
 
 def sweep_sizes(config: RooflineConfig) -> list[int]:
-    """The working sets the sweep may visit: 4 KiB to the memory budget, points_per_octave."""
-    top = config.max_memory_bytes
-    octaves = math.log2(top / SWEEP_MIN_WS_BYTES)
-    count = int(round(octaves * config.sweep_points_per_octave)) + 1
-    sizes = np.geomspace(SWEEP_MIN_WS_BYTES, top, count)
-    # to the nearest 128 bytes, not down: geomspace's powers of two come out a hair low (2 MiB as
-    # 2097151.99...), and rounding down put them 128 bytes below a band's edge, out of the band
+    """The working sets the sweep may visit: 4 KiB x 2^(k / points_per_octave), up to the memory
+    budget (the grid holds every power of two, whatever the budget)."""
+    ppo = config.sweep_points_per_octave
+    count = math.floor(math.log2(config.max_memory_bytes / SWEEP_MIN_WS_BYTES) * ppo + 1e-9) + 1
+    sizes = SWEEP_MIN_WS_BYTES * 2.0 ** (np.arange(count) / ppo)   # (count,)
+    # to the nearest 128 bytes, not down: a power of two computed a hair low (2 MiB as
+    # 2097151.99...) and rounded down put it 128 bytes below a band's edge, out of the band
     return sorted({int(round(s / 128)) * 128 for s in sizes})
 
 
