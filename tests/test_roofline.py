@@ -521,3 +521,39 @@ def test_without_dram_the_sweep_runs_to_the_budget_and_the_arrays_are_an_upper_b
     assert r["llc"]["used_bytes"] == 4 * 2**20 and r["stream"]["array_elems"] == 174_762
     assert r["stream"]["bound"] == "upper" and r["ridge"]["bound"] == "lower" and r["cache_roofs_GBps"]["DRAM"] is None
     assert "- DRAM: **not shown**" in (tmp_path / "r" / "README.md").read_text()
+
+
+def test_cli_pretends_a_480_mib_llc_under_a_small_budget(tmp_path, capsys, monkeypatch):
+    """--quick --llc 480MiB --max-memory 32MiB, end to end on this machine (timing shrunk). The
+    sweep stops at the 32 MiB budget; the arrays (at least 4 x the 4 MiB past the private caches
+    where DRAM could begin) cannot reach 4x in 32 MiB / 3: an upper bound, the ridge a lower one."""
+    from dataclasses import replace
+
+    from inferlab.cli import main
+
+    real = RooflineConfig.for_run.__func__
+    monkeypatch.setattr(RooflineConfig, "for_run", classmethod(lambda cls, **kw: replace(
+        real(cls, **kw), trials=3, sweep_samples=3, gemm_sizes=(64,), gemm_samples=3, min_sample_s=0.002,
+        budget_s=0.0)))
+    out = tmp_path / "r"
+    assert main(["roofline", "--quick", "--llc", "480MiB", "--max-memory", "32MiB", "--json", "--out", str(out)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["config"]["llc_bytes"] == 480 * 2**20 and r["config"]["max_memory_bytes"] == 32 * 2**20
+    assert r["sweep"]["points"][-1]["working_set_bytes"] <= 32 * 2**20
+    assert r["llc"]["assumed_bytes"] == 480 * 2**20 and r["llc"]["assumed_from"] == "--llc"
+    assert r["stream"]["array_elems"] == 32 * 2**20 // 24 and r["stream"]["array_capped"]
+    assert (r["stream"]["bound"], r["ridge"]["bound"]) == ("upper", "lower")
+    assert "**A lower bound**" in (out / "README.md").read_text()
+
+
+def test_run_all_passes_the_memory_flags_to_the_labs(tmp_path, monkeypatch):
+    from inferlab.cli import main
+    from inferlab.labs import Lab
+
+    seen = []
+    monkeypatch.setattr("inferlab.cli.run_all.all_labs",
+                        lambda: [Lab(order=1, name="01-x", title="x", run=lambda o: seen.append(o) or {})])
+    assert main(["run", "all", "--quick", "--llc", "480MiB", "--max-memory", "1GiB", "--out", str(tmp_path / "e")]) == 0
+    assert (seen[0].llc_bytes, seen[0].max_memory_bytes) == (480 * 2**20, 2**30)
+    assert main(["run", "all", "--out", str(tmp_path / "f")]) == 0
+    assert (seen[1].llc_bytes, seen[1].max_memory_bytes) == (None, None)
