@@ -158,9 +158,9 @@ def _ridge_bound_sentence(r: dict) -> str:
 def _arrays_sentence(r: dict) -> str:
     """The STREAM arrays, the sizing rule that gave them, and whether their figures are DRAM's."""
     s, llc = r["stream"], r["llc"]
-    size = (f"Arrays of {s['array_elems']:,} float64 ({s['array_bytes'] / 2**20:,.0f} MiB each). The rule: "
+    size = (f"Arrays of {s['array_elems']:,} float64 ({fmt_size(s['array_bytes'])} each). The rule: "
             f"{s['llc_multiple']}x the last level ({fmt_size(s['llc_bytes'])}, from {llc['used_from']}), within the "
-            f"{s['max_memory_bytes'] / 2**20:,.0f} MiB memory budget for the {STREAM_ARRAYS} arrays (--max-memory).")
+            f"{fmt_size(s['max_memory_bytes'])} memory budget for the {STREAM_ARRAYS} arrays (--max-memory).")
     if s["bound"] == "upper":
         return size + f" **Upper bounds of DRAM bandwidth**: {s['bound_reason']}."
     return size + f" DRAM bandwidth: {s['bound_reason']}."
@@ -171,7 +171,7 @@ def _levels_lines(r: dict) -> list[str]:
     sw, llc = r["sweep"], r["llc"]
     points, dram = sw["points"], sw["dram"]
     stop = (f"once its DRAM plateau spanned {r['config']['sweep_dram_octaves']:g} octaves" if sw["stopped"] == "dram"
-            else f"at the memory budget ({sw['max_bytes'] / 2**20:,.0f} MiB, --max-memory)")
+            else f"at the memory budget ({fmt_size(sw['max_bytes'])}, --max-memory)")
     lines = ["### The levels this process reaches", "",
              "Read off the sweep itself (inferlab.cache_sweep), since sysfs says what the CPU has, not what this "
              f"process reaches: plateaus of points within {PLATEAU_TOLERANCE:g}x of their median, and the knees "
@@ -318,7 +318,7 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
               "cannot lift a roof; a level with one point in its band takes that point, which the table "
               "marks.", "", "| level | size | roof GB/s | points in band | samples per point |", "|---|---|---|---|---|"]
     for level in r["sweep"]["levels"]:
-        size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
+        size = fmt_size(level["size_bytes"]) if level["size_bytes"] else "-"
         n = len(in_band(r["sweep"]["points"], level["band_bytes"]))
         lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} | "
                      f"{n}{' (one point: the roof rests on it alone)' if n == 1 else ''} | "
