@@ -161,6 +161,10 @@ def test_roofline_type_at_one_thread_count():
     assert one.attainable_GFLOPS(0.5) == 4.0 and one.attainable_GFLOPS(100) == 40.0
     assert one.bound_by(4.9) == "memory" and one.bound_by(5.0) == "compute"
     assert Roofline.from_json(two.to_json()) == two
+    # a run whose triad is an upper bound of DRAM's says so to the labs that read it
+    upper = Roofline.from_results({**results, "stream": {"bound": "upper"}}, 2)
+    assert upper.bound == "upper" and two.bound == "none"
+    assert Roofline.from_json(upper.to_json()) == upper and upper.to_json()["bandwidth_bound"] == "upper"
 
 
 @pytest.mark.parametrize("flags,ident,mhz,threads,expect64", [
