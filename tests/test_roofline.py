@@ -87,7 +87,7 @@ def test_cache_levels_bands(tiny_machine):
     dram = {"reached": True, "plateau": {"first_bytes": 2**20}}
     levels = roofline.cache_levels(sysfs, 192 * 1024, dram)
     assert [lv["name"] for lv in levels] == ["L1", "L2", "DRAM"]
-    assert levels[0]["band_bytes"] == [0, 16 * 1024]
+    assert levels[0]["band_bytes"] == [0, 16 * 1024] and levels[0]["from"] == "sysfs"
     assert levels[1]["band_bytes"] == [64 * 1024, 96 * 1024] and levels[1]["size_bytes"] == TINY_LLC
     assert levels[2]["band_bytes"] == [2**20, None]
     assert roofline.cache_levels(sysfs, TINY_LLC, {"reached": False})[2]["band_bytes"] is None

@@ -313,7 +313,8 @@ def cache_levels(levels: list[dict], llc_band_bytes: int, dram: dict) -> list[di
     out, prev = [], 0
     for k, level in enumerate(levels):
         size = llc_band_bytes if k == len(levels) - 1 else level["size_bytes"]
-        out.append({"name": level["name"], "size_bytes": level["size_bytes"], "band_bytes": [2 * prev, size // 2]})
+        out.append({"name": level["name"], "size_bytes": level["size_bytes"], "from": level["from"],
+                    "band_bytes": [2 * prev, size // 2]})
         prev = level["size_bytes"]
     out.append({"name": "DRAM", "size_bytes": None,
                 "band_bytes": [dram["plateau"]["first_bytes"], None] if dram["reached"] else None})

@@ -55,7 +55,8 @@ def sweep_figure(results: dict):
         lo, hi = level["band_bytes"]
         if level["size_bytes"]:
             ax.axvline(level["size_bytes"] / 1024, color="grey", lw=0.8, ls=":")
-            ax.text(level["size_bytes"] / 1024, 0.98, level["name"], transform=ax.get_xaxis_transform(),
+            pretended = " (--llc)" if level["from"] == "--llc" else ""
+            ax.text(level["size_bytes"] / 1024, 0.98, level["name"] + pretended, transform=ax.get_xaxis_transform(),
                     ha="right", va="top", fontsize=8, zorder=5, bbox=LABEL_BOX)
         if roof is not None:
             right = (hi or results["sweep"]["points"][-1]["working_set_bytes"]) / 1024
