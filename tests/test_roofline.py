@@ -489,6 +489,8 @@ def test_run_sizes_stream_from_the_sweeps_dram_and_labels_the_bound(tiny_machine
     # stops once DRAM spans 2 octaves: 256 KiB to 1 MiB
     assert r["sweep"]["points"][-1]["working_set_bytes"] == 2**20
     assert r["llc"]["sweep_bytes"] == 256 * 1024 and r["llc"]["assumed_agrees"]   # sysfs's 256 KiB L2
+    assert [(k["from_bytes"], k["to_bytes"], k["dram"], k["past_dram"]) for k in r["sweep"]["knees"]] == [
+        (64 * 1024, 256 * 1024, True, False)]
     assert r["cache_roofs_GBps"]["DRAM"] == KNOWN["DRAM"] and r["ridge"]["sweep_dram_GBps"] == KNOWN["DRAM"]
     assert r["stream"]["array_elems"] == (131_072 if bound == "none" else 87_381)
     assert (r["stream"]["bound"], r["ridge"]["bound"]) == (bound, "none" if bound == "none" else "lower")

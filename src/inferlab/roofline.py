@@ -345,6 +345,8 @@ def sweep_reading(points: list[dict], levels: list[dict], dram: dict) -> dict:
     for knee in knees:
         knee["sysfs"] = next((lv["name"] for lv in levels if cache_sweep.matches(lv["size_bytes"], knee)), None)
         knee["dram"] = dram["reached"] and knee["to_bytes"] == dram["plateau"]["first_bytes"]
+        # a fall inside DRAM's range: load from other processes, or TLB reach; no cache level
+        knee["past_dram"] = dram["reached"] and knee["from_bytes"] >= dram["plateau"]["first_bytes"]
     sysfs = [{**lv, "knee": next((k for k, knee in enumerate(knees) if cache_sweep.matches(lv["size_bytes"], knee)),
                                  None)} for lv in levels]
     return {"plateaus": found, "knees": knees, "dram": dram, "sysfs_levels": sysfs}

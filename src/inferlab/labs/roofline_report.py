@@ -182,7 +182,8 @@ def _levels_lines(r: dict) -> list[str]:
         lines += ["| knee | last working set before the fall | first one after it | median GB/s before -> after | fall | "
                   "sysfs level within 2x |", "|---|---|---|---|---|---|"]
         for k, knee in enumerate(sw["knees"], 1):
-            lines.append(f"| {k}{' (to DRAM)' if knee['dram'] else ''} | {fmt_size(knee['from_bytes'])} | "
+            what = " (to DRAM)" if knee["dram"] else " (inside DRAM's range: load or TLB, no cache)" if knee["past_dram"] else ""
+            lines.append(f"| {k}{what} | {fmt_size(knee['from_bytes'])} | "
                          f"{fmt_size(knee['to_bytes'])} | {knee['from_GBps']:.1f} -> {knee['to_GBps']:.1f} | "
                          f"{knee['drop']:.2f}x | {knee['sysfs'] or 'none'} |")
         lines.append("")
