@@ -469,6 +469,18 @@ def test_sweep_sizes_keep_every_power_of_two_on_the_grid():
 KNOWN = {"L1": 100.0, "edge": 50.0, "DRAM": 20.0}
 
 
+def run_with_readme(config, tmp_path):
+    """(results, README text) of a run, without the lab's figures (their rendering is the slow part)."""
+    from inferlab.labs.roofline import summary
+    from inferlab.labs.roofline_report import readme
+    from inferlab.measure import build_manifest
+
+    r = roofline.run_roofline(config)
+    manifest = build_manifest(experiment=r["experiment"], seed=0, config=r["config"], depends_on=None,
+                              results_summary=summary(r), threads=config.threads)
+    return r, readme(r, manifest, tmp_path / "r")
+
+
 def known_sweep_point(ws_bytes, config):
     """A stand-in for sweep_point: 100 GB/s up to 64 KiB, 50 at 128 KiB, 20 from 256 KiB on."""
     gbps = KNOWN["L1"] if ws_bytes <= 64 * 1024 else KNOWN["edge"] if ws_bytes <= 128 * 1024 else KNOWN["DRAM"]
@@ -484,7 +496,7 @@ def known_sweep_point(ws_bytes, config):
 ])
 def test_run_sizes_stream_from_the_sweeps_dram_and_labels_the_bound(tiny_machine, monkeypatch, tmp_path, budget, bound):
     monkeypatch.setattr(roofline, "sweep_point", known_sweep_point)
-    r = write_roofline(tiny_config(max_memory_bytes=budget), tmp_path / "r", force=False)
+    r, readme = run_with_readme(tiny_config(max_memory_bytes=budget), tmp_path)
     assert r["sweep"]["stopped"] == "dram"
     # stops once DRAM spans 2 octaves: 256 KiB to 1 MiB
     assert r["sweep"]["points"][-1]["working_set_bytes"] == 2**20
@@ -494,7 +506,6 @@ def test_run_sizes_stream_from_the_sweeps_dram_and_labels_the_bound(tiny_machine
     assert r["cache_roofs_GBps"]["DRAM"] == KNOWN["DRAM"] and r["ridge"]["sweep_dram_GBps"] == KNOWN["DRAM"]
     assert r["stream"]["array_elems"] == (131_072 if bound == "none" else 87_381)
     assert (r["stream"]["bound"], r["ridge"]["bound"]) == (bound, "none" if bound == "none" else "lower")
-    readme = (tmp_path / "r" / "README.md").read_text()
     ridge = f"{r['ridge_point_flop_per_byte']:.2f} FLOP/byte**"
     if bound == "none":
         assert f"**{ridge}" in readme and "DRAM bandwidth: each array 1 MiB" in readme
@@ -508,10 +519,9 @@ def test_run_sizes_stream_from_the_sweeps_dram_and_labels_the_bound(tiny_machine
 
 def test_a_pretended_llc_the_sweep_does_not_show_is_named(tiny_machine, monkeypatch, tmp_path):
     monkeypatch.setattr(roofline, "sweep_point", known_sweep_point)
-    r = write_roofline(tiny_config(llc_bytes=480 * 2**20), tmp_path / "r", force=False)
+    r, readme = run_with_readme(tiny_config(llc_bytes=480 * 2**20), tmp_path)
     assert r["llc"]["assumed_bytes"] == 480 * 2**20 and r["llc"]["assumed_from"] == "--llc"
     assert r["llc"]["assumed_agrees"] is False and r["stream"]["bound"] == "none"   # sized from the sweep
-    readme = (tmp_path / "r" / "README.md").read_text()
     assert "L2 480 MiB (pretended, --llc): **no knee of the sweep within 2x of it**" in readme
     assert "**disagrees with** the 480 MiB --llc gives" in readme
 
@@ -520,13 +530,13 @@ def test_without_dram_the_sweep_runs_to_the_budget_and_the_arrays_are_an_upper_b
                                                                                     tmp_path):
     monkeypatch.setattr(roofline, "sweep_point", lambda ws, config: {**known_sweep_point(ws, config),
                                                                      "GBps_median": KNOWN["L1"]})
-    r = write_roofline(tiny_config(), tmp_path / "r", force=False)
+    r, readme = run_with_readme(tiny_config(), tmp_path)
     assert r["sweep"]["stopped"] == "budget" and not r["sweep"]["dram"]["reached"]
     assert r["sweep"]["points"][-1]["working_set_bytes"] == 4 * 2**20
     # sysfs's 256 KiB is below the 4 MiB the sweep reached without DRAM: 4 x 4 MiB wanted, 4 MiB / 24 B held
     assert r["llc"]["used_bytes"] == 4 * 2**20 and r["stream"]["array_elems"] == 174_762
     assert r["stream"]["bound"] == "upper" and r["ridge"]["bound"] == "lower" and r["cache_roofs_GBps"]["DRAM"] is None
-    assert "- DRAM: **not shown**" in (tmp_path / "r" / "README.md").read_text()
+    assert "- DRAM: **not shown**" in readme
 
 
 def test_cli_pretends_a_480_mib_llc_under_a_small_budget(tmp_path, capsys, monkeypatch):
