@@ -429,7 +429,7 @@ def measure_vocabs(sources: tuple[str, ...], config: MaskLabConfig, step) -> tup
     for i, vocab in enumerate(sources):
         budget = Budget(left / (len(sources) - i))
         table.append(measure_vocab(vocab, config, step, budget))
-        left -= budget.spent
+        left = max(0.0, left - budget.spent)   # the batch that crosses a share's end is charged whole
     return table, left
 
 
