@@ -3,7 +3,6 @@ levels and falls are known (the numbers below are written by hand, not produced 
 
 import pytest
 
-from inferlab import cache_sweep
 from inferlab.cache_sweep import find_dram, knees, matches, plateaus
 
 KiB, MiB = 1024, 2**20
@@ -117,6 +116,3 @@ def test_a_fall_within_the_private_cache_is_no_dram():
     assert not find_dram(l2_end, private_bytes=1 * MiB)["reached"]
     assert find_dram(l2_end, private_bytes=512 * KiB)["reached"]
 
-
-def test_constants_named_in_the_docs():
-    assert (cache_sweep.PLATEAU_TOLERANCE, cache_sweep.DRAM_DROP, cache_sweep.DRAM_MIN_OCTAVES) == (1.3, 2.0, 1.0)
