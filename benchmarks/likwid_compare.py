@@ -27,7 +27,7 @@ from inferlab.measure import ExperimentWriter, build_manifest
 from inferlab.measure.machine import cpu_flags, last_level_cache_bytes
 from inferlab.measure.progress import progress_bar
 from inferlab.roofline import (FALLBACK_LLC_BYTES, RooflineConfig, ceiling_steps,
-                               measure_ceilings)
+                               measure_ceilings, stream_sizing)
 
 EXPERIMENT = "01-roofline-likwid"
 TARGET = 0.20      # the target: triad and copy within 20% of likwid
@@ -155,7 +155,7 @@ def compare(config: RooflineConfig, repeats: int) -> dict:
     steps = ceiling_steps(config) + 2 * len(kernels) * len(config.thread_counts)
     with progress_bar(steps, "likwid vs inferlab") as step:
         before = likwid_side(kernels, config.thread_counts, -(-repeats // 2), llc, step)
-        bandwidth, peak, _ = measure_ceilings(config, step)
+        bandwidth, peak, _ = measure_ceilings(config, stream_sizing(llc, config, dram_shown=False)["array_elems"], step)
         after = likwid_side(kernels, config.thread_counts, repeats // 2, llc, step)
     likwid = merge_runs(before, after)
     version = subprocess.run(["likwid-bench", "-h"], capture_output=True, text=True).stdout

@@ -132,3 +132,17 @@ def test_mask_overhead_checks_the_model_folder_before_measuring(tmp_path, capsys
     code, stdout, err = run_cli(capsys, "mask-overhead", "--quick", "--model", str(folder), "--out", str(out))
     assert_one_line_error(code, stdout, err, "/model/merges/0")   # one line: no roofline progress before it
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag,value,needle", [
+    ("--max-memory", "-1GiB", "positive"), ("--max-memory", "512", "has no unit"),
+    ("--max-memory", "1G", "ambiguous unit"), ("--max-memory", "16MiB", "below 32 MiB"),
+    ("--max-memory", "100000TiB", "more than half"),
+    ("--llc", "-480MiB", "positive"), ("--llc", "480", "has no unit"), ("--llc", "100KiB", "below the 256 KiB"),
+])
+@pytest.mark.parametrize("command", [("roofline", "--quick"), ("run", "all", "--quick")])
+def test_bad_memory_flags(tmp_path, capsys, command, flag, value, needle):
+    out = tmp_path / "r"
+    code, stdout, err = run_cli(capsys, *command, flag, value, "--out", str(out))
+    assert_one_line_error(code, stdout, err, flag, needle)
+    assert not out.exists()

@@ -527,3 +527,16 @@ def test_block_a_vs_b_says_when_the_traced_mask_outruns_block_a():
     note = next(line for line in lines if "traced work" in line)
     assert "naive mask's traced work (44.6 ms per step) is above the whole of Block A's interval" in note
     assert "(up to 26.1 ms)" in note
+
+
+def test_a_vocabulary_that_overspends_its_share_leaves_no_negative_budget(monkeypatch):
+    """The batch that crosses a share's end is charged whole (a loaded `run all --quick` overspent
+    by 6 ms, and the next vocabulary's Budget(-0.006) raised)."""
+    from types import SimpleNamespace
+
+    def overspend(vocab, config, step, budget):
+        budget.charge(budget.seconds + 0.5)
+        return {"vocab": vocab}
+    monkeypatch.setattr(mo, "measure_vocab", overspend)
+    table, left = mo.measure_vocabs(("512", "cl100k", "qwen"), SimpleNamespace(budget_s=1.0), step=None)
+    assert [row["vocab"] for row in table] == ["512", "cl100k", "qwen"] and left == 0.0

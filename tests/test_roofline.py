@@ -29,14 +29,13 @@ TINY_CACHES = [{"level": 1, "type": "Data", "size_bytes": 32 * 1024, "shared_cpu
 
 @pytest.fixture
 def tiny_machine(monkeypatch):
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: TINY_LLC)
     monkeypatch.setattr(roofline, "data_caches", lambda: TINY_CACHES)
 
 
-def tiny_config(threads=2):
-    return RooflineConfig(threads=threads, quick=True, trials=10, sweep_points_per_octave=1,
-                          sweep_max_llc_multiple=4, sweep_samples=3, gemm_sizes=(64, 96),
-                          gemm_samples=3, min_sample_s=0.002, budget_s=0.0)
+def tiny_config(threads=2, **over):
+    return RooflineConfig(**{"threads": threads, "quick": True, "trials": 10, "sweep_points_per_octave": 1,
+                             "sweep_samples": 3, "gemm_sizes": (64, 96), "max_memory_bytes": 4 * 2**20,
+                             "gemm_samples": 3, "min_sample_s": 0.002, "budget_s": 0.0, **over})
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -83,11 +82,20 @@ def test_sweep_point_counts_bytes(tiny_machine):
 
 
 def test_cache_levels_bands(tiny_machine):
-    levels = roofline.cache_levels(4)
+    sysfs = roofline.sysfs_levels(tiny_config())
+    # L1 from 0 to half its 32 KiB; the last level from 2 x L1 to half the size the sweep shows
+    # (here 192 KiB, not sysfs's 256); DRAM: its plateau in the sweep, from where it begins
+    dram = {"reached": True, "plateau": {"first_bytes": 2**20}}
+    levels = roofline.cache_levels(sysfs, 192 * 1024, dram)
     assert [lv["name"] for lv in levels] == ["L1", "L2", "DRAM"]
-    assert levels[0]["band_bytes"] == [0, 16 * 1024]
-    assert levels[1]["band_bytes"] == [64 * 1024, 128 * 1024]
-    assert levels[2]["band_bytes"] == [4 * TINY_LLC, None]
+    assert levels[0]["band_bytes"] == [0, 16 * 1024] and levels[0]["from"] == "sysfs"
+    assert levels[1]["band_bytes"] == [64 * 1024, 96 * 1024] and levels[1]["size_bytes"] == TINY_LLC
+    assert levels[2]["band_bytes"] == [2**20, None]
+    assert roofline.cache_levels(sysfs, TINY_LLC, {"reached": False})[2]["band_bytes"] is None
+    # --llc pretends the last level's size; the levels below stay sysfs's
+    pretended = roofline.sysfs_levels(tiny_config(llc_bytes=480 * 2**20))
+    assert pretended == [{"name": "L1", "size_bytes": 32 * 1024, "from": "sysfs"},
+                         {"name": "L2", "size_bytes": 480 * 2**20, "from": "--llc"}]
 
 
 def test_plateau_roofs_take_the_highest_median_two_points_of_each_band_reach():
@@ -107,13 +115,23 @@ def test_plateau_roofs_take_the_highest_median_two_points_of_each_band_reach():
         "L2 (80 GB/s) above L1 (50 GB/s)"]
 
 
-def test_stream_arrays_use_the_per_instance_llc_and_are_capped(monkeypatch):
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
-    n, llc, known, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
-    assert (n * 8, llc, known, capped) == (128 * 2**20, 32 * 2**20, True, False)
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 120 * 2**20)   # a VM's huge LLC
-    n, _, _, capped = roofline.stream_array_elems(RooflineConfig(threads=1))
-    assert n * 8 == roofline.STREAM_MAX_ARRAY_BYTES and capped
+@pytest.mark.parametrize("llc, budget, shown, elems, capped, bound", [
+    # 4 x 38 MiB = 152 MiB = 19,922,944 float64; three of them (456 MiB) fit 768 MiB: DRAM's
+    (38 * 2**20, 768 * 2**20, True, 19_922_944, False, "none"),
+    # a 480 MiB LLC wants 1,920 MiB arrays; 768 MiB / 3 = 256 MiB = 33,554,432 float64: an upper bound
+    (480 * 2**20, 768 * 2**20, True, 33_554_432, True, "upper"),
+    # 4 x 10,000,001 B = 40,000,004 B is 5,000,000.5 float64, rounded up; 100 MB / 24 B = 4,166,666:
+    # the budget cuts it
+    (10_000_001, 100_000_000, True, 4_166_666, True, "upper"),
+    # the same with a 200 MB budget: 8,333,333 elements hold the 5,000,001 wanted
+    (10_000_001, 200_000_000, True, 5_000_001, False, "none"),
+    # full-size arrays, but the sweep showed no DRAM (the size came from sysfs): still an upper bound
+    (32 * 2**20, 768 * 2**20, False, 16_777_216, False, "upper"),
+])
+def test_stream_sizing_rule(llc, budget, shown, elems, capped, bound):
+    sizing = roofline.stream_sizing(llc, RooflineConfig(threads=1, max_memory_bytes=budget), dram_shown=shown)
+    assert (sizing["array_elems"], sizing["array_capped"], sizing["bound"]) == (elems, capped, bound)
+    assert sizing["array_bytes"] == 8 * elems
 
 
 def test_ridge_and_ceilings_ignore_a_lone_outlier():
@@ -144,6 +162,10 @@ def test_roofline_type_at_one_thread_count():
     assert one.attainable_GFLOPS(0.5) == 4.0 and one.attainable_GFLOPS(100) == 40.0
     assert one.bound_by(4.9) == "memory" and one.bound_by(5.0) == "compute"
     assert Roofline.from_json(two.to_json()) == two
+    # a run whose triad is an upper bound of DRAM's says so to the labs that read it
+    upper = Roofline.from_results({**results, "stream": {"bound": "upper"}}, 2)
+    assert upper.bound == "upper" and two.bound == "none"
+    assert Roofline.from_json(upper.to_json()) == upper and upper.to_json()["bandwidth_bound"] == "upper"
 
 
 @pytest.mark.parametrize("flags,ident,mhz,threads,expect64", [
@@ -440,14 +462,124 @@ def test_gemm_thread_verdict_pairs_the_times_at_the_ratios_n(monkeypatch):
     assert (v["ci_low"], v["ci_high"], v["confidence"]) == (1.7, 1.9, None) and "bounds" in v["statement"]
 
 
-def test_sweep_sizes_keep_every_power_of_two_on_the_grid(monkeypatch):
-    # 4 KiB to 4 x 32 MiB at 1 point per octave is 4 KiB, 8 KiB, ..., 128 MiB: every one a power of
-    # two, and each must stay exactly that (2 MiB rounded down to 2,097,024 fell out of the L3 band
-    # that begins at 2 x a 1 MiB L2)
-    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda: 32 * 2**20)
-    config = RooflineConfig(threads=1, sweep_points_per_octave=1, sweep_max_llc_multiple=4)
+def test_sweep_sizes_keep_every_power_of_two_on_the_grid():
+    # 4 KiB to a 128 MiB budget at 1 point per octave is 4 KiB, 8 KiB, ..., 128 MiB: every one a
+    # power of two, and each must stay exactly that (2 MiB rounded down to 2,097,024 fell out of
+    # the L3 band that begins at 2 x a 1 MiB L2)
+    config = RooflineConfig(threads=1, sweep_points_per_octave=1, max_memory_bytes=128 * 2**20)
     assert roofline.sweep_sizes(config) == [2**k for k in range(12, 28)]
-    config = RooflineConfig(threads=1, sweep_points_per_octave=4, sweep_max_llc_multiple=8)
+    config = RooflineConfig(threads=1, sweep_points_per_octave=4, max_memory_bytes=256 * 2**20)
     sizes = roofline.sweep_sizes(config)
     assert all(s % 128 == 0 for s in sizes)
     assert {2**k for k in range(12, 29)} <= set(sizes)
+
+
+# --- the sweep's DRAM, the sizing rule and the bound labels, on a sweep of known shape ----------
+
+KNOWN = {"L1": 100.0, "edge": 50.0, "DRAM": 20.0}
+
+
+def run_with_readme(config, tmp_path):
+    """(results, README text) of a run, without the lab's figures (their rendering is the slow part)."""
+    from inferlab.labs.roofline import summary
+    from inferlab.labs.roofline_report import readme
+    from inferlab.measure import build_manifest
+
+    r = roofline.run_roofline(config)
+    manifest = build_manifest(experiment=r["experiment"], seed=0, config=r["config"], depends_on=None,
+                              results_summary=summary(r), threads=config.threads)
+    return r, readme(r, manifest, tmp_path / "r")
+
+
+def known_sweep_point(ws_bytes, config):
+    """A stand-in for sweep_point: 100 GB/s up to 64 KiB, 50 at 128 KiB, 20 from 256 KiB on."""
+    gbps = KNOWN["L1"] if ws_bytes <= 64 * 1024 else KNOWN["edge"] if ws_bytes <= 128 * 1024 else KNOWN["DRAM"]
+    return {"working_set_bytes": ws_bytes, "GBps_best": gbps, "GBps_median": gbps, "noisy": False, "reps": 1}
+
+
+@pytest.mark.parametrize("budget, bound", [
+    # the sweep's DRAM begins at 256 KiB: arrays of 4 x 256 KiB = 131,072 float64; three (3 MiB)
+    # fit a 4 MiB budget: DRAM bandwidth
+    (4 * 2**20, "none"),
+    # in 2 MiB only 2 MiB / 24 B = 87,381 float64 each: an upper bound, the ridge a lower one
+    (2 * 2**20, "upper"),
+])
+def test_run_sizes_stream_from_the_sweeps_dram_and_labels_the_bound(tiny_machine, monkeypatch, tmp_path, budget, bound):
+    monkeypatch.setattr(roofline, "sweep_point", known_sweep_point)
+    r, readme = run_with_readme(tiny_config(max_memory_bytes=budget), tmp_path)
+    assert r["sweep"]["stopped"] == "dram"
+    # stops once DRAM spans 2 octaves: 256 KiB to 1 MiB
+    assert r["sweep"]["points"][-1]["working_set_bytes"] == 2**20
+    assert r["llc"]["sweep_bytes"] == 256 * 1024 and r["llc"]["assumed_agrees"]   # sysfs's 256 KiB L2
+    assert [(k["from_bytes"], k["to_bytes"], k["dram"], k["past_dram"]) for k in r["sweep"]["knees"]] == [
+        (64 * 1024, 256 * 1024, True, False)]
+    assert r["cache_roofs_GBps"]["DRAM"] == KNOWN["DRAM"] and r["ridge"]["sweep_dram_GBps"] == KNOWN["DRAM"]
+    assert r["stream"]["array_elems"] == (131_072 if bound == "none" else 87_381)
+    assert (r["stream"]["bound"], r["ridge"]["bound"]) == (bound, "none" if bound == "none" else "lower")
+    ridge = f"{r['ridge_point_flop_per_byte']:.2f} FLOP/byte**"
+    if bound == "none":
+        assert f"**{ridge}" in readme and "DRAM bandwidth: each array 1 MiB" in readme
+        assert "Upper bounds" not in readme and "lower bound" not in readme
+    else:
+        assert f"**>= {ridge}" in readme and "**A lower bound**" in readme
+        assert "**Upper bounds of DRAM bandwidth**: each array 683 KiB: 3 arrays of 4x the 256 KiB" in readme
+    assert "agrees with the 256 KiB sysfs gives" in readme
+    check_readme(readme, r["verdicts"])
+
+
+def test_a_pretended_llc_the_sweep_does_not_show_is_named(tiny_machine, monkeypatch, tmp_path):
+    monkeypatch.setattr(roofline, "sweep_point", known_sweep_point)
+    r, readme = run_with_readme(tiny_config(llc_bytes=480 * 2**20), tmp_path)
+    assert r["llc"]["assumed_bytes"] == 480 * 2**20 and r["llc"]["assumed_from"] == "--llc"
+    assert r["llc"]["assumed_agrees"] is False and r["stream"]["bound"] == "none"   # sized from the sweep
+    assert "L2 480 MiB (pretended, --llc): **no knee of the sweep within 2x of it**" in readme
+    assert "**disagrees with** the 480 MiB --llc gives" in readme
+
+
+def test_without_dram_the_sweep_runs_to_the_budget_and_the_arrays_are_an_upper_bound(tiny_machine, monkeypatch,
+                                                                                    tmp_path):
+    monkeypatch.setattr(roofline, "sweep_point", lambda ws, config: {**known_sweep_point(ws, config),
+                                                                     "GBps_median": KNOWN["L1"]})
+    r, readme = run_with_readme(tiny_config(), tmp_path)
+    assert r["sweep"]["stopped"] == "budget" and not r["sweep"]["dram"]["reached"]
+    assert r["sweep"]["points"][-1]["working_set_bytes"] == 4 * 2**20
+    # sysfs's 256 KiB is below the 4 MiB the sweep reached without DRAM: 4 x 4 MiB wanted, 4 MiB / 24 B held
+    assert r["llc"]["used_bytes"] == 4 * 2**20 and r["stream"]["array_elems"] == 174_762
+    assert r["stream"]["bound"] == "upper" and r["ridge"]["bound"] == "lower" and r["cache_roofs_GBps"]["DRAM"] is None
+    assert "- DRAM: **not shown**" in readme
+
+
+def test_cli_pretends_a_480_mib_llc_under_a_small_budget(tmp_path, capsys, monkeypatch):
+    """--quick --llc 480MiB --max-memory 32MiB, end to end on this machine (timing shrunk). The
+    sweep stops at the 32 MiB budget; the arrays (at least 4 x the 4 MiB past the private caches
+    where DRAM could begin) cannot reach 4x in 32 MiB / 3: an upper bound, the ridge a lower one."""
+    from dataclasses import replace
+
+    from inferlab.cli import main
+
+    real = RooflineConfig.for_run.__func__
+    monkeypatch.setattr(RooflineConfig, "for_run", classmethod(lambda cls, **kw: replace(
+        real(cls, **kw), trials=3, sweep_samples=3, gemm_sizes=(64,), gemm_samples=3, min_sample_s=0.002,
+        budget_s=0.0)))
+    out = tmp_path / "r"
+    assert main(["roofline", "--quick", "--llc", "480MiB", "--max-memory", "32MiB", "--json", "--out", str(out)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["config"]["llc_bytes"] == 480 * 2**20 and r["config"]["max_memory_bytes"] == 32 * 2**20
+    assert r["sweep"]["points"][-1]["working_set_bytes"] <= 32 * 2**20
+    assert r["llc"]["assumed_bytes"] == 480 * 2**20 and r["llc"]["assumed_from"] == "--llc"
+    assert r["stream"]["array_elems"] == 32 * 2**20 // 24 and r["stream"]["array_capped"]
+    assert (r["stream"]["bound"], r["ridge"]["bound"]) == ("upper", "lower")
+    assert "**A lower bound**" in (out / "README.md").read_text()
+
+
+def test_run_all_passes_the_memory_flags_to_the_labs(tmp_path, monkeypatch):
+    from inferlab.cli import main
+    from inferlab.labs import Lab
+
+    seen = []
+    monkeypatch.setattr("inferlab.cli.run_all.all_labs",
+                        lambda: [Lab(order=1, name="01-x", title="x", run=lambda o: seen.append(o) or {})])
+    assert main(["run", "all", "--quick", "--llc", "480MiB", "--max-memory", "1GiB", "--out", str(tmp_path / "e")]) == 0
+    assert (seen[0].llc_bytes, seen[0].max_memory_bytes) == (480 * 2**20, 2**30)
+    assert main(["run", "all", "--out", str(tmp_path / "f")]) == 0
+    assert (seen[1].llc_bytes, seen[1].max_memory_bytes) == (None, None)

@@ -4,14 +4,20 @@ The roofline model (Williams, Waterman, Patterson 2009) bounds a kernel of arith
 I (FLOP/byte) at min(peak GFLOP/s, bandwidth GB/s x I). This module measures both ceilings on
 the machine it runs on:
 
+- cache levels: a working-set sweep from L1 up to DRAM (inferlab.cache_sweep reads its plateaus
+  and knees: the last level this process really reaches, which sysfs may overstate on a VM
+  slice), each level's roof read off its plateau as the Empirical Roofline Toolkit does; the
+  sweep stops once its DRAM plateau spans sweep_dram_octaves, or at the memory budget;
 - bandwidth: STREAM's copy, scale, add and triad (McCalpin), as numpy ufuncs into preallocated
-  arrays, each array >= 4x the last-level cache so the data comes from DRAM; bytes counted as
-  STREAM counts them (float64: 16 B/elem for copy and scale, 24 for add and triad);
-- cache roofs: a working-set sweep from L1 to DRAM size, reading each level's plateau as the
-  Empirical Roofline Toolkit does;
+  arrays, each array >= 4x the last level the sweep shows, so the data comes from DRAM; bytes
+  counted as STREAM counts them (float64: 16 B/elem for copy and scale, 24 for add and triad).
+  Where the memory budget (max_memory_bytes: the three arrays, and the sweep's largest working
+  set) cannot hold that, or the sweep shows no DRAM, the bandwidth is an upper bound of DRAM's
+  and the ridge a lower bound, and results.json and the README say so;
 - compute: float32/float64 matmul GFLOP/s (2 n^3 FLOP) through numpy's BLAS, 1 thread and all;
   plus the theoretical peak from the CPU flags (SIMD width x FMA x pipes x cores x clock);
-- ridge point = peak GFLOP/s / DRAM GB/s: below it a kernel is memory-bound.
+- ridge point = peak GFLOP/s / DRAM GB/s (the triad on arrays the sweep shows as DRAM-sized):
+  below it a kernel is memory-bound.
 
 Every ceiling is the MEDIAN of its trials with p10-p90 beside it, never the single best trial: a
 lone outlier moves neither. The 1-thread and N-thread runs of a kernel are interleaved, so their
@@ -35,10 +41,10 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from inferlab import cache_sweep
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json
-from inferlab.measure.machine import (blas_threads, cpu_flags, cpu_identity, cpu_mhz, data_caches,
-                                      last_level_cache_bytes, physical_cores)
+from inferlab.measure.machine import blas_threads, cpu_flags, cpu_identity, cpu_mhz, data_caches, physical_cores
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S, Budget, Stats, measure, measure_interleaved
 from inferlab.measure.verdicts import Claim, Interval, Looks, bounds, decide, paired, paired_ratio, quotient
@@ -54,14 +60,23 @@ STREAM_SCALAR = 3.0
 # float64 elements per triad block: 3 x 1 MiB stay in cache between the two passes, and 128 blocks
 # per 128 MiB array keep numpy's call overhead small (measured here: 1<<13: 18, 1<<17: 27 GB/s).
 TRIAD_BLOCK = 1 << 17
-# Used only when sysfs has no cache information: a generous LLC keeps the arrays DRAM-sized.
+# Used only when sysfs has no cache information and no --llc is given.
 FALLBACK_LLC_BYTES = 64 * 1024**2
 # Elements streamed per sweep call: enough that numpy's ~1 us call overhead is < 1% even in L1.
 SWEEP_STREAM_ELEMS = 4_000_000
 SWEEP_MIN_WS_BYTES = 4 * 1024
-# Each STREAM array at most this: three of them stay under 1 GiB even where a VM reports a huge
-# LLC (the README says when the cap cut an array below llc_multiple x LLC).
-STREAM_MAX_ARRAY_BYTES = 256 * 1024**2
+STREAM_ARRAYS = 3        # a, b, c: what the memory budget holds at once
+# The memory budget (--max-memory): the three STREAM arrays together, and the sweep's largest
+# working set (its two arrays), at most this. 768 MiB keeps `inferlab run all` under 1 GiB of
+# peak RSS (the interpreter, numpy and matplotlib add ~120 MiB) even where the sweep shows no
+# DRAM and both run to the budget; where it does (this host: DRAM from ~38 MiB), the arrays are
+# 4x that and the budget is not reached. The GEMM's operands are not in it (at most 3 x 2048^2
+# float64 = 96 MiB).
+DEFAULT_MAX_MEMORY_BYTES = 768 * 2**20
+# Below this the sweep cannot pass an L2 of a few MiB by the octaves that show a level, and the
+# STREAM arrays would sit in cache.
+MIN_MAX_MEMORY_BYTES = 32 * 2**20
+MIN_LLC_BYTES = 256 * 1024   # --llc below this is no last-level cache of a machine that runs LLMs
 # A ceiling whose (p90 - p10) / median exceeds this is flagged, and labs that use it say so.
 WIDE_SPREAD = 0.25
 GEMV_INTENSITY = 0.5   # float32 GEMV: 2 FLOP per 4-byte weight read
@@ -73,30 +88,61 @@ class RooflineConfig:
     quick: bool = False               # the reduced run (CI): same rules, fewer points
     seed: int = 0                     # GEMM operands
     trials: int = 10                  # STREAM trials kept; one more is run first and discarded
-    llc_multiple: int = 4             # each STREAM array >= this x the last-level cache
+    llc_multiple: int = 4             # each STREAM array >= this x the last level the sweep shows
     sweep_points_per_octave: int = 4
-    sweep_max_llc_multiple: int = 8   # sweep up to this x LLC (the DRAM plateau needs >= 4x)
+    sweep_dram_octaves: float = 2.0   # the sweep stops once its DRAM plateau spans this many octaves
     sweep_samples: int = 7
     gemm_sizes: tuple[int, ...] = (512, 1024, 2048)  # the peak is the size with the highest median
     gemm_samples: int = 10
     min_sample_s: float = 0.05        # the harness rule: >= 50 ms of work per sample
     budget_s: float = DEFAULT_BUDGET_S  # extra interleaved rounds while a thread comparison is unresolved
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES  # the STREAM arrays together; the sweep's largest set
+    llc_bytes: int | None = None      # pretend sysfs's last level is this size (--llc); None: sysfs's
 
     @classmethod
-    def for_run(cls, *, quick: bool, threads: int | None, seed: int = 0) -> "RooflineConfig":
+    def for_run(cls, *, quick: bool, threads: int | None, seed: int = 0, llc_bytes: int | None = None,
+                max_memory_bytes: int | None = None) -> "RooflineConfig":
         threads = threads or os.cpu_count() or 1
         if threads < 1:
             raise InferlabError(f"--threads must be >= 1, got {threads}")
+        check_memory_flags(llc_bytes, max_memory_bytes)
+        memory = {"llc_bytes": llc_bytes, "max_memory_bytes": max_memory_bytes or DEFAULT_MAX_MEMORY_BYTES}
         if quick:
-            # Still >= 10 STREAM and GEMM trials (one GEMM size keeps them cheap) and a DRAM-sized
-            # sweep end: the resolution drops, and the sweep's samples per point (the README says so).
-            return cls(threads=threads, quick=True, seed=seed, sweep_points_per_octave=1, sweep_max_llc_multiple=4,
-                       sweep_samples=3, gemm_sizes=(1024,), budget_s=QUICK_BUDGET_S)
-        return cls(threads=threads, seed=seed)
+            # Still >= 10 STREAM and GEMM trials (one GEMM size keeps them cheap) and a sweep that
+            # reaches DRAM: the resolution drops, and the sweep's samples per point (the README says so).
+            return cls(threads=threads, quick=True, seed=seed, sweep_points_per_octave=1, sweep_samples=3,
+                       gemm_sizes=(1024,), budget_s=QUICK_BUDGET_S, **memory)
+        return cls(threads=threads, seed=seed, **memory)
 
     @property
     def thread_counts(self) -> tuple[int, ...]:
         return tuple(sorted({1, self.threads}))
+
+
+def check_memory_flags(llc_bytes: int | None, max_memory_bytes: int | None) -> None:
+    """--llc and --max-memory below the sizes that leave the sweep meaningful: one line naming the flag."""
+    if llc_bytes is not None and llc_bytes < MIN_LLC_BYTES:
+        raise InferlabError(f"--llc {llc_bytes:,} bytes is below the {MIN_LLC_BYTES // 1024} KiB a last-level "
+                            "cache has at least")
+    if max_memory_bytes is not None and max_memory_bytes < MIN_MAX_MEMORY_BYTES:
+        raise InferlabError(f"--max-memory {max_memory_bytes:,} bytes is below {MIN_MAX_MEMORY_BYTES // 2**20} MiB: "
+                            "the sweep could not pass an L2 by the octaves that show a level")
+
+
+def sysfs_levels(config: RooflineConfig) -> list[dict]:
+    """The data caches as sysfs gives them (cpu0, per instance: not lscpu's package total), each
+    {"name", "size_bytes", "from"}; with config.llc_bytes (--llc), the last level pretends that
+    size (a level "LLC" where sysfs lists none)."""
+    levels = [{"name": f"L{c['level']}", "size_bytes": c["size_bytes"], "from": "sysfs"} for c in data_caches()]
+    if config.llc_bytes is None:
+        return levels
+    last = {"name": levels[-1]["name"] if levels else "LLC", "size_bytes": config.llc_bytes, "from": "--llc"}
+    return levels[:-1] + [last]
+
+
+def assumed_llc(levels: list[dict]) -> tuple[int, str]:
+    """(bytes, where from) of the last level before the sweep: sysfs's or --llc's, else the fallback."""
+    return (levels[-1]["size_bytes"], levels[-1]["from"]) if levels else (FALLBACK_LLC_BYTES, "fallback (sysfs unreadable)")
 
 
 # --- STREAM ----------------------------------------------------------------------------------
@@ -146,20 +192,31 @@ def _bandwidth_entry(stats: Stats, nbytes: int) -> dict:
             "trials": stats.n, "noisy": stats.noisy, "time": stats.to_json("ms")}
 
 
-def stream_array_elems(config: RooflineConfig) -> tuple[int, int, bool, bool]:
-    """(elements per array, LLC bytes used, LLC read from sysfs?, array size capped?).
+def stream_sizing(llc_bytes: int, config: RooflineConfig, *, dram_shown: bool) -> dict:
+    """Each STREAM array: llc_multiple x the last level (float64 elements, rounded up), unless the
+    three arrays would exceed config.max_memory_bytes: then the budget's third (rounded down).
 
-    The LLC is the per-instance size a core reaches (sysfs cpu0 cache index*/size, one instance
-    shared by the CPUs in its shared_cpu_list), not lscpu's package total over all instances.
-    Each array is llc_multiple x that, capped at STREAM_MAX_ARRAY_BYTES so the three arrays stay
-    within a laptop's memory even where a VM reports a huge LLC.
+    The bandwidth is DRAM's ("bound": "none") only where the sweep showed DRAM (dram_shown; the
+    level is then the sweep's) and the arrays are the full multiple; otherwise part of the
+    arrays may sit in cache, which only speeds them: the figure is an upper bound ("upper").
     """
-    llc = last_level_cache_bytes()
-    known = llc is not None
-    llc = llc if known else FALLBACK_LLC_BYTES
-    want = math.ceil(config.llc_multiple * llc / 8)
-    cap = STREAM_MAX_ARRAY_BYTES // 8
-    return min(want, cap), llc, known, want > cap
+    want = math.ceil(config.llc_multiple * llc_bytes / 8)
+    cap = config.max_memory_bytes // (STREAM_ARRAYS * 8)
+    n = min(want, cap)
+    return {"array_elems": n, "array_bytes": 8 * n, "want_array_bytes": 8 * want, "array_capped": want > cap,
+            "bound": "none" if dram_shown and n == want else "upper"}
+
+
+def bound_reason(sizing: dict, llc: dict, config: RooflineConfig) -> str:
+    """Why the STREAM figures are or are not DRAM's, one sentence."""
+    arrays = f"each array {cache_sweep.fmt_size(sizing['array_bytes'])}"
+    multiple = f"{config.llc_multiple}x the {cache_sweep.fmt_size(llc['used_bytes'])}"
+    if sizing["bound"] == "none":
+        return f"{arrays}, {multiple} from which the sweep runs at DRAM speed"
+    if sizing["array_capped"]:
+        return (f"{arrays}: {STREAM_ARRAYS} arrays of {multiple} ({llc['used_from']}) would exceed the "
+                f"{cache_sweep.fmt_size(config.max_memory_bytes)} memory budget (--max-memory), so part may sit in cache")
+    return f"{arrays}, {multiple} ({llc['used_from']}), but the sweep showed no DRAM, so part may sit in cache"
 
 
 def _unresolved(pair: tuple[str, str]) -> Looks:
@@ -168,15 +225,15 @@ def _unresolved(pair: tuple[str, str]) -> Looks:
     return Looks([Claim(*pair)])
 
 
-def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],
+def stream_bandwidth(config: RooflineConfig, n: int, step: Callable[[str], None],
                      budget: Budget | None = None) -> tuple[dict, dict]:
-    """({kernel: {str(threads): entry}}, {kernel: paired N/1-thread bandwidth ratio}).
+    """({kernel: {str(threads): entry}}, {kernel: paired N/1-thread bandwidth ratio}), on arrays
+    of n float64 elements.
 
     The thread counts of one kernel are measured interleaved (1 thread, N threads, 1, N, ...) on
     the same arrays, so their ratio is paired round by round.
     """
-    n = stream_array_elems(config)[0]
-    a = np.full(n, 1.0)  # (n,) float64, each >= 4x LLC (or capped)
+    a = np.full(n, 1.0)  # (n,) float64, each >= 4x the last level (or the budget's third)
     b = np.full(n, 2.0)
     c = np.zeros(n)
     out, ratios = {}, {}
@@ -200,13 +257,13 @@ def stream_bandwidth(config: RooflineConfig, step: Callable[[str], None],
 # --- working-set sweep -----------------------------------------------------------------------
 
 def sweep_sizes(config: RooflineConfig) -> list[int]:
-    llc = stream_array_elems(config)[1]
-    top = config.sweep_max_llc_multiple * llc
-    octaves = math.log2(top / SWEEP_MIN_WS_BYTES)
-    count = int(round(octaves * config.sweep_points_per_octave)) + 1
-    sizes = np.geomspace(SWEEP_MIN_WS_BYTES, top, count)
-    # to the nearest 128 bytes, not down: geomspace's powers of two come out a hair low (2 MiB as
-    # 2097151.99...), and rounding down put them 128 bytes below a band's edge, out of the band
+    """The working sets the sweep may visit: 4 KiB x 2^(k / points_per_octave), up to the memory
+    budget (the grid holds every power of two, whatever the budget)."""
+    ppo = config.sweep_points_per_octave
+    count = math.floor(math.log2(config.max_memory_bytes / SWEEP_MIN_WS_BYTES) * ppo + 1e-9) + 1
+    sizes = SWEEP_MIN_WS_BYTES * 2.0 ** (np.arange(count) / ppo)   # (count,)
+    # to the nearest 128 bytes, not down: a power of two computed a hair low (2 MiB as
+    # 2097151.99...) and rounded down put it 128 bytes below a band's edge, out of the band
     return sorted({int(round(s / 128)) * 128 for s in sizes})
 
 
@@ -232,21 +289,67 @@ def sweep_point(ws_bytes: int, config: RooflineConfig) -> dict:
             "GBps_median": nbytes / stats.median / 1e9, "noisy": stats.noisy, "reps": reps}
 
 
-def cache_levels(llc_multiple: int) -> list[dict]:
-    """Each data cache level's band of working sets, and DRAM's (>= llc_multiple x LLC).
+def run_sweep(config: RooflineConfig, step: Callable[[str], None], private_bytes: int) -> tuple[list[dict], str]:
+    """(points, why it stopped): the sweep up the working sets of sweep_sizes, stopping once
+    cache_sweep shows a DRAM plateau spanning config.sweep_dram_octaves ("dram"), else at the
+    memory budget ("budget"). private_bytes: sysfs's largest level below the last (find_dram)."""
+    sizes, points = sweep_sizes(config), []
+    for k, ws in enumerate(sizes):
+        step(f"sweep {ws / 1024:.0f} KiB")
+        points.append(sweep_point(ws, config))
+        dram = cache_sweep.find_dram(points, private_bytes)
+        if dram["reached"] and math.log2(ws / dram["plateau"]["first_bytes"]) >= config.sweep_dram_octaves:
+            for _ in sizes[k + 1:]:   # the sizes not needed: the bar completes
+                step("sweep: DRAM plateau reached")
+            return points, "dram"
+    return points, "budget"
 
-    A level's plateau is read between 2x the previous level's size and half its own, away from
-    the transitions, where the sweep is flat (the ERT reads plateaus the same way).
-    """
-    levels, prev = [], 0
-    for cache in data_caches():
-        lo, hi = 2 * prev, cache["size_bytes"] // 2
-        levels.append({"name": f"L{cache['level']}", "size_bytes": cache["size_bytes"],
-                       "band_bytes": [lo, hi]})
-        prev = cache["size_bytes"]
-    llc = prev or FALLBACK_LLC_BYTES
-    levels.append({"name": "DRAM", "size_bytes": None, "band_bytes": [llc_multiple * llc, None]})
-    return levels
+
+def cache_levels(levels: list[dict], llc_band_bytes: int, dram: dict) -> list[dict]:
+    """Each data cache level's band of working sets, and DRAM's (its plateau in the sweep; None
+    where the sweep shows none). A level's plateau is read between 2x the previous level's size
+    and half its own, away from the transitions, where the sweep is flat (the ERT reads plateaus
+    the same way); the last level's own size is llc_band_bytes, the one the sweep shows."""
+    out, prev = [], 0
+    for k, level in enumerate(levels):
+        size = llc_band_bytes if k == len(levels) - 1 else level["size_bytes"]
+        out.append({"name": level["name"], "size_bytes": level["size_bytes"], "from": level["from"],
+                    "band_bytes": [2 * prev, size // 2]})
+        prev = level["size_bytes"]
+    out.append({"name": "DRAM", "size_bytes": None,
+                "band_bytes": [dram["plateau"]["first_bytes"], None] if dram["reached"] else None})
+    return out
+
+
+def llc_reading(levels: list[dict], points: list[dict], dram: dict) -> dict:
+    """The last level used to size STREAM: the sweep's (the first working set of its DRAM
+    plateau) where it shows DRAM, else the larger of sysfs's (or --llc's) and the sweep's largest
+    working set (no DRAM up to there). assumed_agrees: the assumed size explains the knee into
+    DRAM (cache_sweep.matches); None where the sweep shows no DRAM."""
+    assumed, assumed_from = assumed_llc(levels)
+    out = {"assumed_bytes": assumed, "assumed_from": assumed_from,
+           "sweep_bytes": dram["llc_bytes"] if dram["reached"] else None}
+    if dram["reached"]:
+        return {**out, "used_bytes": dram["llc_bytes"], "used_from": "the sweep's DRAM plateau start",
+                "assumed_agrees": cache_sweep.matches(assumed, dram["knee"])}
+    top = points[-1]["working_set_bytes"]
+    used, used_from = (assumed, assumed_from) if assumed >= top else (top, "the sweep's largest working set")
+    return {**out, "used_bytes": used, "used_from": used_from, "assumed_agrees": None}
+
+
+def sweep_reading(points: list[dict], levels: list[dict], dram: dict) -> dict:
+    """The sweep's plateaus and knees, each knee with the sysfs level its span explains (or
+    None), and each sysfs level with the knee that explains it (or None)."""
+    found = cache_sweep.plateaus(points)
+    knees = cache_sweep.knees(points, found)
+    for knee in knees:
+        knee["sysfs"] = next((lv["name"] for lv in levels if cache_sweep.matches(lv["size_bytes"], knee)), None)
+        knee["dram"] = dram["reached"] and knee["to_bytes"] == dram["plateau"]["first_bytes"]
+        # a fall inside DRAM's range: load from other processes, or TLB reach; no cache level
+        knee["past_dram"] = dram["reached"] and knee["from_bytes"] >= dram["plateau"]["first_bytes"]
+    sysfs = [{**lv, "knee": next((k for k, knee in enumerate(knees) if cache_sweep.matches(lv["size_bytes"], knee)),
+                                 None)} for lv in levels]
+    return {"plateaus": found, "knees": knees, "dram": dram, "sysfs_levels": sysfs}
 
 
 def plateau_roofs(points: list[dict], levels: list[dict]) -> dict[str, float | None]:
@@ -262,7 +365,10 @@ def plateau_roofs(points: list[dict], levels: list[dict]) -> dict[str, float | N
 
 
 def in_band(points: list[dict], band) -> list[dict]:
-    """The sweep points whose working set lies in a level's band [lo, hi] (hi None: no upper end)."""
+    """The sweep points whose working set lies in a level's band [lo, hi] (hi None: no upper end;
+    band None: none, DRAM where the sweep shows no DRAM)."""
+    if band is None:
+        return []
     lo, hi = band
     return [p for p in points if p["working_set_bytes"] >= lo and (hi is None or p["working_set_bytes"] <= hi)]
 
@@ -384,12 +490,13 @@ def ceiling_steps(config: RooflineConfig) -> int:
     return len(STREAM_KERNELS) + 2 * len(config.gemm_sizes)
 
 
-def measure_ceilings(config: RooflineConfig, step: Callable[[str], None],
+def measure_ceilings(config: RooflineConfig, array_elems: int, step: Callable[[str], None],
                      budget: Budget | None = None) -> tuple[dict, dict, dict]:
     """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads], paired thread ratios) for 1
-    and config.threads. A dtype's peak is the GEMM size with the highest median. With a budget,
-    an unresolved thread comparison takes more interleaved rounds while it lasts."""
-    bandwidth, ratios = stream_bandwidth(config, step, budget)
+    and config.threads, STREAM on arrays of array_elems float64 (stream_sizing). A dtype's peak is
+    the GEMM size with the highest median. With a budget, an unresolved thread comparison takes
+    more interleaved rounds while it lasts."""
+    bandwidth, ratios = stream_bandwidth(config, array_elems, step, budget)
     peak = {}
     gemm_ratios = {}
     for dtype in ("float32", "float64"):
@@ -468,32 +575,35 @@ def roofline_verdicts(results: dict) -> list[dict]:
 
 
 def run_roofline(config: RooflineConfig) -> dict:
-    """Measure everything; returns the results.json dict (see the module docstring)."""
-    n, llc, llc_known, capped = stream_array_elems(config)
-    sizes = sweep_sizes(config)
+    """Measure everything; returns the results.json dict (see the module docstring). The sweep
+    runs first: the STREAM arrays are sized from the last level it shows."""
+    levels = sysfs_levels(config)
+    private = levels[-2]["size_bytes"] if len(levels) >= 2 else 0
     budget = Budget(config.budget_s)
-    with progress_bar(ceiling_steps(config) + len(sizes), "roofline") as step:
-        bandwidth, peak, ratios = measure_ceilings(config, step, budget)
-        points = []
-        for ws in sizes:
-            step(f"sweep {ws / 1024:.0f} KiB")
-            points.append(sweep_point(ws, config))
-    levels = cache_levels(config.llc_multiple)
+    with progress_bar(ceiling_steps(config) + len(sweep_sizes(config)), "roofline") as step:
+        points, stopped = run_sweep(config, step, private)
+        dram = cache_sweep.find_dram(points, private)
+        llc = llc_reading(levels, points, dram)
+        sizing = stream_sizing(llc["used_bytes"], config, dram_shown=dram["reached"])
+        bandwidth, peak, ratios = measure_ceilings(config, sizing["array_elems"], step, budget)
+    cache = cache_levels(levels, llc["used_bytes"], dram)
     top = str(config.thread_counts[-1])
-    # The ridge uses float32 (the engine's dtype) GEMM with all threads over the DRAM triad, both
+    # The ridge uses float32 (the engine's dtype) GEMM with all threads over the triad on arrays
+    # sized from the sweep's DRAM (a lower bound where they could not be: stream.bound), both
     # medians; its interval pairs the low peak with the high bandwidth and vice versa.
     ridge = quotient(_interval(peak["float32"][top]), _interval(bandwidth["triad"][top]))
     theory = theoretical_peak(config.threads)
-    roofs = plateau_roofs(points, levels)
+    roofs = plateau_roofs(points, cache)
+    bound = {"bound": sizing["bound"], "bound_reason": bound_reason(sizing, llc, config)}
     results = {
         "schema_version": SCHEMA_VERSION,
         "experiment": EXPERIMENT,
         "config": asdict(config),
         "statistic": "median of trials (p10-p90 beside it); best trial kept for reference",
         "thread_counts": list(config.thread_counts),
-        "stream": {"array_elems": n, "array_bytes": 8 * n, "dtype": "float64", "llc_bytes": llc,
-                   "llc_from_sysfs": llc_known, "llc_note": "per-instance size (sysfs cpu0), not the package total",
-                   "array_capped": capped, "max_array_bytes": STREAM_MAX_ARRAY_BYTES, "scalar": STREAM_SCALAR},
+        "llc": llc,
+        "stream": {**sizing, "dtype": "float64", "llc_bytes": llc["used_bytes"], "llc_multiple": config.llc_multiple,
+                   "max_memory_bytes": config.max_memory_bytes, "scalar": STREAM_SCALAR, **bound},
         "bandwidth_GBps": bandwidth,
         "peak_GFLOPS": peak,
         "thread_ratios": ratios,
@@ -505,12 +615,15 @@ def run_roofline(config: RooflineConfig) -> dict:
         "ridge": {"peak_GFLOPS": peak["float32"][top]["median"], "bandwidth_GBps": bandwidth["triad"][top]["median"],
                   "threads": int(top), **ridge.to_json(), "spread": ridge.spread,
                   "peak_from": f"peak_GFLOPS.float32.{top}.median",
-                  "bandwidth_from": f"bandwidth_GBps.triad.{top}.median"},
+                  "bandwidth_from": f"bandwidth_GBps.triad.{top}.median",
+                  "bound": "lower" if sizing["bound"] == "upper" else "none", "bound_reason": bound["bound_reason"],
+                  "sweep_dram_GBps": roofs["DRAM"]},
         "ridge_points_flop_per_byte": {d: peak[d][top]["median"] / bandwidth["triad"][top]["median"] for d in peak},
         "wide_ceilings": wide_ceilings(bandwidth, peak),
         "budget": {"seconds": config.budget_s, "left_s": budget.left()},
         "sweep": {"kernel": "acc = x + x + ... (np.add.reduce over a zero-stride view), float64",
-                  "bytes_per_elem": 24, "threads": 1, "points": points, "levels": levels},
+                  "bytes_per_elem": 24, "threads": 1, "points": points, "levels": cache, "stopped": stopped,
+                  "max_bytes": config.max_memory_bytes, **sweep_reading(points, levels, dram)},
         "cache_roofs_GBps": roofs,
         "unordered_cache_roofs": unordered_roofs(roofs),
     }
@@ -531,6 +644,8 @@ class Roofline:
     peaks_GFLOPS: dict[str, float] = field(default_factory=dict)             # per dtype, same threads
     wide: tuple[str, ...] = ()           # ceilings flagged for a wide spread (wide_ceilings)
     source: str | None = None            # the manifest it came from; None: measured now
+    bound: str = "none"                  # "upper": the bandwidth may be partly cache (stream.bound),
+                                         # so the ridge is a lower bound
 
     @property
     def peak_GFLOPS(self) -> float:
@@ -560,7 +675,7 @@ class Roofline:
                    bandwidth=_interval(results["bandwidth_GBps"]["triad"][t]),
                    cache_roofs_GBps=dict(results["cache_roofs_GBps"]) if t == "1" else {},
                    peaks_GFLOPS={d: v[t]["median"] for d, v in results["peak_GFLOPS"].items()},
-                   wide=wide, source=source)
+                   wide=wide, source=source, bound=results.get("stream", {}).get("bound", "none"))
 
     def attainable_GFLOPS(self, intensity: float, *, memory: str = "DRAM") -> float:
         """min(peak, roof x intensity): the roofline's bound for a kernel of this intensity."""
@@ -581,7 +696,7 @@ class Roofline:
         return {"source": self.source or "measured now (no roofline experiment given or found)",
                 "threads": self.threads, "peak_GFLOPS": self.peak.to_json(), "bandwidth_GBps": self.bandwidth.to_json(),
                 "ridge_flop_per_byte": self.ridge.to_json(), "cache_roofs_GBps": self.cache_roofs_GBps,
-                "peaks_GFLOPS": self.peaks_GFLOPS, "wide_ceilings": list(self.wide)}
+                "peaks_GFLOPS": self.peaks_GFLOPS, "wide_ceilings": list(self.wide), "bandwidth_bound": self.bound}
 
     @classmethod
     def from_json(cls, d: dict) -> "Roofline":
@@ -589,7 +704,8 @@ class Roofline:
         measured_now = d["source"].startswith("measured now")
         return cls(threads=d["threads"], peak=Interval(**d["peak_GFLOPS"]), bandwidth=Interval(**d["bandwidth_GBps"]),
                    cache_roofs_GBps=dict(d["cache_roofs_GBps"]), peaks_GFLOPS=dict(d["peaks_GFLOPS"]),
-                   wide=tuple(d["wide_ceilings"]), source=None if measured_now else d["source"])
+                   wide=tuple(d["wide_ceilings"]), source=None if measured_now else d["source"],
+                   bound=d.get("bandwidth_bound", "none"))
 
 
 def read_roofline_results(directory) -> dict:
@@ -646,8 +762,9 @@ def draw_roofline(ax, roof: Roofline, *, theory: dict | None = None, beaten: fro
     ax.fill_between(intensity, np.minimum(bw.p10 * intensity, roof.peak.p10),
                     np.minimum(bw.p90 * intensity, roof.peak.p90), color="k", alpha=0.12, lw=0,
                     label="p10-p90 of the DRAM and float32 roofs")
+    upper = ", an upper bound: arrays partly cached" if roof.bound == "upper" else ""
     ax.plot(intensity, np.minimum(bw.value * intensity, roof.peak_GFLOPS), "k-", lw=2.5,
-            label=f"DRAM roof {bw.value:.1f} GB/s (triad median, {t} thr)")
+            label=f"DRAM roof {bw.value:.1f} GB/s (triad median, {t} thr{upper})")
     for dtype, gflops in roof.peaks_GFLOPS.items():
         ax.axhline(gflops, color="C3" if dtype == "float32" else "C4", lw=1.5,
                    label=f"{dtype} GEMM {gflops:.3g} GFLOP/s (median, {t} thr)")
@@ -661,7 +778,8 @@ def draw_roofline(ax, roof: Roofline, *, theory: dict | None = None, beaten: fro
                              f"GHz){beats}")
     ridge = roof.ridge_point_flop_per_byte
     # named in the legend: a label beside the point was crossed by the op lines or the markers near it
-    ax.plot([ridge], [roof.peak_GFLOPS], "ko", label=f"ridge point {ridge:.2f} FLOP/B")
+    ax.plot([ridge], [roof.peak_GFLOPS], "ko",
+            label=f"ridge point {'>= ' if roof.bound == 'upper' else ''}{ridge:.2f} FLOP/B")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.grid(True, which="both", alpha=0.3)

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from inferlab.cli.common import add_budget_argument, print_skip_notes, timestamped_runs_folder
+from inferlab.cli.roofline import add_memory_arguments, memory_flags
 from inferlab.errors import InferlabError
 from inferlab.labs import LabOptions, all_labs
 from inferlab.measure.artifacts import check_writable
@@ -20,6 +21,7 @@ EXAMPLES = (
     'inferlab run all --quick',
     'inferlab run 22-cache-sizing --out /tmp/experiments',
     'inferlab run all --quick --budget-s 10',
+    'inferlab run all --quick --llc 480MiB --max-memory 512MiB',
 )
 DEFAULT_ROOT = Path("experiments")
 
@@ -39,6 +41,7 @@ def add_arguments(p):
                         f"these labs, a new {DEFAULT_ROOT}/runs/<UTC time>/)")
     p.add_argument("--force", action="store_true", help="replace existing experiment folders in --out")
     add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)   # passed to every lab
+    add_memory_arguments(p)   # passed to the roofline, the lab that sizes arrays by them
 
 
 def run_root(out: Path | None, names: list[str], *, force: bool) -> Path:
@@ -63,6 +66,7 @@ def _interrupted(console: Console, root: Path, done: list[str], lab: str) -> Non
 
 
 def run(args) -> int:
+    memory = memory_flags(args)
     labs = all_labs()
     if args.which != "all":
         labs = [lab for lab in labs if lab.name == args.which]
@@ -83,7 +87,8 @@ def run(args) -> int:
         console.rule(f"[bold]{lab.name}[/bold]")
         console.print(lab.title)  # (under the rule: a rule cuts a long title at the console's width)
         try:
-            results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force, budget_s=args.budget_s))
+            results = lab.run(LabOptions(out=out, quick=args.quick, force=args.force, budget_s=args.budget_s,
+                                         **memory))
         except KeyboardInterrupt:
             _interrupted(console, root, done, lab.name)
             raise

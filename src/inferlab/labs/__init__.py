@@ -19,6 +19,8 @@ class LabOptions:
     threads: int | None = None  # BLAS threads; None = the lab's own default
     seed: int = 0
     budget_s: float | None = None  # extra seconds to resolve comparisons; None = the lab's default
+    llc_bytes: int | None = None   # the roofline's pretended last-level cache (--llc); None = sysfs's
+    max_memory_bytes: int | None = None  # the roofline's memory budget (--max-memory); None = its default
 
     def sibling(self, name: str) -> Path | None:
         """The folder `name` beside this lab's out when it holds a finished run (results.json),

@@ -23,7 +23,9 @@ def summary(results: dict) -> dict:
     return {"ridge_point_flop_per_byte": results["ridge_point_flop_per_byte"],
             "ridge_p10_p90": [ridge["p10"], ridge["p90"]],
             "ridge_threads": ridge["threads"],
+            "ridge_bound": ridge["bound"],   # "lower": the triad below is an upper bound of DRAM's
             "dram_triad_GBps_median": ridge["bandwidth_GBps"],
+            "llc_sweep_bytes": results["llc"]["sweep_bytes"],
             "dram_copy_GBps_median": results["bandwidth_GBps"]["copy"][t]["median"],
             "float32_GEMM_GFLOPS_median": results["peak_GFLOPS"]["float32"][t]["median"],
             "float64_GEMM_GFLOPS_median": results["peak_GFLOPS"]["float64"][t]["median"],
@@ -45,7 +47,8 @@ def write_roofline(config: RooflineConfig, out: Path, *, force: bool, seed: int 
 
 
 def _run(options: LabOptions) -> dict:
-    config = RooflineConfig.for_run(quick=options.quick, threads=options.threads, seed=options.seed)
+    config = RooflineConfig.for_run(quick=options.quick, threads=options.threads, seed=options.seed,
+                                    llc_bytes=options.llc_bytes, max_memory_bytes=options.max_memory_bytes)
     return write_roofline(config, options.out, force=options.force, seed=options.seed)
 
 

@@ -13,8 +13,9 @@ import numpy as np
 from inferlab.measure import new_figure
 from inferlab.measure.plots import LABEL_BOX
 from inferlab.measure.verdicts import Interval, quotient, rule_paragraph, verdict_lines
-from inferlab.roofline import (EXPERIMENT, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig, draw_roofline,
-                               in_band, theoretical_at, theoretical_verdicts)
+from inferlab.cache_sweep import PLATEAU_TOLERANCE, fmt_size
+from inferlab.roofline import (EXPERIMENT, STREAM_ARRAYS, STREAM_KERNELS, WIDE_SPREAD, Roofline, RooflineConfig,
+                               draw_roofline, in_band, theoretical_at, theoretical_verdicts)
 
 LIKWID_EXPERIMENT = "01-roofline-likwid"
 
@@ -44,15 +45,21 @@ def sweep_figure(results: dict):
     ws = np.array([p["working_set_bytes"] for p in points]) / 1024  # (P,) KiB
     ax.plot(ws, [p["GBps_median"] for p in points], "o-", label="median of samples (used for the roofs)")
     ax.plot(ws, [p["GBps_best"] for p in points], ".:", alpha=0.6, label="best sample (reference)")
+    for k, knee in enumerate(results["sweep"]["knees"]):
+        ax.axvspan(knee["from_bytes"] / 1024, knee["to_bytes"] / 1024, color="C2" if knee["dram"] else "C1", alpha=0.12,
+                   lw=0, label=("knees found: the fall between two plateaus (green: to DRAM)" if k == 0 else None))
     for level in results["sweep"]["levels"]:
-        lo, hi = level["band_bytes"]
         roof = results["cache_roofs_GBps"][level["name"]]
+        if level["band_bytes"] is None:
+            continue
+        lo, hi = level["band_bytes"]
         if level["size_bytes"]:
             ax.axvline(level["size_bytes"] / 1024, color="grey", lw=0.8, ls=":")
-            ax.text(level["size_bytes"] / 1024, 0.98, level["name"], transform=ax.get_xaxis_transform(),
+            pretended = " (--llc)" if level["from"] == "--llc" else ""
+            ax.text(level["size_bytes"] / 1024, 0.98, level["name"] + pretended, transform=ax.get_xaxis_transform(),
                     ha="right", va="top", fontsize=8, zorder=5, bbox=LABEL_BOX)
         if roof is not None:
-            right = (hi or lo * 2) / 1024
+            right = (hi or results["sweep"]["points"][-1]["working_set_bytes"]) / 1024
             ax.hlines(roof, max(lo / 1024, ws[0]), right, colors="C3", lw=2)
             # a few points above the 2-point line, so the line does not strike through the text
             ax.annotate(f"{level['name']} {roof:.0f} GB/s", (right, roof), xytext=(0, 3), textcoords="offset points",
@@ -136,6 +143,68 @@ def _float64_ridge_sentence(r: dict) -> str:
             f"(p10-p90 {ridge.p10:.2f}-{ridge.p90:.2f}).")
 
 
+def _ridge_bound_sentence(r: dict) -> str:
+    """Whether the ridge's bandwidth is DRAM's, and the 1-thread triad beside the sweep's DRAM plateau."""
+    ridge = r["ridge"]
+    triad1, sweep = r["bandwidth_GBps"]["triad"]["1"]["median"], ridge["sweep_dram_GBps"]
+    cross = (f" At 1 thread, for comparison: the triad {triad1:.1f} GB/s, the sweep's DRAM plateau {sweep:.1f} GB/s "
+             "(its kernel reads two arrays and writes one, as add does)." if sweep is not None
+             else " The sweep shows no DRAM plateau to set it against.")
+    if ridge["bound"] == "lower":
+        return (f"**A lower bound**: the triad is an upper bound of DRAM bandwidth ({ridge['bound_reason']}), "
+                "and a DRAM figure below it would only raise the ridge." + cross)
+    return f"The triad's arrays are DRAM-sized by the sweep ({ridge['bound_reason']})." + cross
+
+
+def _arrays_sentence(r: dict) -> str:
+    """The STREAM arrays, the sizing rule that gave them, and whether their figures are DRAM's."""
+    s, llc = r["stream"], r["llc"]
+    size = (f"Arrays of {s['array_elems']:,} float64 ({fmt_size(s['array_bytes'])} each). The rule: "
+            f"{s['llc_multiple']}x the last level ({fmt_size(s['llc_bytes'])}, from {llc['used_from']}), within the "
+            f"{fmt_size(s['max_memory_bytes'])} memory budget for the {STREAM_ARRAYS} arrays (--max-memory).")
+    if s["bound"] == "upper":
+        return size + f" **Upper bounds of DRAM bandwidth**: {s['bound_reason']}."
+    return size + f" DRAM bandwidth: {s['bound_reason']}."
+
+
+def _levels_lines(r: dict) -> list[str]:
+    """The plateaus and knees the sweep shows, set against sysfs's levels (or --llc's)."""
+    sw, llc = r["sweep"], r["llc"]
+    points, dram = sw["points"], sw["dram"]
+    stop = (f"once its DRAM plateau spanned {r['config']['sweep_dram_octaves']:g} octaves" if sw["stopped"] == "dram"
+            else f"at the memory budget ({fmt_size(sw['max_bytes'])}, --max-memory)")
+    lines = ["### The levels this process reaches", "",
+             "Read off the sweep itself (inferlab.cache_sweep), since sysfs says what the CPU has, not what this "
+             f"process reaches: plateaus of points within {PLATEAU_TOLERANCE:g}x of their median, and the knees "
+             f"(falls) between them. The sweep ran from {fmt_size(points[0]['working_set_bytes'])} to "
+             f"{fmt_size(points[-1]['working_set_bytes'])} and stopped {stop}.", ""]
+    if sw["knees"]:
+        lines += ["| knee | last working set before the fall | first one after it | median GB/s before -> after | fall | "
+                  "sysfs level within 2x |", "|---|---|---|---|---|---|"]
+        for k, knee in enumerate(sw["knees"], 1):
+            what = " (to DRAM)" if knee["dram"] else " (inside DRAM's range: load or TLB, no cache)" if knee["past_dram"] else ""
+            lines.append(f"| {k}{what} | {fmt_size(knee['from_bytes'])} | "
+                         f"{fmt_size(knee['to_bytes'])} | {knee['from_GBps']:.1f} -> {knee['to_GBps']:.1f} | "
+                         f"{knee['drop']:.2f}x | {knee['sysfs'] or 'none'} |")
+        lines.append("")
+    for level in sw["sysfs_levels"]:
+        given = f"{level['name']} {fmt_size(level['size_bytes'])} ({'pretended, --llc' if level['from'] == '--llc' else 'sysfs'})"
+        knee = sw["knees"][level["knee"]] if level["knee"] is not None else None
+        lines.append(f"- {given}: " + (f"the knee at {fmt_size(knee['from_bytes'])}-{fmt_size(knee['to_bytes'])}"
+                                       if knee else "**no knee of the sweep within 2x of it**") + ".")
+    if dram["reached"]:
+        knee = dram["knee"]
+        agree = "agrees with" if llc["assumed_agrees"] else "**disagrees with**"
+        lines.append(f"- DRAM: from {fmt_size(knee['to_bytes'])} on ({dram['plateau']['median_GBps']:.1f} GB/s median), "
+                     f"after a {knee['drop']:.1f}x fall between {fmt_size(knee['from_bytes'])} and "
+                     f"{fmt_size(knee['to_bytes'])}: this process reaches less than {fmt_size(llc['sweep_bytes'])} of "
+                     f"last-level cache, which {agree} the {fmt_size(llc['assumed_bytes'])} {llc['assumed_from']} gives.")
+    else:
+        lines.append(f"- DRAM: **not shown**: {dram['why']}. The STREAM arrays were sized from {llc['used_from']} "
+                     f"({fmt_size(llc['used_bytes'])}).")
+    return lines + [""]
+
+
 def _ceiling_notes(r: dict) -> list[str]:
     lines = []
     if r["wide_ceilings"]:
@@ -179,9 +248,9 @@ def _quick_lines(r: dict) -> list[str]:
         return []
     return [f"**Quick run**: GEMM at n = {', '.join(map(str, cfg['gemm_sizes']))} only (full run: "
             f"{', '.join(map(str, full.gemm_sizes))}); the sweep takes {cfg['sweep_points_per_octave']} point(s) per "
-            f"octave up to {cfg['sweep_max_llc_multiple']}x the LLC, {cfg['sweep_samples']} samples each (full run: "
-            f"{full.sweep_points_per_octave} per octave up to {full.sweep_max_llc_multiple}x, {full.sweep_samples} "
-            "samples). The trials columns below give each ceiling's count.", ""]
+            f"octave, {cfg['sweep_samples']} samples each (full run: {full.sweep_points_per_octave} per octave, "
+            f"{full.sweep_samples} samples), so its knees are located to within an octave. The trials columns "
+            "below give each ceiling's count.", ""]
 
 
 def _trials_sentence(r: dict) -> str:
@@ -204,26 +273,22 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
              "trial moves neither); the best trial is listed for reference only. " + _trials_sentence(r), "",
              *_quick_lines(r), "## Machine", "", *machine_lines(manifest), "",
              "## Ridge point", "",
-             f"**{r['ridge_point_flop_per_byte']:.2f} FLOP/byte** (p10-p90 {ridge['p10']:.2f}-{ridge['p90']:.2f}) = "
-             f"float32 GEMM median {ridge['peak_GFLOPS']:.1f} GFLOP/s / DRAM triad median "
+             f"**{'>= ' if ridge['bound'] == 'lower' else ''}{r['ridge_point_flop_per_byte']:.2f} FLOP/byte** "
+             f"(p10-p90 {ridge['p10']:.2f}-{ridge['p90']:.2f}) = "
+             f"float32 GEMM median {ridge['peak_GFLOPS']:.1f} GFLOP/s / triad median "
              f"{ridge['bandwidth_GBps']:.1f} GB/s, both with {ridge['threads']} thread(s) "
              f"(`{ridge['peak_from']}` / `{ridge['bandwidth_from']}`). The interval pairs the GEMM's p10 "
              "with the triad's p90 and vice versa: the spread of this run's trials, not a bound on a "
              "rerun's ridge, which moves with the machine's load. "
              f"A float32 GEMV (2 FLOP per 4-byte weight, 0.5 FLOP/B) is bounded by "
              f"{min(ridge['peak_GFLOPS'], 0.5 * ridge['bandwidth_GBps']):.1f} GFLOP/s here. "
-             + _float64_ridge_sentence(r),
+             + _float64_ridge_sentence(r), "", _ridge_bound_sentence(r),
              "", "Verdicts of this run. " + rule_paragraph(), "",
              *verdict_lines([v for v in r["verdicts"] if not v["id"].startswith("theoretical_")]), "",
              *_ceiling_notes(r),
              "![roofline](roofline.png)", "",
              "## DRAM bandwidth (STREAM)", "",
-             f"Arrays of {s['array_elems']:,} float64 ({s['array_bytes'] / 2**20:.0f} MiB each, "
-             f"{s['array_bytes'] / s['llc_bytes']:.1f}x the {s['llc_bytes'] / 2**20:.0f} MiB last-level cache "
-             "that one core reaches (sysfs per-instance size)"
-             + ("" if s["llc_from_sysfs"] else "; LLC size unreadable: assumed")
-             + (f"; capped at {s['max_array_bytes'] / 2**20:.0f} MiB per array to bound memory, so below "
-                f"{r['config']['llc_multiple']}x the LLC" if s["array_capped"] else "") + "). "
+             _arrays_sentence(r) + " "
              f"The thread counts {', '.join(map(str, r['thread_counts']))} are measured interleaved, "
              f"{r['config']['trials']} rounds after a discarded warm-up, more (within a "
              f"{r['config'].get('budget_s', 0):g} s budget) while the thread ratio is undecided; each trial "
@@ -249,17 +314,18 @@ def readme(results: dict, manifest: dict, folder: Path) -> str:
               f"Kernel: {r['sweep']['kernel']}, counted as STREAM add (24 B/element). A zero-stride view "
               "repeats the same working set inside one numpy call, so numpy's per-call overhead does not "
               "hide the L1 plateau. Each level's roof is read off the sweep points between 2x the "
-              "previous level's size and half its own (DRAM: >= 4x the LLC), as the Empirical Roofline "
+              "previous level's size and half its own (the last level: half the size the sweep shows; DRAM: "
+              "its plateau in the sweep), as the Empirical Roofline "
               "Toolkit reads plateaus: the **second-highest median** among them, so that one fast point "
               "cannot lift a roof; a level with one point in its band takes that point, which the table "
               "marks.", "", "| level | size | roof GB/s | points in band | samples per point |", "|---|---|---|---|---|"]
     for level in r["sweep"]["levels"]:
-        size = f"{level['size_bytes'] // 1024} KiB" if level["size_bytes"] else "-"
+        size = fmt_size(level["size_bytes"]) if level["size_bytes"] else "-"
         n = len(in_band(r["sweep"]["points"], level["band_bytes"]))
         lines.append(f"| {level['name']} | {size} | {_fmt(r['cache_roofs_GBps'][level['name']])} | "
                      f"{n}{' (one point: the roof rests on it alone)' if n == 1 else ''} | "
                      f"{r['config']['sweep_samples']} |")
-    lines += ["", "![sweep](sweep.png)", "", "## Peak compute (GEMM, 2n^3 FLOP)", "",
+    lines += ["", *_levels_lines(r), "![sweep](sweep.png)", "", "## Peak compute (GEMM, 2n^3 FLOP)", "",
               "The peak of a dtype is the GEMM size with the highest median; thread counts interleaved.", "",
               "| dtype | threads | n | median GFLOP/s | p10-p90 | best (ref.) | trials | median by n |",
               "|---|---|---|---|---|---|---|---|"]
