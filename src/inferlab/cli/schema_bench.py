@@ -193,7 +193,7 @@ def _load_vocab(name: str):
     return Vocabulary.from_tokenizer(tok), tok
 
 
-WHERE = "JSONSchemaBench: github.com/guidance-ai/jsonschemabench, see the README's schema-bench section"
+WHERE = "JSONSchemaBench: github.com/guidance-ai/jsonschemabench, see docs/schema-bench.md"
 
 
 def open_sample(directory: Path, vocab_name: str, limit: int, every: int = 1):

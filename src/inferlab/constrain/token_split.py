@@ -617,7 +617,7 @@ def _bfs(trans: np.ndarray, state: int, cap: int) -> np.ndarray:
     state's targets in byte order: the first `cap`. Python over each state's distinct targets
     (_successors): a region is tens of states of a few targets each, where numpy's calls per
     breadth-first level cost more than the search, paid by every wide state new to the process
-    (benchmarks/results/commit_ab_region_bfs.json)."""
+    (docs/results.md, the experiment logs: "a region's search over successor lists")."""
     succ = _successors(trans)
     order, seen = [state], {state}
     for q in order:  # (order grows as it is read: a queue)
