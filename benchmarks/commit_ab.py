@@ -225,7 +225,7 @@ def main(argv: list[str]) -> int:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
         try:
-            from inferlab.constrain.bench import list_cases  # (the parent's: it only counts the schemas)
+            from inferlab.bench.schema_bench import list_cases  # (the parent's: it only counts the schemas)
 
             n = len(list_cases(args.directory, args.limit, 0))
             rounds = []

@@ -11,7 +11,7 @@ from inferlab.errors import InferlabError
 from inferlab.kv.formulas import cache_bytes, default_format
 from inferlab.kv.hf_config import load_config, spec_from_config
 from inferlab.kv.registry import get_gpu, get_model, model_names
-from inferlab.kv.units import fmt_binary, parse_bytes, parse_dtype
+from inferlab.units import fmt_binary, parse_bytes, parse_dtype
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import param_shapes
 

@@ -364,7 +364,7 @@ def conjugation_walks(tmp_path_factory):
     """(tok, {name: [(peer's allowed ids, ours, remaining bytes of the text) per step, EOS step
     last]}) for each installed peer, along each conjugation's tokens (tiny_vocab's tokenizer)."""
     from inferlab.constrain import compile_mask
-    from inferlab.constrain.bench_peers import load_peers
+    from inferlab.bench.schema_peers import load_peers
     from inferlab.constrain.vocab import Vocabulary
     from inferlab.model.corpus import conjugation_schema
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.cli import main
-from inferlab.constrain.bench import _size_refusal
+from inferlab.bench.schema_bench import _size_refusal
 from inferlab.constrain.dfa_algebra import MAX_PRODUCT_STATES
 from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError, canonical_json
 from inferlab.constrain.schema.common import _json_equal

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from inferlab.constrain import vocabulary_of
-from inferlab.constrain.bench import DEFAULT_DIR, BenchConfig, compile_within_limits, list_cases
+from inferlab.bench.schema_bench import DEFAULT_DIR, BenchConfig, compile_within_limits, list_cases
 from inferlab.constrain.masks import NEG_INF
 from inferlab.constrain.stack import StackGrammar
 from inferlab.errors import InferlabError

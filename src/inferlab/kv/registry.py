@@ -10,7 +10,7 @@ from functools import cache
 from importlib import resources
 
 from inferlab.errors import InferlabError
-from inferlab.kv.units import DTYPE_BITS
+from inferlab.units import DTYPE_BITS
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from inferlab.kv import derivations
-from inferlab.kv.units import fmt_binary
+from inferlab.units import fmt_binary
 from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure

@@ -54,7 +54,7 @@ Supported keywords
   the length budget split over repeated parts of fixed width), else an error; pattern with
   format: their automaton product, else an error;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
-  as exact digit-range regexes (constrain.numbers); multipleOf 1; format int32 / int64 (the
+  as exact digit-range regexes (constrain.number_regex); multipleOf 1; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
 - number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from inferlab.constrain import formats, numbers
+from inferlab.constrain import formats, number_regex
 
 from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _child
 
@@ -53,10 +53,10 @@ class NumbersMixin:
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _INTEGER
-        ilo, ihi = numbers.integer_bounds(
+        ilo, ihi = number_regex.integer_bounds(
             minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
             maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
-        out = numbers.integer_range(ilo, ihi)
+        out = number_regex.integer_range(ilo, ihi)
         if out is None:
             key = "minimum" if "minimum" in node else "exclusiveMinimum"
             raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
@@ -83,7 +83,7 @@ class NumbersMixin:
         digits = self.fraction_digits(node, ptr, lo, lo_incl, hi, hi_incl)
         if digits == 0:
             return _NUMBER  # refused (lenient: unenforced)
-        out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
+        out = number_regex.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
             key = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in node), "minimum")
             why = f"no number in the range (lower {lo}, upper {hi})"
