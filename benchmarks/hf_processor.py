@@ -24,7 +24,7 @@ from inferlab.errors import InferlabError
 from inferlab.measure.machine import blas_threads, machine_info
 from inferlab.cli.publish import benchmark_main
 from inferlab.measure.timing import measure, measure_interleaved
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 EXPERIMENT = "hf-processor"
 TARGET_RATIO = 1.05

@@ -120,7 +120,7 @@ def test_generation_never_repeats_a_key_and_validates(name, tok512):
 
 @pytest.fixture(scope="module")
 def tok512():
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
     return load_vocab("512")
 
 

@@ -149,7 +149,7 @@ def test_index_equals_brute_force_at_a_real_vocabulary(name):
     vocabularies hold what random ones do not (long tokens, shared prefixes, byte-split UTF-8)."""
     from inferlab.constrain.schema import compile_schema
     from inferlab.model.corpus import conjugation_schema
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     vocab = Vocabulary.from_tokenizer(load_vocab(name))
     dfa = compile_regex(compile_schema(conjugation_schema()).regex)

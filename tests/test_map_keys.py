@@ -26,7 +26,7 @@ from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.stack import StackGrammar, build_machine
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.model.generate import generate
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 from test_schema_generate import ClosingBiasedModel
 from test_schema_properties import validator
 from test_stack import Reference, bitmask_ids, key_state

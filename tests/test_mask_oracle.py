@@ -12,7 +12,7 @@ import pytest
 from inferlab.constrain import bench, keys
 from inferlab.constrain.stack import StackGrammar
 from inferlab.constrain.vocab import Vocabulary
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z]+$"},

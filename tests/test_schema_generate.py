@@ -20,7 +20,7 @@ from inferlab.constrain.masks import NEG_INF
 from inferlab.constrain.stack import StackGrammar
 from inferlab.errors import InferlabError
 from inferlab.model.generate import generate
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = [pytest.mark.slow,

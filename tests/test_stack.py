@@ -567,7 +567,7 @@ def split_equals_full_walk(grammar, rng, steps=25):
 
 @pytest.fixture(scope="module")
 def qwen_vocab():
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
     if not vocab_installed("qwen"):
         pytest.skip("qwen vocabulary not installed")
     return Vocabulary.from_tokenizer(load_vocab("qwen"))

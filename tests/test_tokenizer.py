@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from inferlab.errors import InferlabError
 from inferlab.model import bpe
-from inferlab.model.tokenizer import ENDOFTEXT, load_hf_tokenizer, load_vocab, train_bpe
+from inferlab.model.tokenizer import ENDOFTEXT, train_bpe
+from inferlab.model.tokenizer_loaders import load_hf_tokenizer, load_vocab
 
 # A corpus that exercises every branch of the pre-tokenizers: Spanish with accents, code,
 # numbers, whitespace runs, \r\n, emoji (4-byte UTF-8, ZWJ sequences), CJK, contractions in

@@ -16,7 +16,7 @@ from test_tokenizer import CORPUS, TEXT
 from inferlab.errors import InferlabError
 from inferlab.model.pretokenize import LLAMA3_PATTERN, QWEN_PATTERN
 from inferlab.model.sp_bpe import SentencePieceBPE
-from inferlab.model.tokenizer import load_hf_tokenizer
+from inferlab.model.tokenizer_loaders import load_hf_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
@@ -194,7 +194,7 @@ def real(request, tmp_path_factory):
     """A real vocabulary written as tokenizer.json by us (merges derived from the ranks,
     TikTokenConverter's way) and read back by us and by `tokenizers`: Qwen's with its own regex
     (Qwen2's tokenizer.json), cl100k_base's with Llama 3's regex (its own cannot be written)."""
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
     if not vocab_installed(request.param):
         pytest.skip(f"{request.param} vocabulary not installed")
@@ -230,7 +230,7 @@ def test_real_vocabulary_generated_text(real, text):
 
 
 def test_cl100k_regex_is_not_written_to_tokenizer_json():
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
     if not vocab_installed("cl100k"):
         pytest.skip("cl100k vocabulary not installed")

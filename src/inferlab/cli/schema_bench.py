@@ -182,7 +182,7 @@ def _load_vocab(name: str):
     if name == "none":
         return None
     from inferlab.constrain.vocab import Vocabulary
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     tok = load_vocab(name)
     return Vocabulary.from_tokenizer(tok), tok

@@ -41,7 +41,7 @@ from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
 from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
-from inferlab.model.tokenizer import load_vocab, vocab_installed
+from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 from inferlab.model.trace import SPANS, Tracer
 from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
 from inferlab.roofline import Roofline
