@@ -17,16 +17,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.bench.schema_bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
-                                      BenchConfig, preprocess, list_cases, plot_masks, plot_summary, run_bench)
+                                         BenchConfig, preprocess, list_cases, plot_masks, plot_summary, run_bench)
 from inferlab.bench.schema_peers import PEER_NAMES
+from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.constrain.stack import WARM_MS
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
-from inferlab.units import fmt_binary, parse_bytes
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.progress import progress_bar
+from inferlab.units import fmt_binary, parse_bytes
 
 NAME = "schema-bench"
 HELP = "compile real JSON schemas (JSONSchemaBench): coverage, completeness, soundness, mask time"

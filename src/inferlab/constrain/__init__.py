@@ -24,7 +24,7 @@ from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
 from inferlab.constrain.index import TokenIndex
 from inferlab.constrain.masks import IndexedJSONSchemaMask, NaiveJSONSchemaMask
 from inferlab.constrain.matcher import (Grammar, GrammarMatcher, MatcherMask, allocate_token_bitmask,
-                                      apply_token_bitmask_inplace, compile_json_schema)
+                                        apply_token_bitmask_inplace, compile_json_schema)
 from inferlab.constrain.schema import compile_schema
 from inferlab.constrain.stack import StackGrammar, compile_machine
 from inferlab.constrain.tokenizer_vocab import check_tokenizer, vocabulary_of
