@@ -10,7 +10,8 @@ import itertools
 import pytest
 
 from inferlab.measure import timing
-from inferlab.measure.timing import gc_disabled, measure, summarize
+from inferlab.gcpause import gc_disabled
+from inferlab.measure.timing import measure, summarize
 
 
 class FakeClock:

@@ -33,9 +33,10 @@ from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import WARM_MS, StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.gcpause import gc_disabled
 from inferlab.jsonfile import read_json
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
-from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
+from inferlab.measure.timing import token_walk_us, walks_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
