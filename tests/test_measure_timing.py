@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from inferlab.measure import timing
 from inferlab.gcpause import gc_disabled
+from inferlab.measure import timing
 from inferlab.measure.timing import measure, summarize
 
 
