@@ -5,18 +5,12 @@ import json
 import os
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
+from oracles import write_case
 
 from inferlab.cli import main
 from inferlab.bench.schema_bench import DEFAULT_DIR, BenchConfig, list_cases, run_bench
-
-
-def write_case(folder: Path, name: str, schema, tests):
-    doc = {"description": name, "meta": {}, "schema": schema,
-           "tests": [{"description": "", "valid": valid, "data": data} for valid, data in tests]}
-    (folder / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@
 import json
 import math
 import random
-import re
 from collections import Counter
 
 import numpy as np
@@ -22,12 +21,10 @@ from hypothesis import strategies as st
 from inferlab.constrain import regex as rx
 from inferlab.constrain import token_split
 from inferlab.constrain.dfa import compile_regex
-from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import NARROW_NODES, StackGrammar, StackMachine, build_machine
 from inferlab.constrain.vocab import Vocabulary
-from test_lru import run_in_threads
-from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
+from oracles import MAX_REFUSED, SCHEMAS, bitmask_ids, key_state, random_walk, Reference, run_in_threads, sample, small_vocab, validator
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {
     "v": {"type": "integer", "minimum": 0, "maximum": 9},
@@ -39,168 +36,6 @@ LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength":
         "required": ["head", "tail"]}
 ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
 RECURSIVE = [TREE, LIST, ANY]
-
-
-def small_vocab(seed: int, n: int = 300) -> Vocabulary:
-    """All single bytes, plus random JSON-ish multi-byte tokens (some cross value boundaries)."""
-    rng = random.Random(seed)
-    text = '{}[]":,0123456789-.eE truefalsenullkidsvheadtailxyé\\'
-    pieces = ['{"v":', ',"kids":[', '"v":', '},{', '"kids":[', ']}', '":', '",', '"}', 'null}', ':{"', '}]}', '[]', '{}']
-    for _ in range(n):
-        pieces.append("".join(rng.choice(text) for _ in range(rng.randint(2, 5))))
-    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p.encode() for p in pieces]))
-    toks.insert(5, toks[260])  # a duplicate byte string
-    eos = len(toks)
-    return Vocabulary(tuple(toks) + (b"",), eos_id=eos, special_ids=frozenset([eos]))
-
-
-class Reference:
-    """Sets of explicit stacks over the DFAs; calls read off the marker paths byte by byte.
-
-    Map frames (automaton, state, members begun), from the CompiledGrammar.maps contract: at a
-    map's start, return once min members were written, or begin one more while fewer than max
-    (the first member's key automaton has no comma); after a member, back to the start."""
-
-    def __init__(self, machine):
-        self.dfas = machine.dfas
-        self.maps = machine.maps
-        self.calls = []
-        for d in self.dfas:
-            table = {}
-            for s in range(d.n_states):
-                for k in range(len(self.dfas)):
-                    r = d.walk(call_bytes(k), s)
-                    if r >= 0:
-                        table.setdefault(s, []).append((k, r))
-            self.calls.append(table)
-
-    def entry(self, k):
-        return (k, self.dfas[k].start) + ((0,) if self.maps[k] else ())
-
-    def expand(self, stacks):
-        out, todo = set(), [(st, ()) for st in stacks]
-        while todo:
-            st, pushed = todo.pop()
-            if st in out:
-                continue
-            out.add(st)
-            a, s = st[-1][:2]
-            extra = st[-1][2:]
-            dfa = self.dfas[a]
-            if self.maps[a] is not None and s == dfa.start:
-                lo, hi, first, nxt = self.maps[a]
-                n = extra[0]
-                if n >= lo and len(st) > 1:
-                    todo.append((st[:-1], pushed))
-                if hi is None or n < hi:
-                    key = first if n == 0 and first >= 0 else nxt
-                    for k, r in self.calls[a].get(s, []):
-                        if k == key:
-                            todo.append((st[:-1] + ((a, r, n + 1), self.entry(k)), pushed + (k,)))
-                continue
-            for k, r in self.calls[a].get(s, []):
-                if k not in pushed:
-                    todo.append((st[:-1] + ((a, r) + extra, self.entry(k)), pushed + (k,)))
-            if dfa.accepting[s]:
-                if self.maps[a] is not None:
-                    todo.append((st[:-1] + ((a, dfa.start) + extra,), pushed))
-                elif len(st) > 1:
-                    todo.append((st[:-1], pushed))
-        return out
-
-    def step(self, stacks, byte):
-        if byte >= 0xF8:
-            return set()
-        out = set()
-        for st in self.expand(stacks):
-            a, s = st[-1][:2]
-            t = int(self.dfas[a].trans[s, byte])
-            if t >= 0:
-                out.add(st[:-1] + ((a, t) + st[-1][2:],))
-        return out
-
-    def walk(self, stacks, data):
-        for b in data:
-            stacks = self.step(stacks, b)
-            if not stacks:
-                break
-        return stacks
-
-    def can_end(self, stacks):
-        return any(len(st) == 1 and self.dfas[st[0][0]].accepting[st[0][1]] for st in self.expand(stacks))
-
-
-_LEX = re.compile(rb'(?P<s>"(?:[^"\\]|\\.)*")|(?P<u>"(?:[^"\\]|\\.)*\\?\Z)|(?P<p>[{}\[\],:])', re.S)
-
-
-def key_state(text: bytes):
-    """Rescan the whole text: None if some object repeats a key (decoded: json.loads), else (the
-    key sets of the open objects, the unfinished key or None): what can still matter after it."""
-    objs, expect_key, partial = [], False, None
-    for m in _LEX.finditer(text):
-        tok = m.group()
-        if m.lastgroup == "u":  # a string still open at the end
-            partial = tok if expect_key else None
-        elif m.lastgroup == "s":
-            if expect_key:
-                name = json.loads(tok)
-                if name in objs[-1]:
-                    return None
-                objs[-1] = objs[-1] | {name}
-                expect_key = False
-        elif tok == b"{":
-            objs.append(frozenset())
-            expect_key = True
-        elif tok == b"[":
-            objs.append(None)
-        elif tok in (b"}", b"]"):
-            objs.pop()
-        elif tok == b",":
-            expect_key = objs[-1] is not None
-        elif tok == b":":
-            expect_key = False
-    return tuple(objs), partial
-
-
-def bitmask_ids(grammar, state):
-    row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)
-    grammar.fill_bitmask(state, row)
-    bits = np.unpackbits(row.view(np.uint8), count=grammar.vocab_size, bitorder="little")
-    return set(np.flatnonzero(bits).tolist())
-
-
-def brute_force_ids(ref, vocab, stacks, text=b""):
-    """Tokens whose reference walk survives with no object repeating a key (these schemas' keys
-    never run out, so every survivor can be completed)."""
-    ids = {t for t, data in enumerate(vocab.token_bytes)
-           if data and t not in vocab.special_ids and ref.walk(stacks, data) and key_state(text + data) is not None}
-    if ref.can_end(stacks):
-        ids.add(vocab.eos_id)
-    return ids
-
-
-def generate(grammar, rng, ref=None, max_tokens=60):
-    """A random token walk; with `ref`, every mask is checked against the brute force."""
-    vocab = grammar.vocab
-    state = grammar.initial_state()
-    stacks = {((0, grammar.machine.dfas[0].start),)}
-    out = b""
-    for _ in range(max_tokens):
-        ids = bitmask_ids(grammar, state)
-        if ref is not None:
-            assert ids == brute_force_ids(ref, vocab, stacks, out), out
-        assert ids, f"dead end after {out!r}"
-        if vocab.eos_id in ids and (len(ids) == 1 or rng.random() < 0.3):
-            return out, True
-        ids.discard(vocab.eos_id)
-        # prefer closing tokens near the budget so walks finish
-        t = rng.choice(sorted(ids))
-        state = grammar.advance(state, t)
-        assert state is not None
-        out += vocab.token_bytes[t]
-        if ref is not None:
-            stacks = ref.walk(stacks, vocab.token_bytes[t])
-    return out, False
 
 
 # Both ways to a mask: the Python walk of a narrow configuration, and the split (no Python walk).
@@ -220,12 +55,12 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow, warm):
 
 
 def walks_equal_brute_force_and_validate(grammar, schema, walks: int) -> None:
-    """`walks` random walks of `grammar`, each mask checked against the brute force (generate's
+    """`walks` random walks of `grammar`, each mask checked against the brute force (random_walk's
     Reference); every finished text validates against `schema`, and some walk finishes."""
     ref, v, rng = Reference(grammar.machine), validator(schema), random.Random(0)
     finished = 0
     for _ in range(walks):
-        text, done = generate(grammar, rng, ref)
+        text, done = random_walk(grammar, rng, ref)
         if done:
             finished += 1
             assert v.is_valid(json.loads(text)), text
@@ -254,7 +89,7 @@ def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = 
     ref = Reference(grammar.machine)
     v = validator(schema)
     for _ in range(2):
-        text, done = generate(grammar, rng, ref, max_tokens=30)
+        text, done = random_walk(grammar, rng, ref, max_tokens=30)
         if done:
             assert v.is_valid(json.loads(text)), (schema, text)  # soundness
 
@@ -824,7 +659,7 @@ def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch, nar
         ref = Reference(grammar.machine)
         walked.clear()
         for _ in range(6):
-            generate(grammar, rng, ref)
+            random_walk(grammar, rng, ref)
         reused += len(grammar._frames) - len(walked)
     assert reused > 0
 
@@ -845,7 +680,7 @@ def test_masks_equal_brute_force_with_splits_shared_across_generated_schemas(exa
             grammar.narrow_nodes = rng.choice(MASK_PATHS)  # (masks by frame splits alone, or narrow ones too)
             ref = Reference(grammar.machine)
             for _ in range(2):
-                generate(grammar, rng, ref, max_tokens=30)
+                random_walk(grammar, rng, ref, max_tokens=30)
 
     prop()
     assert_few_refused(counts, examples)

@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 from hypothesis import given, settings
-from test_tokenizer import CORPUS, TEXT
+from oracles import CORPUS, TEXT
 
 from inferlab.errors import InferlabError
 from inferlab.model import tokenizer_loaders as tokmod
