@@ -151,21 +151,30 @@ def assert_few_refused(counts, examples):
 
 
 @pytest.mark.slow  # ~2 s cross-check of the two compile paths
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_grammar_accepts_the_flat_regex_language(schema, rng):
+def test_grammar_accepts_the_flat_regex_language():
     """Non-recursive schemas: whatever the flat regex matches with no repeated key (the flat
     regex cannot forbid repeats), the stack grammar accepts."""
-    try:
-        flat = compile_schema(schema)
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    machine = build_machine(compiled)
-    ast = rx.parse(flat.regex)
-    for _ in range(10):
-        text = sample(ast, rng)
-        assert machine.accepts(text) == (key_state(text.encode()) is not None), (schema, text)
+    counts, examples = Counter(), 60
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        counts["drawn"] += 1
+        try:
+            flat = compile_schema(schema)
+            compiled = compile_grammar(schema)
+        except SchemaError:
+            counts["refused"] += 1
+            return
+        machine = build_machine(compiled)
+        ast = rx.parse(flat.regex)
+        for _ in range(10):
+            text = sample(ast, rng)
+            assert machine.accepts(text) == (key_state(text.encode()) is not None), (schema, text)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def nested_tree(depth):
@@ -314,19 +323,28 @@ def test_twin_automata_share_their_splits_and_counted_walks_exactly():
 
 
 @pytest.mark.slow  # ~2-3 s; the fixed counted cases run by default
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
-    try:
-        counted_c = compile_grammar(schema, count_min=2)
-        flat_c = compile_grammar(schema, count_min=10**9)
-    except SchemaError:
-        return
+def test_counted_equals_unrolled_on_generated_schemas():
+    counts, examples = Counter(), 40
     vocab = small_vocab(8, n=100)
-    counted = StackGrammar(build_machine(counted_c), vocab)
-    flat = StackGrammar(build_machine(flat_c), vocab)
-    for _ in range(3):
-        walk_pair(counted, flat, rng, steps=30)
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        counts["drawn"] += 1
+        try:
+            counted_c = compile_grammar(schema, count_min=2)
+            flat_c = compile_grammar(schema, count_min=10**9)
+        except SchemaError:
+            counts["refused"] += 1
+            return
+        counted = StackGrammar(build_machine(counted_c), vocab)
+        flat = StackGrammar(build_machine(flat_c), vocab)
+        for _ in range(3):
+            walk_pair(counted, flat, rng, steps=30)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def test_flat_schema_is_one_automaton():
@@ -418,17 +436,21 @@ def test_split_masks_equal_full_walk_at_qwen_on_recursive_schemas(schema, qwen_v
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
-def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, schema, rng):
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    grammar = StackGrammar(build_machine(compiled), qwen_vocab)
-    split_equals_full_walk(grammar, rng, steps=12)  # (the split's regions share their shapes)
-    shared_splits_equal_unshared(grammar, 4, rng)
+def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab):
+    counts, examples = Counter(), 15
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        grammar = grammar_or_counted(schema, counts, qwen_vocab)
+        if grammar is None:
+            return
+        split_equals_full_walk(grammar, rng, steps=12)  # (the split's regions share their shapes)
+        shared_splits_equal_unshared(grammar, 4, rng)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
