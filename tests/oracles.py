@@ -362,6 +362,7 @@ class Reference:
     def __init__(self, machine):
         self.dfas = machine.dfas
         self.maps = machine.maps
+        self._steps = {}
         self.calls = []
         for d in self.dfas:
             table = {}
@@ -407,6 +408,16 @@ class Reference:
         return out
 
     def step(self, stacks, byte):
+        """The stacks after `byte` (a frozenset). Memoized: a pure function of (stacks, byte) over
+        fixed DFAs, and a brute force walks every token from the same stacks, so the steps of
+        their common prefixes repeat."""
+        key = (frozenset(stacks), byte)
+        out = self._steps.get(key)
+        if out is None:
+            out = self._steps[key] = frozenset(self._step(stacks, byte))
+        return out
+
+    def _step(self, stacks, byte):
         if byte >= 0xF8:
             return set()
         out = set()
@@ -470,8 +481,15 @@ def bitmask_ids(grammar, state):
 def brute_force_ids(ref, vocab, stacks, text=b""):
     """Tokens whose reference walk survives with no object repeating a key (these schemas' keys
     never run out, so every survivor can be completed)."""
+    # A key repeats only where a string closes, on a quote byte: a token without one keeps the
+    # text's answer, so the whole text is rescanned only for the tokens that hold a quote.
+    text_ok = key_state(text) is not None
+
+    def no_repeat(data: bytes) -> bool:
+        return text_ok if b'"' not in data else key_state(text + data) is not None
+
     ids = {t for t, data in enumerate(vocab.token_bytes)
-           if data and t not in vocab.special_ids and ref.walk(stacks, data) and key_state(text + data) is not None}
+           if data and t not in vocab.special_ids and ref.walk(stacks, data) and no_repeat(data)}
     if ref.can_end(stacks):
         ids.add(vocab.eos_id)
     return ids
