@@ -172,26 +172,37 @@ def _rss_mib() -> int:
 
 
 def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Two runs, so that neither bound races the other: past the memory bound under a time bound
+    no loaded host reaches (a 3 s bound shared by both once lost to a starved child: 'exceeded
+    3 s' where the memory was meant), then past a 1 s time bound."""
     from inferlab.cli.schema_bench import _load_vocab
-    write_case(tmp_path, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
-    write_case(tmp_path, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
-    write_case(tmp_path, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
+    memory_dir, time_dir = tmp_path / "memory", tmp_path / "time"
+    memory_dir.mkdir()
+    time_dir.mkdir()
+    write_case(memory_dir, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
+    write_case(memory_dir, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
+    write_case(time_dir, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
     monkeypatch.setattr("inferlab.bench.schema_peers.load_peers", lambda vocab, tok, names: ({"fake": _FakePeer()}, {}))
     vocab = _load_vocab("512")
     memory_mib = _rss_mib() + 256  # the child starts with at most the parent's pages
-    results = run_bench(BenchConfig(directory=tmp_path, peers=True, timeout_s=3, peer_memory=memory_mib * 2**20,
-                                    mask_min_sample_s=0.001), vocab=vocab)
-    by_name = {r["name"]: r for r in results["schemas"]}
+
+    def run(directory, timeout_s):
+        return run_bench(BenchConfig(directory=directory, peers=True, timeout_s=timeout_s,
+                                     peer_memory=memory_mib * 2**20, mask_min_sample_s=0.001), vocab=vocab)
+
+    results, timed = run(memory_dir, 120), run(time_dir, 1)
+    by_name = {r["name"]: r for r in results["schemas"] + timed["schemas"]}
     assert by_name["A---memory"]["peers"]["fake"]["reason"] == f"exceeded {memory_mib} MiB"
     assert by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"] > memory_mib
-    assert by_name["A---time"]["peers"]["fake"]["reason"] == "exceeded 3 s"
+    assert by_name["A---time"]["peers"]["fake"]["reason"] == "exceeded 1 s"
     assert by_name["B---plain"]["peers"]["fake"]["reason"] == "ValueError: the fake peer refuses"
     for r in by_name.values():  # ours ran on each, beside the refusals
         assert r["compiled"] and r["valid_accepted"] == 1 and r["peak_rss_mb"] > 0
         assert not r["peers"]["fake"]["compiled"]
     assert results["summary"]["all"]["peers"]["fake"]["compiled"] == 0
     assert results["summary"]["all"]["peers"]["fake"]["peak_rss_mb_max"] == by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"]
-    assert results["config"]["timeout_s"] == 3 and results["config"]["peer_memory"] == memory_mib * 2**20
+    assert results["config"]["timeout_s"] == 120 and results["config"]["peer_memory"] == memory_mib * 2**20
+    assert timed["config"]["timeout_s"] == 1
 
 
 def test_the_process_peak_covers_every_schemas_peak(bench_dir):

@@ -67,14 +67,19 @@ def walks_equal_brute_force_and_validate(grammar, schema, walks: int) -> None:
     assert finished > 0
 
 
-def grammar_or_counted(schema, counts, vocab):
-    """The schema's StackGrammar over `vocab`, or None when the compiler refuses it (counted)."""
+def compile_counted(counts, compile_):
+    """compile_(), or None when the compiler refuses (counted: assert_few_refused bounds them)."""
     counts["drawn"] += 1
     try:
-        return StackGrammar(build_machine(compile_grammar(schema)), vocab)
+        return compile_()
     except SchemaError:
         counts["refused"] += 1
         return None
+
+
+def grammar_or_counted(schema, counts, vocab):
+    """The schema's StackGrammar over `vocab`, or None when the compiler refuses it (counted)."""
+    return compile_counted(counts, lambda: StackGrammar(build_machine(compile_grammar(schema)), vocab))
 
 
 def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = False):
@@ -160,13 +165,10 @@ def test_grammar_accepts_the_flat_regex_language():
                                                                            HealthCheck.data_too_large])
     @given(SCHEMAS, st.randoms(use_true_random=False))
     def prop(schema, rng):
-        counts["drawn"] += 1
-        try:
-            flat = compile_schema(schema)
-            compiled = compile_grammar(schema)
-        except SchemaError:
-            counts["refused"] += 1
+        both = compile_counted(counts, lambda: (compile_schema(schema), compile_grammar(schema)))
+        if both is None:
             return
+        flat, compiled = both
         machine = build_machine(compiled)
         ast = rx.parse(flat.regex)
         for _ in range(10):
@@ -331,17 +333,13 @@ def test_counted_equals_unrolled_on_generated_schemas():
                                                                            HealthCheck.data_too_large])
     @given(SCHEMAS, st.randoms(use_true_random=False))
     def prop(schema, rng):
-        counts["drawn"] += 1
-        try:
-            counted_c = compile_grammar(schema, count_min=2)
-            flat_c = compile_grammar(schema, count_min=10**9)
-        except SchemaError:
-            counts["refused"] += 1
+        both = compile_counted(counts, lambda: (compile_grammar(schema, count_min=2),
+                                                compile_grammar(schema, count_min=10**9)))
+        if both is None:
             return
-        counted = StackGrammar(build_machine(counted_c), vocab)
-        flat = StackGrammar(build_machine(flat_c), vocab)
+        counted_grammar, flat = (StackGrammar(build_machine(c), vocab) for c in both)
         for _ in range(3):
-            walk_pair(counted, flat, rng, steps=30)
+            walk_pair(counted_grammar, flat, rng, steps=30)
 
     prop()
     assert_few_refused(counts, examples)
