@@ -63,8 +63,8 @@ def child(directory: Path, limit: int, vocab_name: str, max_length: int | None =
     schema's index per stdin line and answers with one JSON line, {"compile_ms": float or null
     (refused or skipped), "walk_us": [per token], "advance_us": [per token]}."""
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain import bench
 
+    bench = _schema_bench()
     vocab, tok = _load_vocab(vocab_name)
     bench.preprocess(vocab)
     config = bench.BenchConfig(directory=directory, limit=limit, seed=0)
@@ -75,14 +75,24 @@ def child(directory: Path, limit: int, vocab_name: str, max_length: int | None =
         print(json.dumps(one_schema(doc, config, max_length, vocab, tok)), flush=True)
 
 
+def _schema_bench():
+    """The commit under test's schema-bench module: inferlab.bench.schema_bench since issue 49
+    moved it, inferlab.constrain.bench before."""
+    try:
+        from inferlab.bench import schema_bench
+    except ImportError:
+        from inferlab.constrain import bench as schema_bench
+    return schema_bench
+
+
 def one_schema(doc, config, max_length, vocab, tok) -> dict:
     """A schema's compile time and its first walk's per-token fill and advance times (in the
     child: the modules are the commit under test's)."""
-    from inferlab.constrain import bench
     from inferlab.constrain.stack import StackGrammar, StackMachine
     from inferlab.errors import InferlabError
     from inferlab.measure.timing import gc_disabled  # (in every commit since the timing harness, cf973fc)
 
+    bench = _schema_bench()
     none = {"compile_ms": None, "first_mask_ms": None, "walk_us": [], "advance_us": []}
     if max_length is not None and not bounded_strings(doc["schema"], max_length):
         return none
@@ -225,7 +235,7 @@ def main(argv: list[str]) -> int:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
         try:
-            from inferlab.constrain.bench import list_cases  # (the parent's: it only counts the schemas)
+            from inferlab.bench.schema_bench import list_cases  # (the parent's: it only counts the schemas)
 
             n = len(list_cases(args.directory, args.limit, 0))
             rounds = []

@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 
 from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
-from inferlab.constrain.bench import BenchConfig, compile_within_limits
+from inferlab.bench.schema_bench import BenchConfig, compile_within_limits
 from inferlab.constrain.stack import clear_compile_caches, compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.machine import machine_info
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 from inferlab.measure.timing import measure
 
 EXPERIMENT = "compile-speed"

@@ -2,7 +2,7 @@
 core groups and optional/ apart, how many groups compile, how many invalid tests are rejected and
 valid ones accepted, and which keywords the refusals name.
 
-Each group is one schema with its tests (constrain.bench.suite_cases); each group's format
+Each group is one schema with its tests (bench.schema_bench.suite_cases); each group's format
 policy is the one the suite assumes (assert under optional/format/, annotate elsewhere) unless
 --format names one; remotes/ is the registry of remote references (--ref-dir; --no-ref-dir
 runs without one, as a user without a registry would).
@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 from inferlab.cli.common import add_lab_arguments, parse_out_args
-from inferlab.constrain.bench import BenchConfig, run_bench
+from inferlab.bench.schema_bench import BenchConfig, run_bench
 from inferlab.errors import InferlabError
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 
 EXPERIMENT = "conformance"
 DEFAULT_SUITE = Path("../shared/json-schema-test-suite")  # (as schema-bench's DEFAULT_DIR: from the repository root)

@@ -43,7 +43,8 @@ from typing import NamedTuple
 import numpy as np
 
 from inferlab.cli.schema_bench import open_sample
-from inferlab.constrain import bench, keys, stack, token_split
+from inferlab.bench import schema_bench as bench
+from inferlab.constrain import keys, stack, token_split
 from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure import atomic_write_json

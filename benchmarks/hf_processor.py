@@ -22,9 +22,9 @@ import numpy as np
 from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.errors import InferlabError
 from inferlab.measure.machine import blas_threads, machine_info
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 from inferlab.measure.timing import measure, measure_interleaved
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 EXPERIMENT = "hf-processor"
 TARGET_RATIO = 1.05

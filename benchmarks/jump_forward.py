@@ -3,7 +3,7 @@
 Reports forward passes saved, tokens/s of both in one interleaved run (paired per-round speed-up,
 median with p10-p90), validity of every output (jsonschema with its format checker where installed,
 else complete + json.loads), how often the text equals plain masked decoding's and why not
-(inferlab.constrain.jump_forward explains the reasons).
+(inferlab.bench.jump_forward explains the reasons).
 
     python benchmarks/jump_forward.py --out benchmarks/results/jump_forward [--force] [--quick] [--json]
 """
@@ -16,11 +16,11 @@ import sys
 from importlib import resources
 
 from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
-from inferlab.constrain.jump_forward import compare_jump_forward
+from inferlab.bench.jump_forward import compare_jump_forward
 from inferlab.constrain.matcher import compile_json_schema
 from inferlab.measure.machine import blas_threads, machine_info
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 from inferlab.model.checkpoints import load_default_model
 
 EXPERIMENT = "jump-forward"

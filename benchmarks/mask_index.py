@@ -35,7 +35,7 @@ from inferlab.measure.machine import blas_threads
 from inferlab.measure.plots import new_figure
 from inferlab.measure.progress import progress_bar
 from inferlab.measure.timing import measure, measure_interleaved
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 EXPERIMENT = "mask-index"
 COMPILE_TARGET_S = 1.0

@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.cli.schema_bench import open_sample
-from inferlab.constrain import bench, keys
+from inferlab.bench import schema_bench as bench
+from inferlab.constrain import keys
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.stack import WARM_MS, StackGrammar
 from inferlab.errors import InferlabError

@@ -1,7 +1,7 @@
 """The slowest schemas of a schema-bench run, timed again, optionally under several source trees.
 
 Reads a schema-bench results.json, takes its `--top` schemas by compile + refusal time, and runs
-each one as schema-bench does with `--vocab none` (constrain.bench.run_schema: compile or
+each one as schema-bench does with `--vocab none` (bench.schema_bench.run_schema: compile or
 refuse, then the test instances; no mask timing) in a fresh Python process per run, so one run's
 caches never serve another and a hung compile is cut at `--timeout` (jsonschema, which the
 compiler loads for enum/const beside other keywords, is imported before the clock starts, as a
@@ -29,7 +29,7 @@ from inferlab.cli.common import add_lab_arguments, parse_out_args, positive_int
 from inferlab.errors import InferlabError
 from inferlab.measure.machine import machine_info
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 
 EXPERIMENT = "schema-slowest"
 
@@ -37,7 +37,7 @@ EXPERIMENT = "schema-slowest"
 _CHILD = """
 import json, sys, time
 from pathlib import Path
-from inferlab.constrain.bench import BenchConfig, run_schema
+from inferlab.bench.schema_bench import BenchConfig, run_schema
 try:  # imported once per bench process (~2 s): not part of one schema's time there
     import jsonschema.validators
 except ImportError:

@@ -39,7 +39,7 @@ from inferlab.measure.plots import new_figure
 from inferlab.measure.timing import Stats, gc_disabled, measure_interleaved, summarize
 from inferlab.measure.verdicts import Estimate, decide, paired
 from inferlab.model.pretokenize import LLAMA3_PATTERN, pretokenize
-from inferlab.model.tokenizer import CL100K_SPECIALS, _package_file, load_hf_tokenizer, load_vocab
+from inferlab.model.tokenizer_loaders import CL100K_SPECIALS, _package_file, load_hf_tokenizer, load_vocab
 
 EXPERIMENT = "tokenizer-speed"
 TARGET_BYTES = 2_500_000

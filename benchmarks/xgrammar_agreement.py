@@ -29,7 +29,7 @@ from inferlab.constrain.schema import canonical_json
 from inferlab.constrain.vocab import longest_match
 from inferlab.errors import InferlabError
 from inferlab.measure.progress import progress_bar
-from inferlab.measure.publish import benchmark_main
+from inferlab.cli.publish import benchmark_main
 from inferlab.model.checkpoints import load_default_model
 
 EXPERIMENT = "xgrammar-agreement"

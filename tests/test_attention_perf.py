@@ -491,7 +491,8 @@ def _summary_point(T: int, bounds: dict[str, str]) -> dict:
 
 
 def test_summary_uses_the_largest_T_and_keeps_the_seeds_keys():
-    from inferlab.labs.attention_report import _summary_lines, summary_json
+    from inferlab.labs.attention_report import _summary_lines
+    from inferlab.labs.attention_results import summary_json
 
     # --T 64 only: the seed's T=512 keys stay (null), the largest-T keys carry T=64's figures
     only64 = {"profile": {"points": [_summary_point(64, {"softmax": "memory"})]}}

@@ -213,7 +213,7 @@ def test_default_out_that_exists_goes_to_a_timestamped_sibling(tmp_path, capsys,
 def test_benchmark_script_without_out_takes_its_default_folder_then_a_sibling(tmp_path, capsys, monkeypatch):
     # benchmarks/*.py parse with parse_out_args; without --out they once died with a TypeError traceback
     from inferlab.cli.common import add_lab_arguments, parse_out_args
-    from inferlab.measure.publish import benchmark_main
+    from inferlab.cli.publish import benchmark_main
     monkeypatch.chdir(tmp_path)
     p = argparse.ArgumentParser()
     add_lab_arguments(p, default_out="results/toy")

@@ -1,6 +1,6 @@
 """The official JSON-Schema-Test-Suite as the oracle: for every group that compiles, the grammar
 accepts exactly the tests the suite marks valid. Run as schema-bench runs a suite folder
-(constrain.bench.suite_cases): each group's format policy is the one the suite assumes (assert
+(bench.schema_bench.suite_cases): each group's format policy is the one the suite assumes (assert
 under optional/format/, annotate elsewhere), a schema without $schema is read in its folder's
 draft, and remotes/ is the registry of other documents (ref_dir).
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.constrain.bench import BenchConfig, run_bench, suite_cases
+from inferlab.bench.schema_bench import BenchConfig, run_bench, suite_cases
 
 SUITE = Path(os.environ.get("INFERLAB_JSON_SCHEMA_SUITE",
                             Path(__file__).resolve().parents[1] / ".." / "shared" / "json-schema-test-suite"))

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
-from test_schema_budget import assert_exact, validator
+from oracles import assert_exact, validator
 
 POOL = [1, 7, "s", None, 2.5]
 

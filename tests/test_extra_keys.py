@@ -14,8 +14,7 @@ import pytest
 
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
 from inferlab.constrain.stack import build_machine, compile_machine
-from test_map_keys import generate_checked, no_repeats, walk_against_oracle
-from test_schema_properties import validator
+from oracles import agrees_with_jsonschema, generate_checked, keyed_objects, no_repeats, validator, walk_against_oracle
 
 DIGIT = {"type": "integer", "minimum": 0, "maximum": 9}
 SCHEMAS = {
@@ -32,36 +31,11 @@ SCHEMAS = {
     "nested": {"type": "object", "properties": {"o": {"type": "object", "properties": {"a": DIGIT}}},
                "required": ["o"]},
 }
-KEYS = ["a", "ab", "b", "c", "x", "", "o"]
-VALUES = [0, None, "a", "b", {"a": 1}]
-
-
-def objects(keys=KEYS, values=VALUES, n_max: int = 2):
-    """Every object of up to n_max of `keys`, in every order, each key with each of `values`."""
-    for n in range(n_max + 1):
-        for chosen in itertools.permutations(keys, n):
-            for vals in itertools.product(values, repeat=n):
-                yield dict(zip(chosen, vals))
-
-
-def agrees_with_jsonschema(schema, instances, complete=lambda instance: True) -> int:
-    """The stack grammar on each instance's canonical text against jsonschema: never accepts an
-    invalid one, and accepts the valid ones where `complete(instance)`. Returns how many it accepted."""
-    machine = build_machine(compile_grammar(schema))
-    v = validator(schema)
-    accepted = 0
-    for instance in instances:
-        ok = machine.accepts(canonical_json(instance, schema))
-        assert ok <= v.is_valid(instance), instance  # sound
-        if complete(instance):
-            assert ok == v.is_valid(instance), instance
-        accepted += ok
-    return accepted
 
 
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_stack_grammar_agrees_with_jsonschema(name):
-    assert agrees_with_jsonschema(SCHEMAS[name], objects()) > 10  # sound and complete on canonical texts
+    assert agrees_with_jsonschema(SCHEMAS[name], keyed_objects()) > 10  # sound and complete on canonical texts
 
 
 @pytest.mark.parametrize("name", ["optional", "required", "nested"])
@@ -70,7 +44,7 @@ def test_flat_regex_is_sound_and_complete_on_canonical_texts(name):
     compiled = compile_schema(schema)
     regex = re.compile(compiled.regex)
     v = validator(schema)
-    for instance in objects():
+    for instance in keyed_objects():
         text = canonical_json(instance, schema)
         if any(isinstance(x, dict) for x in instance.values()) and name != "nested":
             assert not regex.fullmatch(text) or v.is_valid(instance)  # any_depth 1: nested values may be cut
@@ -120,7 +94,7 @@ def test_generation_never_repeats_a_key_and_validates(name, tok512):
 
 @pytest.fixture(scope="module")
 def tok512():
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
     return load_vocab("512")
 
 
@@ -176,14 +150,14 @@ def test_oneof_exclusive_only_without_extra_keys_falls_back_to_closed_branches_a
     assert any(n.startswith("oneOf at #: its branches are exclusive only without extra keys") for n in compiled.narrowed)
     values = [{"x1": 1}, {"x1": "s"}, 1, None]
     instances = [inst for keys in [("a",), ("b",), ("a", "b"), ("a", "c"), ("b", "a")]
-                 for inst in objects(keys, values, len(keys))]
+                 for inst in keyed_objects(keys, values, len(keys))]
     assert agrees_with_jsonschema(schema, instances, complete=lambda inst: set(inst) in ({"a"}, {"b"})) >= 2
     # with array values instead, "an array with a non-integer item" is contains: exact, no narrowing
     ints = {"type": "array", "items": {"type": "integer"}}
     exact = {"oneOf": [{"type": "object", "properties": {k: ints}, "required": [k]} for k in "ab"]}
     assert not any(n.startswith("oneOf") for n in compile_grammar(exact).narrowed)
     instances = [inst for keys in [("a",), ("b",), ("a", "b"), ("a", "c"), ("b", "a")]
-                 for inst in objects(keys, [[1], ["x"], 1, None], len(keys))]
+                 for inst in keyed_objects(keys, [[1], ["x"], 1, None], len(keys))]
     assert agrees_with_jsonschema(exact, instances) >= 10
     # closed, branch 0 would be exclusive of closed branch 1, but not of branch 1 itself, which
     # accepts {"a": 1} (a as an extra key): the fallback must not apply

@@ -283,9 +283,14 @@ def test_every_string_of_the_regex_format_compiles_with_re():
     rng = random.Random(7)
     meta = set(b"[](){}|*+?\\-^$.,:0123456789azAZdwsbB")
 
+    rows: dict = {}   # state -> (its live bytes, their weights): built once, the same draws as rebuilt
+
     def pick(state):
-        live = np.flatnonzero(dfa.trans[state] >= 0).tolist()
-        return rng.choices(live, weights=[25 if b in meta else 1 if 32 <= b < 127 else 0.05 for b in live])[0]
+        if state not in rows:
+            live = np.flatnonzero(dfa.trans[state] >= 0).tolist()
+            rows[state] = live, [25 if b in meta else 1 if 32 <= b < 127 else 0.05 for b in live]
+        live, weights = rows[state]
+        return rng.choices(live, weights=weights)[0]
     checked, shapes = 0, set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "[&&]" and the like: warnings, not errors

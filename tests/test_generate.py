@@ -2,70 +2,12 @@
 
 import numpy as np
 import pytest
+from oracles import EOS, ByteTokenizer, DigitsMask
 
 from inferlab.errors import InferlabError
 from inferlab.model.config import GPTConfig
 from inferlab.model.generate import SamplingConfig, decode_loop, filter_logits, generate, sample
 from inferlab.model.gpt import GPT
-
-EOS = 256
-
-
-class ByteTokenizer:
-    """Test double of the Tokenizer contract: one id per byte, EOS = 256."""
-
-    vocab_size = 257
-    eos_id = EOS
-    special_ids = frozenset({EOS})
-    token_bytes = [bytes([i]) for i in range(256)] + [b""]
-
-    def encode(self, text):
-        return list(text.encode("utf-8"))
-
-    def decode(self, ids):
-        return b"".join(self.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
-
-
-class DigitsMask:
-    """A TokenMask: up to `n` ASCII digits, then EOS; complete once at least one digit was emitted.
-
-    `forbid` removes extra tokens everywhere (to test that masked runs follow the unmasked RNG path).
-    """
-
-    def __init__(self, vocab_size, n=3, allowed=None, forbid=()):
-        self.vocab_size = vocab_size
-        self.n = n
-        self.base = np.zeros(vocab_size, bool)
-        self.base[list(range(48, 58)) if allowed is None else list(allowed)] = True
-        self.base[list(forbid)] = False
-        self.calls = []
-        self.reset()
-
-    def reset(self):
-        self.count = 0
-
-    def is_complete(self):
-        return self.count >= 1
-
-    def allowed_mask(self):
-        self.calls.append("build")
-        m = self.base.copy() if self.count < self.n else np.zeros(self.vocab_size, bool)
-        m[EOS] = self.is_complete()
-        return m
-
-    def apply(self, logits, m):
-        self.calls.append("apply")
-        logits[~m] = -np.inf
-
-    def advance(self, token):
-        self.calls.append("advance")
-        if not self.allowed_mask()[token]:
-            raise InferlabError(f"token {token} is not allowed")
-        self.calls.pop()                 # allowed_mask() above was only the check
-        self.count += 1
-
-    def allowed_ids(self):
-        return np.flatnonzero(self.allowed_mask()).astype(np.int32)
 
 
 @pytest.fixture(scope="module")

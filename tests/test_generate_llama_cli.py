@@ -5,7 +5,7 @@ the ids `tokenizers` gives the prompt, BOS included."""
 import json
 
 import pytest
-from test_tokenizer_hf_families import BUILDERS
+from hf_helpers import BUILDERS
 
 from inferlab.cli import main
 

@@ -4,36 +4,12 @@ import random
 
 import numpy as np
 import pytest
+from oracles import INDEX_PATTERNS, random_vocab
 
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain import index as index_module
 from inferlab.constrain.index import TokenIndex
 from inferlab.constrain.vocab import Vocabulary
-
-PATTERNS = [
-    r'\{"a":"[^"\\]{0,4}","b":(?:true|false|null)\}',
-    r'\[(?:-?\d{1,3}(?:,-?\d{1,3}){0,3})?\]',
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
-    r'(?:é|€|😀|ab)+',
-    r'x{3}',
-]
-
-
-def random_vocab(seed: int, n: int = 250, *, all_bytes: bool = True) -> Vocabulary:
-    """Random tokens over JSON-ish characters, cut at random byte offsets, so many tokens split a
-    multi-byte character; plus EOS and one other special token, and one duplicate byte string."""
-    rng = random.Random(seed)
-    text = '{}[]":,ab-19 \\é€😀truefalsenullx'
-    pieces = []
-    for _ in range(n):
-        s = "".join(rng.choice(text) for _ in range(rng.randint(1, 4))).encode()
-        i = rng.randint(0, len(s) - 1)
-        pieces.append(s[i:i + rng.randint(1, 6)])
-    base = [bytes([b]) for b in range(256)] if all_bytes else []
-    toks = list(dict.fromkeys(base + pieces))
-    toks.insert(7, toks[300 % len(toks)])  # the duplicate
-    specials = [len(toks), len(toks) + 1]
-    return Vocabulary(tuple(toks) + (b"", b""), eos_id=specials[0], special_ids=frozenset(specials))
 
 
 def brute_force(dfa, vocab):
@@ -60,7 +36,7 @@ def brute_force(dfa, vocab):
 # each path, and chunks of one or two rows.
 @pytest.mark.parametrize("seed, dense_first_bytes, chunk", [(0, 0.5, None), (1, 0.5, None), (0, -1.0, None),
                                                             (1, 2.0, None), (0, 0.5, 1), (1, 0.0, 2)])
-@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("pattern", INDEX_PATTERNS)
 def test_index_equals_brute_force_walk(pattern, seed, dense_first_bytes, chunk, monkeypatch):
     monkeypatch.setattr(index_module, "DENSE_FIRST_BYTES", dense_first_bytes)
     if chunk is not None:
@@ -149,7 +125,7 @@ def test_index_equals_brute_force_at_a_real_vocabulary(name):
     vocabularies hold what random ones do not (long tokens, shared prefixes, byte-split UTF-8)."""
     from inferlab.constrain.schema import compile_schema
     from inferlab.model.corpus import conjugation_schema
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     vocab = Vocabulary.from_tokenizer(load_vocab(name))
     dfa = compile_regex(compile_schema(conjugation_schema()).regex)

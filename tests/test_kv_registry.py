@@ -11,9 +11,9 @@ from inferlab.errors import InferlabError
 from inferlab.kv.formulas import cache_bytes, default_format
 from inferlab.kv.hf_config import load_config, spec_from_config
 from inferlab.kv.registry import get_gpu, get_model, model_names
-from inferlab.kv.units import fmt_binary, parse_bytes, parse_dtype
 from inferlab.model.config import GPTConfig
 from inferlab.model.gpt import param_shapes
+from inferlab.units import fmt_binary, parse_bytes, parse_dtype
 
 # ---------------------------------------------------------------- published shapes
 
@@ -81,6 +81,14 @@ def test_gpt2_params_match_the_engines_layout(name, d, layers, heads, published)
 def test_minigpt_params_by_hand():
     # wte 512*64 + wpe 256*64 + 4 layers * (12 d^2 + 13 d) + ln_f 2d, d = 64
     assert get_model("minigpt").params == 512 * 64 + 256 * 64 + 4 * (12 * 64 * 64 + 13 * 64) + 2 * 64
+
+
+def test_minigpt_row_is_the_engines_defaults():
+    # kv/ sits below the engine, so models.json writes MiniGPT's row; the engine is the oracle.
+    c, spec = GPTConfig(), get_model("minigpt")
+    assert (spec.layers, spec.heads, spec.kv_heads, spec.head_dim, spec.hidden, spec.max_position) == (
+        c.n_layers, c.n_heads, c.kv_heads, c.d_head, c.d_model, c.context)
+    assert spec.params == sum(math.prod(s) for s in param_shapes(c).values())
 
 
 def test_every_entry_cites_sources():

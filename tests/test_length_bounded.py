@@ -22,9 +22,7 @@ from inferlab.constrain.dfa_algebra import AutomatonTooLarge, is_empty, length_b
 from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.schema.common import _CHAR, _repeat
 from inferlab.constrain.stack import StackGrammar, build_machine, compile_machine
-from test_schema_algebra import small_regex
-from test_schema_properties import validator
-from test_stack import Reference, generate, small_vocab
+from oracles import random_walk, Reference, small_regex, small_vocab, validator
 
 CHAR = compile_regex(_CHAR)
 # content atoms: no raw quote or backslash (the pattern's text is JSON-escaped); "\\\\n" is the
@@ -129,7 +127,7 @@ def test_masks_equal_brute_force_and_texts_validate(schema):
     rng = random.Random(5)
     finished = 0
     for _ in range(12):
-        text, done = generate(grammar, rng, ref, max_tokens=40)
+        text, done = random_walk(grammar, rng, ref, max_tokens=40)
         if done:
             finished += 1
             assert v.is_valid(json.loads(text)), text

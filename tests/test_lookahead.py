@@ -1,15 +1,12 @@
 """Patterns with lookaheads outside groups, exact by automaton product; oracle: Python's
 re.search (what jsonschema runs) and jsonschema itself on random strings over a small alphabet."""
 
-import json
 import random
-import re
 
 import pytest
 
-from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
-from inferlab.constrain.stack import build_machine
-from test_schema_properties import validator
+from inferlab.constrain.schema import SchemaError, compile_grammar
+from oracles import assert_agrees_with_re_search
 
 PATTERNS = [
     r"(?!io\.papermc\.)([a-zA-Z_$][a-zA-Z0-9_$]*\.)*[a-zA-Z_$][a-zA-Z0-9_$]*",  # unanchored (search)
@@ -29,24 +26,6 @@ def strings(seed, n=1500):
     for _ in range(n):
         text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 6)))
         yield "io.papermc." + text if rng.random() < 0.1 else text
-
-
-def assert_agrees_with_re_search(pattern, texts):
-    """The stack grammar and the flat regex of {"type": "string", "pattern": pattern} accept
-    exactly the texts re.search finds the pattern in (and jsonschema agrees), some of them."""
-    schema = {"type": "string", "pattern": pattern}
-    machine = build_machine(compile_grammar(schema))
-    flat = re.compile(compile_schema(schema).regex)
-    v = validator(schema)
-    matched = 0
-    for text in texts:
-        ok = re.search(pattern, text) is not None
-        assert v.is_valid(text) == ok  # the oracle is what jsonschema decides
-        quoted = json.dumps(text)
-        assert machine.accepts(quoted) == ok, (pattern, text)
-        assert bool(flat.fullmatch(quoted)) == ok, (pattern, text)
-        matched += ok
-    assert matched > 0
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

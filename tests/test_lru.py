@@ -1,35 +1,10 @@
 """constrain.lru: the locked LRU cache the decoder keeps across schemas and grammars."""
 
 import random
-import sys
-import threading
 from types import SimpleNamespace
+from oracles import run_in_threads
 
 from inferlab.constrain.lru import LRU
-
-
-def run_in_threads(work, n: int = 4, interval: float = 1e-6) -> list[Exception]:
-    """work(k) for k < n, each in its thread, switching threads every `interval` s so that their
-    calls interleave; the exceptions they raised (a thread's would not fail a test by itself)."""
-    errors = []
-
-    def guarded(k: int) -> None:
-        try:
-            work(k)
-        except Exception as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(n)]
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(interval)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    return errors
 
 
 def test_lru_is_bounded_and_least_recently_used_first_out():

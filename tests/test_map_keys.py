@@ -16,20 +16,13 @@ Oracles, none of them constrain.keys or stack.py's map code:
 import json
 import random
 
-import numpy as np
 import pytest
 
 from inferlab.cli import main
-from inferlab.constrain import vocabulary_of
-from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.stack import StackGrammar, build_machine
-from inferlab.constrain.vocab import Vocabulary
-from inferlab.model.generate import generate
-from inferlab.model.tokenizer import load_vocab
-from test_schema_generate import ClosingBiasedModel
-from test_schema_properties import validator
-from test_stack import Reference, bitmask_ids, key_state
+from inferlab.model.tokenizer_loaders import load_vocab
+from oracles import bitmask_ids, generate_checked, key_vocab, Oracle, Reference, validator, walk_against_oracle
 
 INT = {"type": "integer"}
 DIGIT = {"type": "integer", "minimum": 0, "maximum": 9}
@@ -50,96 +43,6 @@ MAPS = {
     "nested": {"additionalProperties": {"additionalProperties": DIGIT, "maxProperties": 2}, "maxProperties": 2},
     "unconstrained": {"type": "object", "properties": {"x": True}, "required": ["x"]},
 }
-
-
-def key_vocab(seed: int) -> Vocabulary:
-    """Every single byte, plus JSON-ish pieces over a few key letters (so walks try to repeat
-    keys), some closing a key and opening the next, some holding a key twice."""
-    rng = random.Random(seed)
-    pieces = ['"a"', '"b"', '"a":', ',"a":', ',"b":', '"a":1,"a"', '"a":1,"b"', 'a":', 'b":', '":1,"',
-              '":"a","', '{"a":1,"a', '":null,"', '{"', '":', '",', '"}', 'null', 'true', '"c":', 'c":', ',"bc":']
-    pieces += ["".join(rng.choice('{}":,01abc') for _ in range(rng.randint(2, 6))) for _ in range(150)]
-    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p.encode() for p in pieces]))
-    eos = len(toks)
-    return Vocabulary(tuple(toks) + (b"",), eos_id=eos, special_ids=frozenset([eos]))
-
-
-# closers first, so a completion is found early; continuation bytes end a split character
-ALPHABET = b'"}]0:,{[abcxnultrefs\x80\x90\xa0'
-
-
-class Oracle:
-    """Allowed tokens: the reference walk survives, no key repeats, and a completion exists
-    (searched byte by byte over ALPHABET, memoized on what can matter)."""
-
-    def __init__(self, ref, vocab):
-        self.ref, self.vocab = ref, vocab
-        self.memo = {}
-
-    def live(self, stacks, text, depth=40):
-        if not stacks:
-            return False
-        ks = key_state(text)
-        if ks is None:
-            return False
-        key = (frozenset(stacks), ks)
-        if key not in self.memo:
-            self.memo[key] = False  # a loop back here adds nothing
-            self.memo[key] = self.ref.can_end(stacks) or depth > 0 and any(
-                self.live(self.ref.step(stacks, b), text + bytes([b]), depth - 1) for b in ALPHABET)
-        return self.memo[key]
-
-    def check(self, ids, stacks, text, rng, sample=12):
-        """The mask `ids` against the brute force: every token whose reference walk survives with
-        no repeated key is allowed iff a completion exists (checked for every refused survivor
-        and for `sample` allowed tokens)."""
-        survivors = {t for t, data in enumerate(self.vocab.token_bytes)
-                     if data and t not in self.vocab.special_ids
-                     and self.ref.walk(stacks, data) and key_state(text + data) is not None}
-        assert ids - {self.vocab.eos_id} <= survivors, (text, sorted(ids - survivors))
-        for t in survivors - ids:
-            data = self.vocab.token_bytes[t]
-            assert not self.live(self.ref.walk(stacks, data), text + data), (text, data)
-        for t in rng.sample(sorted(ids - {self.vocab.eos_id}), min(sample, len(ids) - 1)):
-            data = self.vocab.token_bytes[t]
-            assert self.live(self.ref.walk(stacks, data), text + data), (text, data)
-        assert (self.vocab.eos_id in ids) == (self.ref.can_end(stacks) and key_state(text) is not None), text
-
-
-def walk_against_oracle(schema, seed, walks=5, max_tokens=30):
-    compiled = compile_grammar(schema)
-    machine = build_machine(compiled)
-    vocab = key_vocab(seed)
-    grammar = StackGrammar(machine, vocab)
-    oracle = Oracle(Reference(machine), vocab)
-    rng = random.Random(seed)
-    v = validator(schema)
-    finished = 0
-    for _ in range(walks):
-        state, stacks, text = grammar.initial_state(), {((0, machine.dfas[0].start),)}, b""
-        for _ in range(max_tokens):
-            ids = bitmask_ids(grammar, state)
-            assert ids, f"dead end after {text!r}"
-            oracle.check(ids, stacks, text, rng)
-            if vocab.eos_id in ids and (len(ids) == 1 or rng.random() < 0.2):
-                instance = json.loads(text, object_pairs_hook=no_repeats)
-                assert v.is_valid(instance), text
-                finished += 1
-                break
-            choices = sorted(ids - {vocab.eos_id})
-            closing = [t for t in choices if any(c in vocab.token_bytes[t] for c in b'"}:,0123456789')]
-            t = rng.choice(closing if closing and rng.random() < 0.7 else choices)  # so walks end
-            state = grammar.advance(state, t)
-            stacks = oracle.ref.walk(stacks, vocab.token_bytes[t])
-            text += vocab.token_bytes[t]
-    return finished
-
-
-def no_repeats(pairs):
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"repeated key in {pairs}")
-    return dict(pairs)
 
 
 FAST = ("max3", "pattern-finite-min1", "pattern-finite-all", "pattern-finite-plenty", "declared-and-extra", "unconstrained")
@@ -211,23 +114,6 @@ def test_repeated_keys_are_rejected_however_spelled():
 @pytest.fixture(scope="module")
 def tok512():
     return load_vocab("512")
-
-
-def generate_checked(schema, tok, seeds: int, max_new_tokens: int, noise: float = 0.0) -> int:
-    """Generate under the grammar; every complete output has no repeated key and validates.
-    Returns how many were complete. noise: fixed random logits added, for other outputs."""
-    grammar = StackGrammar(build_machine(compile_grammar(schema)), vocabulary_of(tok))
-    mask = MatcherMask(grammar)
-    v = validator(schema)
-    model = ClosingBiasedModel(tok)
-    model.logits = model.logits + np.random.default_rng(0).normal(0, noise, model.logits.shape).astype(np.float32)
-    complete = 0
-    for seed in range(seeds):
-        g = generate(model, tok, "", mask=mask, max_new_tokens=max_new_tokens, seed=seed)
-        if g.complete:
-            complete += 1
-            assert v.is_valid(json.loads(g.text, object_pairs_hook=no_repeats)), g.text
-    return complete
 
 
 @pytest.mark.parametrize("name", ["max3", "min2max3", "pattern-finite-min1", "nested", "unconstrained"])

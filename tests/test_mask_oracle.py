@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab.constrain import bench, keys
+from inferlab.bench import schema_bench as bench
+from inferlab.constrain import keys
 from inferlab.constrain.stack import StackGrammar
 from inferlab.constrain.vocab import Vocabulary
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z]+$"},

@@ -144,7 +144,7 @@ def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_pat
     """--model DIR: a random Qwen2-shaped folder whose embedding has more rows than its tokenizer
     (as Qwen2.5's 151,936 for 151,665 tokens) gets its own row beside MiniGPT's, masks over every row."""
     from inferlab.model.random_folder import write_random_folder
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     roof = Roofline(threads=1, peak=Interval.exact(100.0), bandwidth=Interval(10.0, 9.0, 11.0),
                     cache_roofs_GBps={"L1": 200.0, "DRAM": 10.0})
@@ -374,7 +374,7 @@ def conjugation_walks(tmp_path_factory):
     """(tok, {name: [(peer's allowed ids, ours, remaining bytes of the text) per step, EOS step
     last]}) for each installed peer, along each conjugation's tokens (tiny_vocab's tokenizer)."""
     from inferlab.constrain import compile_mask
-    from inferlab.constrain.bench_peers import load_peers
+    from inferlab.bench.schema_peers import load_peers
     from inferlab.constrain.vocab import Vocabulary
     from inferlab.model.corpus import conjugation_schema
 

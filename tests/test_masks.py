@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_index import PATTERNS, random_vocab
+from oracles import INDEX_PATTERNS, random_vocab
 
 from inferlab.constrain import build_mask, vocabulary_of
 from inferlab.constrain.dfa import compile_regex
@@ -44,7 +44,7 @@ def check_apply_forms(naive, indexed, rng):
         np.testing.assert_array_equal(out, expect)
 
 
-@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("pattern", INDEX_PATTERNS)
 def test_masks_agree_at_every_step_of_random_walks(pattern):
     vocab = random_vocab(11)
     naive, indexed = both_masks(pattern, vocab)
@@ -82,11 +82,11 @@ def tokenize_randomly(data: bytes, vocab: Vocabulary, rng: random.Random) -> lis
 
 
 VOCAB = random_vocab(21)
-MASKS = {p: both_masks(p, VOCAB) for p in PATTERNS}
+MASKS = {p: both_masks(p, VOCAB) for p in INDEX_PATTERNS}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 2**16))
+@given(data=st.data(), pattern=st.sampled_from(INDEX_PATTERNS), seed=st.integers(0, 2**16))
 def test_any_tokenization_of_a_valid_text_is_accepted(data, pattern, seed):
     # codec="utf-8": no surrogates are drawn (they have no UTF-8 bytes), so nothing is discarded
     text = data.draw(st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True,

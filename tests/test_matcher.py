@@ -325,3 +325,25 @@ def test_matcher_mask_apply_equals_the_brute_force_allowed_set(ckpt, grammar):
                 assert np.array_equal(logits, want), (inst, k)
                 mask.advance(t)
     assert kinds == {True, False}
+
+
+def test_the_package_exports_the_matcher_verbs_as_xgrammar_does():
+    """`from inferlab.constrain import ...` gives the matcher module's own objects, and they work
+    together: a mask that allows exactly the tokens the grammar advances on."""
+    import inferlab.constrain as constrain
+    from inferlab.constrain import matcher
+    from inferlab.model.tokenizer_loaders import load_vocab
+
+    names = ("compile_json_schema", "GrammarMatcher", "allocate_token_bitmask", "apply_token_bitmask_inplace")
+    assert all(getattr(constrain, name) is getattr(matcher, name) for name in names)
+    tok = load_vocab("512")
+    grammar = constrain.compile_json_schema({"type": "boolean"}, tok)
+    bitmask = constrain.allocate_token_bitmask(1, tok.vocab_size)
+    constrain.GrammarMatcher(grammar).fill_next_token_bitmask(bitmask)
+    logits = np.zeros((1, tok.vocab_size), dtype=np.float32)
+    constrain.apply_token_bitmask_inplace(logits, bitmask)
+    allowed = {int(t) for t in np.flatnonzero(np.isfinite(logits[0]))}
+    start = grammar.initial_state()
+    assert allowed == {t for t in range(tok.vocab_size) if grammar.advance(start, t) is not None}
+    assert allowed and all(b"true".startswith(tok.token_bytes[t]) or b"false".startswith(tok.token_bytes[t])
+                           for t in allowed)

@@ -91,15 +91,30 @@ def test_manifest_reads_blas_threads_inside_the_limit_and_records_provenance():
         assert len(p["git_commit"]) == 40 and isinstance(p["git_dirty"], bool)
 
 
-def test_run_cost_reports_a_peak_at_least_the_memory_it_held():
+def _status_bytes(field: str) -> int:
+    """A VmRSS/VmHWM line of /proc/self/status, in bytes (read here, apart from the code under test)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+
+def test_run_cost_counts_the_memory_touched_after_it_started_and_its_wall_time():
+    import time
+
     import numpy as np
 
     from inferlab.measure.machine import RunCost
 
+    earlier = np.ones(96 * 2**20 // 8)         # a peak before the run, freed (mmap'd: back to the OS)
+    del earlier
     cost = RunCost()
-    block = np.ones(16 * 2**20 // 8)          # 16 MiB touched while the cost runs
+    resident = _status_bytes("VmRSS")
+    if cost.scope.startswith("since"):         # VmHWM was reset: the earlier block is not this run's peak
+        assert cost.to_json()["peak_rss_bytes"] < resident + 48 * 2**20
+    block = np.ones(64 * 2**20 // 8)           # 64 MiB, every page written
+    time.sleep(0.05)
     out = cost.to_json()
-    assert out["wall_s"] >= 0 and out["peak_rss_bytes"] >= block.nbytes
+    assert out["peak_rss_bytes"] >= resident + 0.9 * block.nbytes, (out, resident)
+    assert out["wall_s"] >= 0.05
 
 
 def test_provenance_of_an_installed_copy_is_the_commit_its_build_recorded(monkeypatch, tmp_path):

@@ -8,8 +8,9 @@ import gc
 
 import pytest
 
+from inferlab.gcpause import gc_disabled
 from inferlab.measure import timing
-from inferlab.measure.timing import gc_disabled, measure, summarize
+from inferlab.measure.timing import measure, summarize
 
 
 class FakeClock:

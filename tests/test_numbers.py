@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.constrain.numbers import integer_bounds, integer_range, natural_range, number_range
+from inferlab.constrain.number_regex import integer_bounds, integer_range, natural_range, number_range
 
 
 def matches(regex, text):

@@ -24,7 +24,7 @@ from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.schema.combinators import NegationContext, _negation
 from inferlab.constrain.schema.common import _NOT_IN_DIALECT, document_dicts
 from inferlab.constrain.schema.values import ValueChecker
-from test_schema_budget import assert_exact, objects
+from oracles import all_objects, assert_exact
 
 BOOL_OR_CONST = {
     # o90946's shape: {} is valid for both, so it is in neither; a discriminator or the own key picks one
@@ -59,7 +59,7 @@ def test_overlapping_object_branches_are_exact(schema):
               "root": [1], "boot": [2], "type": ["none", "gpt", "msdos"], "radius": [1.5], "length": [2],
               "width": [3], "a": [1, "x"], "b": ["s", 2]}
     names = sorted({n for b in schema["oneOf"] for n in b.get("properties", {})} | set(schema.get("properties", {})))
-    assert_exact(schema, objects({n: values[n] for n in names}))
+    assert_exact(schema, all_objects({n: values[n] for n in names}))
 
 
 def arrays(values: list, most: int) -> list:
@@ -132,7 +132,7 @@ def test_not_of_an_object_with_a_count_is_exact_in_the_stack_grammar():
     # not (a string "a" and at least 2 names): another type, a non-string "a", or at most 1 name
     schema = {"type": "object", "properties": {"x": {"not": {"type": "object", "properties": {"a": {"type": "string"}},
                                                                "minProperties": 2}}}}
-    inner = objects({"a": ["s", 1], "b": [True], "c": [None]})
+    inner = all_objects({"a": ["s", 1], "b": [True], "c": [None]})
     assert_exact(schema, [{"x": v} for v in inner] + [{}])
 
 
@@ -150,7 +150,7 @@ def test_a_built_negation_keeps_its_keywords_in_an_older_dialect(beside):
         {"properties": {"y": {"type": "integer"}}, "required": ["y"]},
         {"properties": {"x": {"type": "array", "items": {"type": "integer"}}}, "required": ["x"]}]},
         {"properties": beside}]}  # (the merge re-reads the built negation)
-    assert_exact(schema, objects({"x": [[1], ["s"], [1, "s"], 3], "y": [1, "s"]}))
+    assert_exact(schema, all_objects({"x": [[1], ["s"], [1, "s"], 3], "y": [1, "s"]}))
 
 
 def test_the_documents_own_contains_stays_ignored_in_draft_4():
@@ -158,7 +158,7 @@ def test_the_documents_own_contains_stays_ignored_in_draft_4():
         {"properties": {"x": {"type": "array", "items": {"type": "integer"}, "contains": {"const": 5}}},
          "required": ["x"]},
         {"properties": {"y": {"type": "integer"}}, "required": ["y"]}]}
-    assert_exact(schema, objects({"x": [[1], ["s"], [5]], "y": [1, "s"]}))
+    assert_exact(schema, all_objects({"x": [[1], ["s"], [5]], "y": [1, "s"]}))
 
 
 def test_the_value_checker_reads_built_nodes_in_the_compilers_terms():

@@ -6,7 +6,7 @@ each key with each of three values."""
 import pytest
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
-from test_extra_keys import agrees_with_jsonschema, objects
+from oracles import agrees_with_jsonschema, keyed_objects
 
 SCHEMAS = {
     "one-pattern": {"type": "object", "patternProperties": {"^x": {"type": "integer"}},
@@ -26,7 +26,7 @@ KEYS = ["xa", "a", "1", "x1", "b", "\u0661"]
                                   for n in SCHEMAS])  # the slow one: ~1 s (two patterns' key regions)
 def test_extra_keys_beside_patterns_agree_with_jsonschema(name):
     # complete but for keys only Unicode \d matches
-    instances = objects(KEYS, [1, "s", True], 2)
+    instances = keyed_objects(KEYS, [1, "s", True], 2)
     assert agrees_with_jsonschema(SCHEMAS[name], instances, complete=lambda inst: "\u0661" not in inst) >= 10
 
 
@@ -51,5 +51,5 @@ def test_pattern_keys_beside_additional_properties_false_count_in_one_of():
      "patternProperties": {"^x": {"type": "integer"}, "a$": {"minimum": 1}}, "additionalProperties": False},
 ], ids=["pattern", "every-key", "two-patterns-declared"])
 def test_required_names_that_a_pattern_matches_agree_with_jsonschema(schema):
-    instances = objects(KEYS, [1, 0, "s", True], 3)
+    instances = keyed_objects(KEYS, [1, 0, "s", True], 3)
     assert agrees_with_jsonschema(schema, instances, complete=lambda inst: "\u0661" not in inst) >= 3

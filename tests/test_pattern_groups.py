@@ -7,7 +7,7 @@ import random
 import pytest
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
-from test_lookahead import assert_agrees_with_re_search
+from oracles import assert_agrees_with_re_search
 
 PATTERNS = ["(^[a-c.()-]+$)", "(^a|^b)", "([^,]|$)", "(^$)", "(^ab)", "(b$)", "([0-9]{2}(-[0-9])?$)",
             r"(a[0-9]b$|\%V\%)", "((^a))", "(?:^ab|c$)", "(^a)|b$", "(a)(b)",

@@ -13,7 +13,7 @@ import pytest
 
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
 from inferlab.constrain.stack import build_machine
-from test_schema_properties import validator
+from oracles import validator
 
 SCHEMAS = {
     "pattern": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},

@@ -10,11 +10,9 @@
 """
 
 import json
-import random
 import re
 from collections import Counter
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,30 +21,9 @@ from inferlab.constrain import regex as rx
 from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.dfa_algebra import AutomatonTooLarge, product, to_regex
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
-from test_schema_properties import SCALARS, assert_refusals_bounded, sample, validator
+from oracles import SCALARS, assert_refusals_bounded, sample, small_regex, validator
 
 # --- automaton operations against their definitions ------------------------------------------
-
-ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "[^a]", ".", "(?:ab)", "\\d"])
-
-
-@st.composite
-def small_regex(draw, depth=2, atoms=ATOMS):
-    if depth == 0:
-        return draw(atoms)
-    kind = draw(st.sampled_from(["atom", "cat", "alt", "star", "opt", "count"]))
-    if kind == "atom":
-        return draw(atoms)
-    a = draw(small_regex(depth - 1, atoms))
-    if kind == "cat":
-        return a + draw(small_regex(depth - 1, atoms))
-    if kind == "alt":
-        return f"(?:{a}|{draw(small_regex(depth - 1, atoms))})"
-    if kind == "star":
-        return f"(?:{a})*"
-    if kind == "opt":
-        return f"(?:{a})?"
-    return f"(?:{a}){{1,3}}"
 
 
 TEXTS = st.lists(st.text(alphabet="abé😀1x", max_size=6), min_size=20, max_size=40)

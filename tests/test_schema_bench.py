@@ -5,18 +5,12 @@ import json
 import os
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
+from oracles import write_case
 
 from inferlab.cli import main
-from inferlab.constrain.bench import DEFAULT_DIR, BenchConfig, list_cases, run_bench
-
-
-def write_case(folder: Path, name: str, schema, tests):
-    doc = {"description": name, "meta": {}, "schema": schema,
-           "tests": [{"description": "", "valid": valid, "data": data} for valid, data in tests]}
-    (folder / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
+from inferlab.bench.schema_bench import DEFAULT_DIR, BenchConfig, list_cases, run_bench
 
 
 @pytest.fixture
@@ -92,7 +86,7 @@ def test_real_benchmark_sample_is_sound():
 
 
 def test_refusal_histogram_keeps_names_and_limits():
-    from inferlab.constrain.bench import _reason_key
+    from inferlab.bench.schema_bench import _reason_key
     assert _reason_key("the regex for #/definitions/a exceeds 1,000,000 characters: simplify") == \
         "the regex for #… exceeds 1,000,000 characters: simplify"
     assert _reason_key("oneOf at #/x/oneOf: branches /x/oneOf/0 and /x/oneOf/1 are not provably disjoint") == \
@@ -178,26 +172,37 @@ def _rss_mib() -> int:
 
 
 def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Two runs, so that neither bound races the other: past the memory bound under a time bound
+    no loaded host reaches (a 3 s bound shared by both once lost to a starved child: 'exceeded
+    3 s' where the memory was meant), then past a 1 s time bound."""
     from inferlab.cli.schema_bench import _load_vocab
-    write_case(tmp_path, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
-    write_case(tmp_path, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
-    write_case(tmp_path, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
-    monkeypatch.setattr("inferlab.constrain.bench_peers.load_peers", lambda vocab, tok, names: ({"fake": _FakePeer()}, {}))
+    memory_dir, time_dir = tmp_path / "memory", tmp_path / "time"
+    memory_dir.mkdir()
+    time_dir.mkdir()
+    write_case(memory_dir, "A---memory", {"title": "hog memory", "type": "integer"}, [(True, 1)])
+    write_case(memory_dir, "B---plain", {"type": "integer"}, [(True, 1), (False, "x")])
+    write_case(time_dir, "A---time", {"title": "hog time", "type": "integer"}, [(True, 1)])
+    monkeypatch.setattr("inferlab.bench.schema_peers.load_peers", lambda vocab, tok, names: ({"fake": _FakePeer()}, {}))
     vocab = _load_vocab("512")
     memory_mib = _rss_mib() + 256  # the child starts with at most the parent's pages
-    results = run_bench(BenchConfig(directory=tmp_path, peers=True, timeout_s=3, peer_memory=memory_mib * 2**20,
-                                    mask_min_sample_s=0.001), vocab=vocab)
-    by_name = {r["name"]: r for r in results["schemas"]}
+
+    def run(directory, timeout_s):
+        return run_bench(BenchConfig(directory=directory, peers=True, timeout_s=timeout_s,
+                                     peer_memory=memory_mib * 2**20, mask_min_sample_s=0.001), vocab=vocab)
+
+    results, timed = run(memory_dir, 120), run(time_dir, 1)
+    by_name = {r["name"]: r for r in results["schemas"] + timed["schemas"]}
     assert by_name["A---memory"]["peers"]["fake"]["reason"] == f"exceeded {memory_mib} MiB"
     assert by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"] > memory_mib
-    assert by_name["A---time"]["peers"]["fake"]["reason"] == "exceeded 3 s"
+    assert by_name["A---time"]["peers"]["fake"]["reason"] == "exceeded 1 s"
     assert by_name["B---plain"]["peers"]["fake"]["reason"] == "ValueError: the fake peer refuses"
     for r in by_name.values():  # ours ran on each, beside the refusals
         assert r["compiled"] and r["valid_accepted"] == 1 and r["peak_rss_mb"] > 0
         assert not r["peers"]["fake"]["compiled"]
     assert results["summary"]["all"]["peers"]["fake"]["compiled"] == 0
     assert results["summary"]["all"]["peers"]["fake"]["peak_rss_mb_max"] == by_name["A---memory"]["peers"]["fake"]["peak_rss_mb"]
-    assert results["config"]["timeout_s"] == 3 and results["config"]["peer_memory"] == memory_mib * 2**20
+    assert results["config"]["timeout_s"] == 120 and results["config"]["peer_memory"] == memory_mib * 2**20
+    assert timed["config"]["timeout_s"] == 1
 
 
 def test_the_process_peak_covers_every_schemas_peak(bench_dir):
@@ -209,7 +214,7 @@ def test_the_process_peak_covers_every_schemas_peak(bench_dir):
 
 
 def test_ours_past_the_time_bound_is_refused(bench_dir, monkeypatch):
-    import inferlab.constrain.bench as bench
+    import inferlab.bench.schema_bench as bench
 
     def slow(res, *args):
         res.compiled = True  # partly done work is dropped, as a killed peer's would be
@@ -227,7 +232,7 @@ def test_peers_in_a_child_match_peers_in_process(bench_dir):
     """The forked child changes where a peer runs, not what it answers."""
     pytest.importorskip("llguidance")
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain.bench_peers import load_peers, run_peer, run_peer_bounded
+    from inferlab.bench.schema_peers import load_peers, run_peer, run_peer_bounded
     vocab, tok = _load_vocab("512")
     peers, _ = load_peers(vocab, tok)
     timing_keys = {"compile_ms", "first_mask_ms", "mask_us_per_token", "mask_us_p99", "first_walk_us_per_token",
@@ -268,7 +273,7 @@ def test_bad_bounds_exit_2_with_one_line_naming_the_flag(bench_dir, tmp_path, ca
 
 def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
     """MaskBench's time between masks: every token's reading counts once, whatever its schema."""
-    from inferlab.constrain.bench import SchemaResult, summarize
+    from inferlab.bench.schema_bench import SchemaResult, summarize
     a = SchemaResult("A---a", "A", True, first_walk_us=[1.0, 2.0, 3.0])
     b = SchemaResult("A---b", "A", True, first_walk_us=[10.0])
     s = summarize([a, b])["all"]
@@ -279,7 +284,7 @@ def test_first_walk_readings_are_pooled_over_tokens_not_schemas():
 
 def test_every_valid_instance_walk_is_pooled_with_the_first():
     """MaskBench's population: the first walks and the later instances' walks, token by token."""
-    from inferlab.constrain.bench import SchemaResult, summarize
+    from inferlab.bench.schema_bench import SchemaResult, summarize
     a = SchemaResult("A---a", "A", True, first_walk_us=[4.0, 8.0], later_walk_us=[1.0, 1.0, 2.0])
     b = SchemaResult("A---b", "A", True, first_walk_us=[30.0])
     s = summarize([a, b])["all"]
@@ -294,7 +299,7 @@ def test_later_instances_are_walked_on_the_first_ones_grammar(bench_dir):
     """Beta---obj has two valid instances: the second is walked after the first, a reading a token;
     the others have one."""
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain.bench import _canonical
+    from inferlab.bench.schema_bench import _canonical
     vocab, tok = _load_vocab("512")
     config = BenchConfig(directory=bench_dir, mask_min_sample_s=0.001)
     by_name = {r["name"]: r for r in run_bench(config, vocab=(vocab, tok))["schemas"]}
@@ -307,7 +312,7 @@ def test_later_instances_are_walked_on_the_first_ones_grammar(bench_dir):
 def test_time_to_first_mask_adds_the_compile_where_a_mask_was_timed():
     """MaskBench's TTFM: compile + first mask per schema; a compiled schema with no timed mask
     counts in the compile's percentiles, not in TTFM's."""
-    from inferlab.constrain.bench import SchemaResult, summarize
+    from inferlab.bench.schema_bench import SchemaResult, summarize
     rs = [SchemaResult("A---a", "A", True, compile_ms=10.0, first_mask_ms=1.0),
           SchemaResult("A---b", "A", True, compile_ms=30.0, first_mask_ms=2.0),
           SchemaResult("A---c", "A", True, compile_ms=100.0),  # a peer whose first mask raised: none
@@ -373,7 +378,7 @@ def test_our_vocabulary_preprocessing_is_timed_apart(bench_dir):
 
 def test_the_mask_plot_has_a_curve_per_engine_and_panel_and_none_without_a_vocabulary(bench_dir):
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain.bench import mask_readings, plot_masks
+    from inferlab.bench.schema_bench import mask_readings, plot_masks
     assert plot_masks(run_bench(BenchConfig(directory=bench_dir))) is None
     results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=_load_vocab("512"))
     first, walks, warm = mask_readings(results)["inferlab"]
@@ -391,7 +396,7 @@ def test_the_mask_plot_has_a_curve_per_engine_and_panel_and_none_without_a_vocab
 
 def test_first_walk_tokens_are_pooled_by_what_their_step_did():
     """Shares of tokens and of summed time, and percentiles, per kind of step (hand-derived)."""
-    from inferlab.constrain.bench import SchemaResult, summarize
+    from inferlab.bench.schema_bench import SchemaResult, summarize
     a = SchemaResult("A---a", "A", True, first_walk_us=[2.0, 10.0, 30.0, 4.0], first_walk_kinds="sncs")
     b = SchemaResult("A---b", "A", True, first_walk_us=[954.0], first_walk_kinds="b")
     steps = summarize([a, b])["all"]["first_walk_by_step"]
@@ -403,7 +408,7 @@ def test_first_walk_tokens_are_pooled_by_what_their_step_did():
 
 
 def test_first_walk_advances_are_pooled_over_tokens():
-    from inferlab.constrain.bench import SchemaResult, summarize
+    from inferlab.bench.schema_bench import SchemaResult, summarize
     a = SchemaResult("A---a", "A", True, first_walk_us=[1.0, 1.0], first_walk_advance_us=[2.0, 6.0])
     b = SchemaResult("A---b", "A", True, first_walk_us=[1.0], first_walk_advance_us=[40.0])
     s = summarize([a, b])["all"]
@@ -417,7 +422,7 @@ def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(ben
     states (the first step re-fills the initial state, filled by the first mask), and the other
     kinds cover every new state."""
     from inferlab.cli.schema_bench import _load_vocab
-    from inferlab.constrain.bench import STEP_KINDS, _replay_first_walk
+    from inferlab.bench.schema_bench import STEP_KINDS, _replay_first_walk
     from inferlab.constrain.matcher import compile_json_schema
     vocab, tok = _load_vocab("512")
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "enum": ["xy", "z"]}}},

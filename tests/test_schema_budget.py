@@ -17,15 +17,15 @@ import gc
 import itertools
 import json
 
-import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import all_objects, assert_exact
 
 from inferlab.cli import main
-from inferlab.constrain.bench import _size_refusal
+from inferlab.bench.schema_bench import _size_refusal
 from inferlab.constrain.dfa_algebra import MAX_PRODUCT_STATES
-from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError, canonical_json
+from inferlab.constrain.schema import MAX_SUBSCHEMAS, SchemaError
 from inferlab.constrain.schema.common import _json_equal
 from inferlab.constrain.stack import compile_machine
 from inferlab.errors import InferlabError
@@ -58,33 +58,7 @@ def test_json_equality_is_json_schema_equality(a, b):
 
 # --- oneOf, one JSON type at a time ------------------------------------------------------------
 
-def validator(schema):
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
-
-def assert_exact(schema, instances):
-    """The compiled grammar accepts an instance's canonical text iff jsonschema accepts it."""
-    _, machine = compile_machine(schema)
-    v = validator(schema)
-    verdicts = {True: 0, False: 0}
-    for instance in instances:
-        want = v.is_valid(instance)
-        assert machine.accepts(canonical_json(instance, schema)) == want, (instance, want)
-        verdicts[want] += 1
-    assert min(verdicts.values()) >= 3, verdicts  # both answers are exercised
-
-
-def objects(values: dict) -> list:
-    """Every object over the given property values (absent included), and non-objects."""
-    names = list(values)
-    out = []
-    for combo in itertools.product(*([*values[n], ABSENT] for n in names)):
-        out.append({n: x for n, x in zip(names, combo) if x is not ABSENT})
-    return out + [None, True, 0, 1.5, "kind", [], ["a"]]
-
-
-ABSENT = object()
 TAGGED = {"oneOf": [  # branches without "type": each admits every non-object
     {"properties": {"kind": {"enum": ["a"]}, "n": {"type": "integer"}}, "required": ["kind"],
      "additionalProperties": False},
@@ -101,7 +75,7 @@ def test_one_of_by_type_is_exact(schema):
     """Objects: disjoint by their enum or pattern tags (the pattern branch by jsonschema checking
     the listed values). Other types: two branches admit every value, so none matches exactly one,
     except where only one does (the last schema's integers)."""
-    assert_exact(schema, objects({"kind": ["a", "b", "xy", "z", 1], "n": [1, "s", None],
+    assert_exact(schema, all_objects({"kind": ["a", "b", "xy", "z", 1], "n": [1, "s", None],
                                   "tags": [["t"], [1]]}) + ["abcd", "ab", 2, 0])
 
 
@@ -112,7 +86,7 @@ def test_one_of_over_array_properties_compiles_where_negation_would_be_refused()
     kinds = [f"k{i}" for i in range(12)]
     schema = {"oneOf": [{"properties": {"kind": {"const": k}, "ids": {"type": "array", "items": {"type": "integer"}}},
                          "required": ["kind"], "additionalProperties": False} for k in kinds]}
-    assert_exact(schema, objects({"kind": kinds[:3] + ["k99"], "ids": [[1], ["x"], []]}))
+    assert_exact(schema, all_objects({"kind": kinds[:3] + ["k99"], "ids": [[1], ["x"], []]}))
 
 
 def test_an_exclusive_one_of_past_the_expansion_limit_is_refused_by_counting():

@@ -9,18 +9,18 @@ mask and generate, not a model. Slow, and skipped when ../shared/jsonschemabench
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from oracles import ClosingBiasedModel
 
 from inferlab.constrain import vocabulary_of
-from inferlab.constrain.bench import DEFAULT_DIR, BenchConfig, compile_within_limits, list_cases
+from inferlab.bench.schema_bench import DEFAULT_DIR, BenchConfig, compile_within_limits, list_cases
 from inferlab.constrain.masks import NEG_INF
 from inferlab.constrain.stack import StackGrammar
 from inferlab.errors import InferlabError
 from inferlab.model.generate import generate
-from inferlab.model.tokenizer import load_vocab
+from inferlab.model.tokenizer_loaders import load_vocab
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = [pytest.mark.slow,
@@ -59,35 +59,6 @@ class GrammarTokenMask:
 
     def allowed_ids(self):
         return self.grammar.allowed_ids(self.state)
-
-
-@dataclass(frozen=True)
-class _Config:
-    vocab_size: int
-    context: int = 4096
-
-
-class _Cache:
-    length = 0
-
-
-class ClosingBiasedModel:
-    """Fixed logits (V,): shorter tokens and tokens holding `"`, `}`, `]`, `,` or a digit are
-    likelier; EOS is likeliest (the mask allows it only when the output is complete)."""
-
-    def __init__(self, tok):
-        score = np.array([-0.7 * len(b) + 2.5 * any(c in b for c in b'"}],0123456789') for b in tok.token_bytes],
-                         dtype=np.float32)
-        score[tok.eos_id] = 8.0
-        self.logits = score
-        self.config = _Config(tok.vocab_size)
-
-    def new_cache(self, kind="contiguous"):
-        return _Cache()
-
-    def decode(self, ids, cache):
-        cache.length += len(ids)
-        return np.broadcast_to(self.logits, (len(ids), self.logits.size)).copy()
 
 
 def test_complete_outputs_validate_on_the_benchmark_sample():

@@ -11,7 +11,6 @@
 import json
 import math
 import random
-import re
 from collections import Counter
 
 import numpy as np
@@ -22,12 +21,10 @@ from hypothesis import strategies as st
 from inferlab.constrain import regex as rx
 from inferlab.constrain import token_split
 from inferlab.constrain.dfa import compile_regex
-from inferlab.constrain.nfa import call_bytes
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import NARROW_NODES, StackGrammar, StackMachine, build_machine
 from inferlab.constrain.vocab import Vocabulary
-from test_lru import run_in_threads
-from test_schema_properties import MAX_REFUSED, SCHEMAS, sample, validator
+from oracles import MAX_REFUSED, SCHEMAS, bitmask_ids, key_state, random_walk, Reference, run_in_threads, sample, small_vocab, validator
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {
     "v": {"type": "integer", "minimum": 0, "maximum": 9},
@@ -39,168 +36,6 @@ LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength":
         "required": ["head", "tail"]}
 ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
 RECURSIVE = [TREE, LIST, ANY]
-
-
-def small_vocab(seed: int, n: int = 300) -> Vocabulary:
-    """All single bytes, plus random JSON-ish multi-byte tokens (some cross value boundaries)."""
-    rng = random.Random(seed)
-    text = '{}[]":,0123456789-.eE truefalsenullkidsvheadtailxyé\\'
-    pieces = ['{"v":', ',"kids":[', '"v":', '},{', '"kids":[', ']}', '":', '",', '"}', 'null}', ':{"', '}]}', '[]', '{}']
-    for _ in range(n):
-        pieces.append("".join(rng.choice(text) for _ in range(rng.randint(2, 5))))
-    toks = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p.encode() for p in pieces]))
-    toks.insert(5, toks[260])  # a duplicate byte string
-    eos = len(toks)
-    return Vocabulary(tuple(toks) + (b"",), eos_id=eos, special_ids=frozenset([eos]))
-
-
-class Reference:
-    """Sets of explicit stacks over the DFAs; calls read off the marker paths byte by byte.
-
-    Map frames (automaton, state, members begun), from the CompiledGrammar.maps contract: at a
-    map's start, return once min members were written, or begin one more while fewer than max
-    (the first member's key automaton has no comma); after a member, back to the start."""
-
-    def __init__(self, machine):
-        self.dfas = machine.dfas
-        self.maps = machine.maps
-        self.calls = []
-        for d in self.dfas:
-            table = {}
-            for s in range(d.n_states):
-                for k in range(len(self.dfas)):
-                    r = d.walk(call_bytes(k), s)
-                    if r >= 0:
-                        table.setdefault(s, []).append((k, r))
-            self.calls.append(table)
-
-    def entry(self, k):
-        return (k, self.dfas[k].start) + ((0,) if self.maps[k] else ())
-
-    def expand(self, stacks):
-        out, todo = set(), [(st, ()) for st in stacks]
-        while todo:
-            st, pushed = todo.pop()
-            if st in out:
-                continue
-            out.add(st)
-            a, s = st[-1][:2]
-            extra = st[-1][2:]
-            dfa = self.dfas[a]
-            if self.maps[a] is not None and s == dfa.start:
-                lo, hi, first, nxt = self.maps[a]
-                n = extra[0]
-                if n >= lo and len(st) > 1:
-                    todo.append((st[:-1], pushed))
-                if hi is None or n < hi:
-                    key = first if n == 0 and first >= 0 else nxt
-                    for k, r in self.calls[a].get(s, []):
-                        if k == key:
-                            todo.append((st[:-1] + ((a, r, n + 1), self.entry(k)), pushed + (k,)))
-                continue
-            for k, r in self.calls[a].get(s, []):
-                if k not in pushed:
-                    todo.append((st[:-1] + ((a, r) + extra, self.entry(k)), pushed + (k,)))
-            if dfa.accepting[s]:
-                if self.maps[a] is not None:
-                    todo.append((st[:-1] + ((a, dfa.start) + extra,), pushed))
-                elif len(st) > 1:
-                    todo.append((st[:-1], pushed))
-        return out
-
-    def step(self, stacks, byte):
-        if byte >= 0xF8:
-            return set()
-        out = set()
-        for st in self.expand(stacks):
-            a, s = st[-1][:2]
-            t = int(self.dfas[a].trans[s, byte])
-            if t >= 0:
-                out.add(st[:-1] + ((a, t) + st[-1][2:],))
-        return out
-
-    def walk(self, stacks, data):
-        for b in data:
-            stacks = self.step(stacks, b)
-            if not stacks:
-                break
-        return stacks
-
-    def can_end(self, stacks):
-        return any(len(st) == 1 and self.dfas[st[0][0]].accepting[st[0][1]] for st in self.expand(stacks))
-
-
-_LEX = re.compile(rb'(?P<s>"(?:[^"\\]|\\.)*")|(?P<u>"(?:[^"\\]|\\.)*\\?\Z)|(?P<p>[{}\[\],:])', re.S)
-
-
-def key_state(text: bytes):
-    """Rescan the whole text: None if some object repeats a key (decoded: json.loads), else (the
-    key sets of the open objects, the unfinished key or None): what can still matter after it."""
-    objs, expect_key, partial = [], False, None
-    for m in _LEX.finditer(text):
-        tok = m.group()
-        if m.lastgroup == "u":  # a string still open at the end
-            partial = tok if expect_key else None
-        elif m.lastgroup == "s":
-            if expect_key:
-                name = json.loads(tok)
-                if name in objs[-1]:
-                    return None
-                objs[-1] = objs[-1] | {name}
-                expect_key = False
-        elif tok == b"{":
-            objs.append(frozenset())
-            expect_key = True
-        elif tok == b"[":
-            objs.append(None)
-        elif tok in (b"}", b"]"):
-            objs.pop()
-        elif tok == b",":
-            expect_key = objs[-1] is not None
-        elif tok == b":":
-            expect_key = False
-    return tuple(objs), partial
-
-
-def bitmask_ids(grammar, state):
-    row = np.zeros((grammar.vocab_size + 31) // 32, dtype=np.int32)
-    grammar.fill_bitmask(state, row)
-    bits = np.unpackbits(row.view(np.uint8), count=grammar.vocab_size, bitorder="little")
-    return set(np.flatnonzero(bits).tolist())
-
-
-def brute_force_ids(ref, vocab, stacks, text=b""):
-    """Tokens whose reference walk survives with no object repeating a key (these schemas' keys
-    never run out, so every survivor can be completed)."""
-    ids = {t for t, data in enumerate(vocab.token_bytes)
-           if data and t not in vocab.special_ids and ref.walk(stacks, data) and key_state(text + data) is not None}
-    if ref.can_end(stacks):
-        ids.add(vocab.eos_id)
-    return ids
-
-
-def generate(grammar, rng, ref=None, max_tokens=60):
-    """A random token walk; with `ref`, every mask is checked against the brute force."""
-    vocab = grammar.vocab
-    state = grammar.initial_state()
-    stacks = {((0, grammar.machine.dfas[0].start),)}
-    out = b""
-    for _ in range(max_tokens):
-        ids = bitmask_ids(grammar, state)
-        if ref is not None:
-            assert ids == brute_force_ids(ref, vocab, stacks, out), out
-        assert ids, f"dead end after {out!r}"
-        if vocab.eos_id in ids and (len(ids) == 1 or rng.random() < 0.3):
-            return out, True
-        ids.discard(vocab.eos_id)
-        # prefer closing tokens near the budget so walks finish
-        t = rng.choice(sorted(ids))
-        state = grammar.advance(state, t)
-        assert state is not None
-        out += vocab.token_bytes[t]
-        if ref is not None:
-            stacks = ref.walk(stacks, vocab.token_bytes[t])
-    return out, False
 
 
 # Both ways to a mask: the Python walk of a narrow configuration, and the split (no Python walk).
@@ -220,26 +55,31 @@ def test_masks_equal_brute_force_on_recursive_schemas(schema, narrow, warm):
 
 
 def walks_equal_brute_force_and_validate(grammar, schema, walks: int) -> None:
-    """`walks` random walks of `grammar`, each mask checked against the brute force (generate's
+    """`walks` random walks of `grammar`, each mask checked against the brute force (random_walk's
     Reference); every finished text validates against `schema`, and some walk finishes."""
     ref, v, rng = Reference(grammar.machine), validator(schema), random.Random(0)
     finished = 0
     for _ in range(walks):
-        text, done = generate(grammar, rng, ref)
+        text, done = random_walk(grammar, rng, ref)
         if done:
             finished += 1
             assert v.is_valid(json.loads(text)), text
     assert finished > 0
 
 
-def grammar_or_counted(schema, counts, vocab):
-    """The schema's StackGrammar over `vocab`, or None when the compiler refuses it (counted)."""
+def compile_counted(counts, compile_):
+    """compile_(), or None when the compiler refuses (counted: assert_few_refused bounds them)."""
     counts["drawn"] += 1
     try:
-        return StackGrammar(build_machine(compile_grammar(schema)), vocab)
+        return compile_()
     except SchemaError:
         counts["refused"] += 1
         return None
+
+
+def grammar_or_counted(schema, counts, vocab):
+    """The schema's StackGrammar over `vocab`, or None when the compiler refuses it (counted)."""
+    return compile_counted(counts, lambda: StackGrammar(build_machine(compile_grammar(schema)), vocab))
 
 
 def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = False):
@@ -254,7 +94,7 @@ def check_masks_and_soundness(schema, rng, vocab_seed, counts, *, stack: bool = 
     ref = Reference(grammar.machine)
     v = validator(schema)
     for _ in range(2):
-        text, done = generate(grammar, rng, ref, max_tokens=30)
+        text, done = random_walk(grammar, rng, ref, max_tokens=30)
         if done:
             assert v.is_valid(json.loads(text)), (schema, text)  # soundness
 
@@ -316,21 +156,27 @@ def assert_few_refused(counts, examples):
 
 
 @pytest.mark.slow  # ~2 s cross-check of the two compile paths
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_grammar_accepts_the_flat_regex_language(schema, rng):
+def test_grammar_accepts_the_flat_regex_language():
     """Non-recursive schemas: whatever the flat regex matches with no repeated key (the flat
     regex cannot forbid repeats), the stack grammar accepts."""
-    try:
-        flat = compile_schema(schema)
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    machine = build_machine(compiled)
-    ast = rx.parse(flat.regex)
-    for _ in range(10):
-        text = sample(ast, rng)
-        assert machine.accepts(text) == (key_state(text.encode()) is not None), (schema, text)
+    counts, examples = Counter(), 60
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        both = compile_counted(counts, lambda: (compile_schema(schema), compile_grammar(schema)))
+        if both is None:
+            return
+        flat, compiled = both
+        machine = build_machine(compiled)
+        ast = rx.parse(flat.regex)
+        for _ in range(10):
+            text = sample(ast, rng)
+            assert machine.accepts(text) == (key_state(text.encode()) is not None), (schema, text)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def nested_tree(depth):
@@ -479,19 +325,24 @@ def test_twin_automata_share_their_splits_and_counted_walks_exactly():
 
 
 @pytest.mark.slow  # ~2-3 s; the fixed counted cases run by default
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_counted_equals_unrolled_on_generated_schemas(schema, rng):
-    try:
-        counted_c = compile_grammar(schema, count_min=2)
-        flat_c = compile_grammar(schema, count_min=10**9)
-    except SchemaError:
-        return
+def test_counted_equals_unrolled_on_generated_schemas():
+    counts, examples = Counter(), 40
     vocab = small_vocab(8, n=100)
-    counted = StackGrammar(build_machine(counted_c), vocab)
-    flat = StackGrammar(build_machine(flat_c), vocab)
-    for _ in range(3):
-        walk_pair(counted, flat, rng, steps=30)
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        both = compile_counted(counts, lambda: (compile_grammar(schema, count_min=2),
+                                                compile_grammar(schema, count_min=10**9)))
+        if both is None:
+            return
+        counted_grammar, flat = (StackGrammar(build_machine(c), vocab) for c in both)
+        for _ in range(3):
+            walk_pair(counted_grammar, flat, rng, steps=30)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def test_flat_schema_is_one_automaton():
@@ -567,7 +418,7 @@ def split_equals_full_walk(grammar, rng, steps=25):
 
 @pytest.fixture(scope="module")
 def qwen_vocab():
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
     if not vocab_installed("qwen"):
         pytest.skip("qwen vocabulary not installed")
     return Vocabulary.from_tokenizer(load_vocab("qwen"))
@@ -583,17 +434,21 @@ def test_split_masks_equal_full_walk_at_qwen_on_recursive_schemas(schema, qwen_v
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
-def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab, schema, rng):
-    try:
-        compiled = compile_grammar(schema)
-    except SchemaError:
-        return
-    grammar = StackGrammar(build_machine(compiled), qwen_vocab)
-    split_equals_full_walk(grammar, rng, steps=12)  # (the split's regions share their shapes)
-    shared_splits_equal_unshared(grammar, 4, rng)
+def test_split_masks_equal_full_walk_at_qwen_on_generated_schemas(qwen_vocab):
+    counts, examples = Counter(), 15
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.data_too_large])
+    @given(st.one_of(SCHEMAS, recursive_schemas()), st.randoms(use_true_random=False))
+    def prop(schema, rng):
+        grammar = grammar_or_counted(schema, counts, qwen_vocab)
+        if grammar is None:
+            return
+        split_equals_full_walk(grammar, rng, steps=12)  # (the split's regions share their shapes)
+        shared_splits_equal_unshared(grammar, 4, rng)
+
+    prop()
+    assert_few_refused(counts, examples)
 
 
 def shared_splits_equal_unshared(grammar, states_per_automaton=None, rng=None):
@@ -824,7 +679,7 @@ def test_a_frame_split_serves_every_grammar_over_the_vocabulary(monkeypatch, nar
         ref = Reference(grammar.machine)
         walked.clear()
         for _ in range(6):
-            generate(grammar, rng, ref)
+            random_walk(grammar, rng, ref)
         reused += len(grammar._frames) - len(walked)
     assert reused > 0
 
@@ -845,7 +700,7 @@ def test_masks_equal_brute_force_with_splits_shared_across_generated_schemas(exa
             grammar.narrow_nodes = rng.choice(MASK_PATHS)  # (masks by frame splits alone, or narrow ones too)
             ref = Reference(grammar.machine)
             for _ in range(2):
-                generate(grammar, rng, ref, max_tokens=30)
+                random_walk(grammar, rng, ref, max_tokens=30)
 
     prop()
     assert_few_refused(counts, examples)

@@ -100,13 +100,13 @@ def test_walks_equal_brute_force_on_random_automata(seed):
 
 
 def test_walks_equal_brute_force_on_the_512_vocabulary():
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
     assert check_walks(Vocabulary.from_tokenizer(load_vocab("512")), 7) > 0
 
 
 @pytest.mark.slow
 def test_walks_equal_brute_force_at_qwen():
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
     if not vocab_installed("qwen"):
         pytest.skip("qwen vocabulary not installed")
     assert check_walks(Vocabulary.from_tokenizer(load_vocab("qwen")), 11) > 0

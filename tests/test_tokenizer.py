@@ -7,41 +7,14 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import CORPUS, TEXT
 
 from inferlab.errors import InferlabError
 from inferlab.model import bpe
-from inferlab.model.tokenizer import ENDOFTEXT, load_hf_tokenizer, load_vocab, train_bpe
+from inferlab.model.tokenizer import ENDOFTEXT, train_bpe
+from inferlab.model.tokenizer_loaders import load_hf_tokenizer, load_vocab
 
-# A corpus that exercises every branch of the pre-tokenizers: Spanish with accents, code,
-# numbers, whitespace runs, \r\n, emoji (4-byte UTF-8, ZWJ sequences), CJK, contractions in
-# every case, the long s (which (?i) matches as s), combining marks, and special-token text.
-CORPUS = [
-    "El niño comió una manzana; ¿cuántas pingüinas viste en Cádiz? ¡Muchísimas!",
-    "conjuga hablar, presente, yo:{\"verbo\":\"hablar\",\"tiempo\":\"presente\",\"forma\":\"hablo\"}",
-    "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\r\n",
-    "Numbers: 1234567 3.14159 -42 1e-9 0x1F 2026-12-02 12:30:00 ٣٤٥ ⅻ ²³",
-    "   leading spaces, trailing spaces   ",
-    "tabs\t\t\tand  \n  mixed \u00a0\u2003 whitespace\u3000here \n",
-    "I'm sure you'll see they've said it's 'quoted' — DON'T WON'T I'LL we'Re 'ſ 'S",
-    "emoji 😀👍🏽 👨‍👩‍👧 flags 🇪🇸 and ❤️",
-    "中文分词测试：你好，世界！日本語のテキスト、カタカナ。한국어 문장",
-    "combining: e\u0301 n\u0303 vs é ñ; Ångström Ωmega ǅ",
-    "x<|endoftext|>y",
-    "\n\n\n",
-    " ",
-    "'",
-    "a  b   c    d",
-    "trailing newline\n",
-    "\r\n\r\n  \r  \n\t",
-    "punct!!! ...??? ---> <<<>>> $$$ @@@ ### %%%",
-    "URL https://example.com/path?q=1&r=2#frag",
-    "ends with spaces \t ",
-]
 TRAIN_TEXT = "\n".join(CORPUS * 3) + ENDOFTEXT + "otra línea más\n" * 5
-
-# Unassigned code points (Cn) may be classified differently by the references' newer Unicode
-# tables, and lone surrogates (Cs) are not text.
-TEXT = st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=60)
 
 
 @pytest.fixture(scope="module")

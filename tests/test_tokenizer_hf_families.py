@@ -7,90 +7,30 @@ from __future__ import annotations
 
 import inspect
 import json
-import textwrap
 
 import pytest
+from hf_helpers import BUILDERS, PLAIN_ADDED, family_sentencepiece
 from hypothesis import given, settings
-from test_tokenizer import CORPUS, TEXT
+from oracles import CORPUS, TEXT
 
 from inferlab.errors import InferlabError
-from inferlab.model.pretokenize import LLAMA3_PATTERN, QWEN_PATTERN
 from inferlab.model.sp_bpe import SentencePieceBPE
-from inferlab.model.tokenizer import load_hf_tokenizer
+from inferlab.model.tokenizer_loaders import load_hf_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
-SP = "\u2581"
-# Training and test text: the shared multilingual corpus, real Python source and prose with code.
-TRAIN = CORPUS + [inspect.getsource(json), inspect.getsource(textwrap), json.__doc__ or ""]
 VARIED = CORPUS + [
     inspect.getsource(inspect)[:20000],
     "Grüße aus Köln — naïve café déjà vu; Ελληνικά, русский текст, עברית, العربية, हिन्दी, ไทย",
     "  two leading spaces", " one", "trailing ", "a  b   c", "\u2581already a metaspace", "", " ",
     "ids 0 00 000 0000 12345678901234567890", "ZWJ 👨‍👩‍👧‍👦 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 astral", "\t\n\r\n\x0b\x0c",
 ]
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-SP_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
-PLAIN_ADDED = "<tool_call>"          # a non-special added token (Qwen2.5 ships such)
 
 
-def _byte_level(split_pattern: str, specials: list[str], *, nfc: bool, ignore_merges: bool, bos: str | None):
-    tok = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
-    if nfc:
-        tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(tokenizers.Regex(split_pattern), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(TRAIN, trainer)
-    tok.add_tokens([tokenizers.AddedToken(PLAIN_ADDED, special=False, normalized=False)])
-    if bos is not None:
-        tok.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))])
-    return tok
 
 
-def _sentencepiece(style: str):
-    """A Llama 2 / Mistral-style tokenizer: <unk> <s> </s>, 256 <0xNN> tokens, then a BPE learned on
-    "▁word" pieces with a small alphabet, so that rare characters take the byte fallback."""
-    learner = tokenizers.Tokenizer(models.BPE())
-    learner.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="always", split=True)
-    learner.train_from_iterator(TRAIN, trainers.BpeTrainer(vocab_size=900, limit_alphabet=70, show_progress=False))
-    learned = json.loads(learner.to_str())["model"]
-    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
-    order = SP_SPECIALS[:3] + byte_tokens + sorted(learned["vocab"], key=learned["vocab"].get)
-    doc = json.loads(tokenizers.Tokenizer(models.BPE()).to_str())
-    doc["model"].update(vocab={t: i for i, t in enumerate(order)}, merges=learned["merges"], byte_fallback=True,
-                        fuse_unk=True, unk_token="<unk>")
-    metaspace = {"type": "Metaspace", "replacement": SP, "prepend_scheme": "first", "split": False}
-    if style == "llama2":
-        doc["normalizer"] = {"type": "Sequence", "normalizers": [
-            {"type": "Prepend", "prepend": SP}, {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
-        doc["pre_tokenizer"] = None
-    else:
-        doc["normalizer"] = None
-        doc["pre_tokenizer"] = metaspace
-    tok = tokenizers.Tokenizer.from_str(json.dumps(doc))
-    tok.decoder = decoders.Sequence([decoders.Replace(SP, " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])        # both Llama 2's and Mistral's
-    tok.add_special_tokens(SP_SPECIALS)                      # <unk> <s> </s> keep ids 0..2; [INST] appended
-    tok.add_tokens([tokenizers.AddedToken(PLAIN_ADDED, special=False, normalized=False)])
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                                       special_tokens=[("<s>", 1)])
-    return tok
 
 
-BUILDERS = {
-    "llama3": lambda: _byte_level(LLAMA3_PATTERN, LLAMA3_SPECIALS, nfc=False, ignore_merges=True,
-                                  bos="<|begin_of_text|>"),
-    "qwen2": lambda: _byte_level(QWEN_PATTERN, QWEN_SPECIALS, nfc=True, ignore_merges=False, bos=None),
-    "llama2": lambda: _sentencepiece("llama2"),
-    "mistral": lambda: _sentencepiece("mistral"),
-}
 CHAT = {
     "llama3": "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHola, ¿qué tal?<|eot_id|>",
     "qwen2": "<|im_start|>user\nHola <tool_call>{\"a\": 1}</tool_call><|im_end|>\n<|im_start|>assistant\n",
@@ -180,7 +120,7 @@ def test_bos_and_eos(pair):
 
 
 def test_metaspace_split_true_is_refused(tmp_path):
-    doc = json.loads(_sentencepiece("mistral").to_str())
+    doc = json.loads(family_sentencepiece("mistral").to_str())
     doc["pre_tokenizer"]["split"] = True
     (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
     with pytest.raises(InferlabError, match="/pre_tokenizer/split"):
@@ -194,7 +134,7 @@ def real(request, tmp_path_factory):
     """A real vocabulary written as tokenizer.json by us (merges derived from the ranks,
     TikTokenConverter's way) and read back by us and by `tokenizers`: Qwen's with its own regex
     (Qwen2's tokenizer.json), cl100k_base's with Llama 3's regex (its own cannot be written)."""
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
     if not vocab_installed(request.param):
         pytest.skip(f"{request.param} vocabulary not installed")
@@ -230,7 +170,7 @@ def test_real_vocabulary_generated_text(real, text):
 
 
 def test_cl100k_regex_is_not_written_to_tokenizer_json():
-    from inferlab.model.tokenizer import load_vocab, vocab_installed
+    from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
     if not vocab_installed("cl100k"):
         pytest.skip("cl100k vocabulary not installed")

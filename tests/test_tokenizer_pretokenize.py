@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_tokenizer import CORPUS, TEXT
+from oracles import CORPUS, TEXT
 
 from inferlab.errors import InferlabError
 from inferlab.model.pretokenize import (

@@ -13,11 +13,12 @@ import unicodedata
 
 import pytest
 from hypothesis import given, settings
-from test_tokenizer import CORPUS, TEXT
+from oracles import CORPUS, TEXT
 
 from inferlab.errors import InferlabError
-from inferlab.model import tokenizer as tokmod
-from inferlab.model.tokenizer import ENDOFTEXT, load_tiktoken, load_vocab
+from inferlab.model import tokenizer_loaders as tokmod
+from inferlab.model.tokenizer import ENDOFTEXT
+from inferlab.model.tokenizer_loaders import load_tiktoken, load_vocab
 
 tiktoken = pytest.importorskip("tiktoken")
 EXTRA = ["  ".join(CORPUS), "x" * 300, "abcdefghij" * 500, "1" * 50, " " * 40 + "a", "\n" * 30, "ñ" * 17 + "😀" * 5]
@@ -142,7 +143,7 @@ def test_unknown_vocabulary_name():
 
 
 def test_vocab_installed_finds_the_package_files():
-    from inferlab.model.tokenizer import vocab_installed
+    from inferlab.model.tokenizer_loaders import vocab_installed
 
     assert vocab_installed("512")
     assert vocab_installed("cl100k") and vocab_installed("qwen")   # the test extra installs both

@@ -9,7 +9,7 @@ from inferlab.model.config import GPTConfig
 from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
 from inferlab.model.trace import Tracer
-from test_generate import ByteTokenizer, DigitsMask
+from oracles import ByteTokenizer, DigitsMask
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,7 @@ import pytest
 
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_grammar, compile_schema
 from inferlab.constrain.stack import StackGrammar, build_machine
-from test_schema_properties import validator
-from test_stack import Reference, bitmask_ids, small_vocab
+from oracles import bitmask_ids, Reference, small_vocab, validator
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 SCHEMAS = {

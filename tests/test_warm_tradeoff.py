@@ -8,7 +8,7 @@ import json
 import pytest
 
 from inferlab.cli import main as cli_main
-from test_schema_bench import write_case  # (tests/ is on sys.path: pytest prepends it)
+from oracles import write_case
 
 
 @pytest.fixture()

@@ -22,7 +22,7 @@ from inferlab.kv import calculator
 from inferlab.kv.formulas import QUANTIZED, SCALE_KINDS, KVFormat, default_format
 from inferlab.kv.hf_config import load_config
 from inferlab.kv.registry import ModelSpec, get_gpu, get_model, gpu_names, model_names
-from inferlab.kv.units import DTYPE_BITS, fmt_binary, fmt_decimal, parse_bytes, parse_dtype
+from inferlab.units import DTYPE_BITS, fmt_binary, fmt_decimal, parse_bytes, parse_dtype
 
 NAME = "kv"
 HELP = "KV-cache sizing: per-token bytes, max context, GPUs needed, GQA/MLA comparisons, waste"

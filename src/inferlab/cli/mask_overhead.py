@@ -11,7 +11,7 @@ from inferlab.errors import InferlabError
 from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 from inferlab.model.checkpoints import check_model_folder
-from inferlab.model.tokenizer import load_vocab, vocab_installed
+from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
 NAME = "mask-overhead"
 HELP = "per-decode-step cost of a JSON-schema token mask, naive vs indexed, across vocabularies (seed 000)"

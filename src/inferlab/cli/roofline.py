@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inferlab.cli.common import add_budget_argument, add_lab_arguments, check_fits_in_memory, print_json
-from inferlab.kv.units import parse_bytes
+from inferlab.units import parse_bytes
 from inferlab.labs.roofline import write_roofline
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 from inferlab.roofline import (DEFAULT_MAX_MEMORY_BYTES, EXPERIMENT, MIN_LLC_BYTES, MIN_MAX_MEMORY_BYTES,

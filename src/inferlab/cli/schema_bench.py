@@ -1,7 +1,7 @@
 """`inferlab schema-bench [DIR] [--limit N] [--vocab 512|cl100k|qwen|PATH|none] [--peers] [--timeout S]
 [--peer-memory SIZE] [--warm-ms MS] [--json] [--out DIR]`.
 
-Runs the JSON-schema compiler over a folder of JSONSchemaBench files (constrain.bench) and prints
+Runs the JSON-schema compiler over a folder of JSONSchemaBench files (bench.schema_bench) and prints
 coverage, completeness and soundness per category, with the top refusal reasons, and where masks
 are timed our first walks' steps by what they did and the peers beside us. --out writes
 results.json, summary.png, masks.png (masks timed) and manifest.json (atomically; --force to
@@ -19,16 +19,16 @@ from rich.table import Table
 
 from inferlab.cli.common import non_negative_float, non_negative_int, positive_float, positive_int, print_json
 from inferlab.cli.schema import add_policy_arguments, ref_dir_of
-from inferlab.constrain.bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
-                                      BenchConfig, bench_cases, is_suite, list_cases, plot_masks, plot_summary,
-                                      preprocess, run_bench)
-from inferlab.constrain.bench_peers import PEER_NAMES
+from inferlab.bench.schema_bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_PEER_MEMORY, DEFAULT_TIMEOUT_S,
+                                         BenchConfig, bench_cases, is_suite, list_cases, plot_masks, plot_summary,
+                                         preprocess, run_bench)
+from inferlab.bench.schema_peers import PEER_NAMES
 from inferlab.constrain.stack import WARM_MS
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
-from inferlab.kv.units import fmt_binary, parse_bytes
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.progress import progress_bar
+from inferlab.units import fmt_binary, parse_bytes
 
 NAME = "schema-bench"
 HELP = "compile real JSON schemas (JSONSchemaBench): coverage, completeness, soundness, mask time"
@@ -187,7 +187,7 @@ def _load_vocab(name: str):
     if name == "none":
         return None
     from inferlab.constrain.vocab import Vocabulary
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     tok = load_vocab(name)
     return Vocabulary.from_tokenizer(tok), tok

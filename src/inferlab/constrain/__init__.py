@@ -18,44 +18,25 @@ The flat regex path, kept as the baselines of the mask lab (naive scan against t
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, compile_regex
 from inferlab.constrain.index import TokenIndex
 from inferlab.constrain.masks import IndexedJSONSchemaMask, NaiveJSONSchemaMask
+from inferlab.constrain.matcher import (Grammar, GrammarMatcher, MatcherMask, allocate_token_bitmask,
+                                        apply_token_bitmask_inplace, compile_json_schema)
 from inferlab.constrain.schema import compile_schema
+from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.tokenizer_vocab import check_tokenizer, vocabulary_of
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 
+# The package's API (xgrammar's names at the top level, as `import xgrammar` offers them):
+__all__ = ["MASK_KINDS", "CompileReport", "Grammar", "GrammarMatcher", "MatcherMask", "Vocabulary",
+           "allocate_token_bitmask", "apply_token_bitmask_inplace", "build_mask", "check_tokenizer",
+           "compile_json_schema", "compile_mask", "compile_schema", "vocabulary_of"]
+
 MASK_KINDS = ("naive", "indexed", "stack")  # the flat DFA's two baselines; the matcher on the stack grammar
-
-# One Vocabulary (and so one trie, the preprocessing) per live tokenizer object.
-_VOCABS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def check_tokenizer(tokenizer) -> None:
-    """InferlabError unless `tokenizer` is one a grammar can read its token bytes from: a
-    transformers fast tokenizer (duck-typed: backend_tokenizer) or one with token_bytes."""
-    if not (hasattr(tokenizer, "backend_tokenizer") or hasattr(tokenizer, "token_bytes")):
-        raise InferlabError(f"tokenizer: expected a transformers fast tokenizer or an inferlab Tokenizer (or a "
-                            f"Vocabulary), got {type(tokenizer).__name__}")
-
-
-def vocabulary_of(tokenizer) -> Vocabulary:
-    """The cached Vocabulary of `tokenizer`: an inferlab Tokenizer, or a transformers fast
-    tokenizer (hf_vocab.hf_vocabulary, its own size: pass hf_vocabulary(tok, model's vocab_size)
-    where the model pads its logits); its trie is built once, on first use."""
-    check_tokenizer(tokenizer)
-    vocab = _VOCABS.get(tokenizer)
-    if vocab is None:
-        if hasattr(tokenizer, "backend_tokenizer"):
-            from inferlab.constrain.hf_vocab import hf_vocabulary  # (no transformers import: duck-typed)
-            vocab = hf_vocabulary(tokenizer)
-        else:
-            vocab = Vocabulary.from_tokenizer(tokenizer)
-        _VOCABS[tokenizer] = vocab
-    return vocab
 
 
 @dataclass(frozen=True)
@@ -103,9 +84,6 @@ def compile_mask(schema: dict, tokenizer, kind: str = "stack", *, max_states: in
 
 
 def _compile_stack_mask(schema, vocab: Vocabulary, max_states: int, compile_options: dict, vocab_ms: float):
-    from inferlab.constrain.matcher import MatcherMask
-    from inferlab.constrain.stack import StackGrammar, compile_machine
-
     t0 = time.perf_counter()
     compiled, machine = compile_machine(schema, max_states=max_states, **compile_options)
     report = CompileReport(vocab_preprocessing_ms=vocab_ms, schema_to_dfa_ms=(time.perf_counter() - t0) * 1e3,

@@ -42,12 +42,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("inferlab.constrain.hf needs torch and transformers: pip install 'inferlab[hf]'") from exc
 
-from inferlab.constrain import check_tokenizer
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.hf_vocab import hf_vocabulary
 from inferlab.constrain.matcher import allocate_token_bitmask, apply_token_bitmask_inplace, fill_eos_only
 from inferlab.constrain.schema import check_nesting
 from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.tokenizer_vocab import check_tokenizer
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 from inferlab.nesting import SCHEMA_FRAMES, recursion_room

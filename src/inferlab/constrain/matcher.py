@@ -21,6 +21,7 @@ import numpy as np
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES
 from inferlab.constrain.masks import apply_plan, plan_of_bitmask, unpack_bitmask
 from inferlab.constrain.stack import WARM_MS, StackGrammar, compile_machine
+from inferlab.constrain.tokenizer_vocab import vocabulary_of
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.errors import InferlabError
 
@@ -273,7 +274,5 @@ def compile_json_schema(schema: dict | bool, vocab, *, max_states: int = DEFAULT
     returning (StackGrammar.warm: hidden where compiling overlaps the prompt's prefill; 0: every
     mask lazily). Raises SchemaError / InferlabError as one line.
     """
-    from inferlab.constrain import vocabulary_of
-
     vocab = vocab if isinstance(vocab, Vocabulary) else vocabulary_of(vocab)
     return StackGrammar(compile_machine(schema, max_states=max_states, **options)[1], vocab, warm_ms=warm_ms)

@@ -10,7 +10,7 @@ from inferlab.errors import InferlabError
 from inferlab.kv.formulas import (KVFormat, cache_bytes, formula_text, kv_cache_bytes, max_context, per_token_bytes,
                                   tp_split)
 from inferlab.kv.registry import GPU, ModelSpec
-from inferlab.kv.units import dtype_bytes, fmt_binary
+from inferlab.units import dtype_bytes, fmt_binary
 
 # A claimed ratio within this relative distance of the true one is "approximately" right.
 APPROX_TOLERANCE = Fraction(1, 10)

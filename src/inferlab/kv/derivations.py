@@ -14,7 +14,7 @@ from fractions import Fraction
 from inferlab.kv import calculator
 from inferlab.kv.formulas import KVFormat, cache_bytes, default_format, formula_text, kv_cache_bytes, per_token_bytes
 from inferlab.kv.registry import get_gpu, get_model, model_names
-from inferlab.kv.units import DTYPE_BITS, dtype_bytes, fmt_binary, fmt_decimal, fmt_number, parse_bytes
+from inferlab.units import DTYPE_BITS, dtype_bytes, fmt_binary, fmt_decimal, fmt_number, parse_bytes
 
 EXPERIMENT = "22-cache-sizing"
 CONTEXTS = (4096, 32768)

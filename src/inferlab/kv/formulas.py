@@ -27,7 +27,7 @@ from fractions import Fraction
 
 from inferlab.errors import InferlabError
 from inferlab.kv.registry import ModelSpec
-from inferlab.kv.units import DTYPE_BITS, dtype_bytes, fmt_binary, fmt_number
+from inferlab.units import DTYPE_BITS, dtype_bytes, fmt_binary, fmt_number
 
 
 def _positive(**values) -> None:

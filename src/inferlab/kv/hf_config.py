@@ -25,7 +25,7 @@ from pathlib import Path
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json
 from inferlab.kv.registry import ModelSpec, sliding_pattern
-from inferlab.kv.units import parse_dtype
+from inferlab.units import parse_dtype
 
 _REQUIRED = {
     "num_hidden_layers": ("n_layer",),

@@ -1,5 +1,6 @@
-"""The model registry: published shapes (models.json, with a source for every number), MiniGPT
-from the engine's own GPTConfig, and the GPU catalogue (gpus.json, vendor GB)."""
+"""The model registry: published shapes (models.json, with a source for every number; MiniGPT's
+row is the engine's GPTConfig defaults, checked against them by the tests), and the GPU catalogue
+(gpus.json, vendor GB)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from functools import cache
 from importlib import resources
 
 from inferlab.errors import InferlabError
-from inferlab.kv.units import DTYPE_BITS
+from inferlab.units import DTYPE_BITS
 
 
 @dataclass(frozen=True)
@@ -88,38 +89,13 @@ def _from_entry(e: dict) -> ModelSpec:
     )
 
 
-def minigpt() -> ModelSpec:
-    """MiniGPT's row, read from the engine so the calculator and the engine cannot disagree."""
-    from inferlab.model.config import GPTConfig
-    from inferlab.model.gpt import param_shapes
-
-    c = GPTConfig()
-    params = sum(_prod(shape) for shape in param_shapes(c).values())
-    return ModelSpec(
-        name="minigpt", layers=c.n_layers, heads=c.n_heads, kv_heads=c.kv_heads, head_dim=c.d_head,
-        hidden=c.d_model, max_position=c.context, dtype="fp32", params=params,
-        sources={"config": "inferlab.model.config.GPTConfig() (the engine's defaults, Phase 17 MiniGPT)",
-                 "params": "sum of inferlab.model.gpt.param_shapes(GPTConfig()); the engine computes in float32"},
-    )
-
-
-def _prod(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _read_json(name: str) -> dict:
     return json.loads(resources.files("inferlab.kv").joinpath(name).read_text(encoding="utf-8"))
 
 
 @cache
 def _models() -> dict[str, ModelSpec]:
-    specs = {"minigpt": minigpt()}
-    for entry in _read_json("models.json")["models"]:
-        specs[entry["name"]] = _from_entry(entry)
-    return specs
+    return {entry["name"]: _from_entry(entry) for entry in _read_json("models.json")["models"]}
 
 
 @cache

@@ -26,7 +26,8 @@ from inferlab.attention_perf import (
 )
 from inferlab.flash import DEFAULT_BLOCK, flash_cost, flash_mha, naive_t2_cost, traced_peak_bytes
 from inferlab.labs import Lab, LabOptions, add_report
-from inferlab.labs.attention_report import EXPERIMENT, SUMMARY_T, largest_point, point_at, render, summary_json
+from inferlab.labs.attention_report import render
+from inferlab.labs.attention_results import EXPERIMENT, SUMMARY_T, largest_point, point_at, summary_json
 from inferlab.measure import ExperimentWriter, blas_threads, build_manifest, measure_interleaved, summarize
 from inferlab.measure.machine import data_caches
 from inferlab.measure.progress import progress_bar

@@ -9,23 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.attention_perf import OPS, T2_OPS, memory_bound_threshold, op_costs
+from inferlab.attention_perf import OPS, memory_bound_threshold, op_costs
 from inferlab.measure import new_figure
 from inferlab.measure.plots import LABEL_BOX
 from inferlab.measure.verdicts import rule_paragraph, verdict_lines
+from inferlab.labs.attention_results import (EXPERIMENT, SEED_SUMMARY_KEYS, SUMMARY_T, largest_point, point_at,
+                                            summary_json)
 from inferlab.roofline import Roofline, draw_roofline
 
-EXPERIMENT = "15-attention-perf"
-SUMMARY_T = 512   # the seed's results_summary keys are all at T = 512
-# summary figure -> its results.json key at T = 512: the seed's names (phase_27_motivation_* carry no
-# T but are at T = 512 too); at the largest T measured each figure's key is `<figure>_at_largest_T`
-SEED_SUMMARY_KEYS = {"softmax_GFLOPS": "softmax_GFLOPS_at_T_512",
-                     "softmax_pct_of_total": "softmax_pct_of_total_at_T_512",
-                     "scores_GFLOPS": "scores_GFLOPS_at_T_512",
-                     "phase_27_motivation_pct_memory": "phase_27_motivation_pct_memory",
-                     "phase_27_motivation_ops": "phase_27_motivation_ops",
-                     "t2_ops_pct_of_total": "t2_ops_pct_of_total_at_T_512",
-                     "softmax_pct_of_memory_roof": "softmax_pct_of_memory_roof_at_T_512"}
 OP_COLORS = {"qkv_proj": "tab:blue", "scores": "tab:orange", "softmax": "tab:red", "av": "tab:green",
              "out_proj": "tab:purple"}
 OTHER = ("other (mask, timers)", "lightgray")
@@ -33,43 +24,6 @@ OTHER = ("other (mask, timers)", "lightgray")
 # T labels go above (qkv_proj) and below (out_proj) their markers, and only at the largest T
 PROJECTION_SIDE = {"qkv_proj": 1, "out_proj": -1}
 LABEL_GAP_PT = 7   # from a marker's centre: clears the largest marker's 5-point radius
-
-
-def point_at(results: dict, T: int) -> dict | None:
-    return next((p for p in results["profile"]["points"] if p["T"] == T), None)
-
-
-def largest_point(results: dict) -> dict:
-    """The profile point of the largest T measured (--T may list lengths in any order)."""
-    return max(results["profile"]["points"], key=lambda p: p["T"])
-
-
-def _summary_figures(p: dict | None) -> dict:
-    """The summary figures of one profile point (all None where the point was not measured).
-
-    phase_27_motivation_pct_memory: the share (%) of the forward's median time spent in the T^2
-    ops that flash attention fuses (scores, softmax, av) AND that sit left of the ridge point
-    (medians) on this machine: the time whose cost is bytes that flash removes.
-    """
-    if p is None:
-        return dict.fromkeys(SEED_SUMMARY_KEYS)
-    ops_ = p["ops"]
-    memory_t2 = [name for name in T2_OPS if ops_[name]["bound"] == "memory"]
-    return {"softmax_GFLOPS": ops_["softmax"]["gflops"], "softmax_pct_of_total": ops_["softmax"]["pct_of_total"],
-            "scores_GFLOPS": ops_["scores"]["gflops"],
-            "phase_27_motivation_pct_memory": sum(ops_[name]["pct_of_total"] for name in memory_t2),
-            "phase_27_motivation_ops": memory_t2,
-            "t2_ops_pct_of_total": sum(ops_[name]["pct_of_total"] for name in T2_OPS),
-            "softmax_pct_of_memory_roof": ops_["softmax"]["pct_of_attainable"]}
-
-
-def summary_json(results: dict) -> dict:
-    """The seed's results_summary at T=512 under its own key names (null where T=512 was not
-    measured), and the same figures at the largest T measured, with that T as `largest_T`."""
-    at_512 = _summary_figures(point_at(results, SUMMARY_T))
-    largest = largest_point(results)
-    return {**{SEED_SUMMARY_KEYS[name]: v for name, v in at_512.items()}, "largest_T": largest["T"],
-            **{f"{name}_at_largest_T": v for name, v in _summary_figures(largest).items()}}
 
 
 def _segments(points: list[dict]) -> list[tuple[str, str, np.ndarray]]:

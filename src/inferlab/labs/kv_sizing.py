@@ -9,10 +9,10 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from inferlab.kv import derivations
-from inferlab.kv.units import fmt_binary
 from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
 from inferlab.measure.plots import new_figure
+from inferlab.units import fmt_binary
 
 _COLORS = {"MHA": "#4c72b0", "GQA": "#dd8452", "MQA": "#dd8452", "MLA": "#55a868"}
 

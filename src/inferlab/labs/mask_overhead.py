@@ -11,7 +11,7 @@ cost of a step does not depend on the weights' values, only the token path does)
 folder's tokenizer.json) beside MiniGPT's: the mask's share of a real step, and the verdicts on
 what changes from MiniGPT. Peers (llguidance, xgrammar, outlines-core) are walked along the same
 token path when asked for. The jump-forward row (issue 11) decodes the conjugation schema with MiniGPT
-with and without jump-forward (constrain.jump_forward.compare_jump_forward): forward passes
+with and without jump-forward (bench.jump_forward.compare_jump_forward): forward passes
 saved, same-text count, and tokens/s as a paired ratio from one interleaved run.
 
 Every comparison (each mask against no mask, naive against indexed) is a paired ratio from one
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from inferlab import roofline
 from inferlab.constrain import compile_mask
-from inferlab.constrain.jump_forward import compare_jump_forward
+from inferlab.bench.jump_forward import compare_jump_forward
 from inferlab.constrain.matcher import compile_json_schema
 from inferlab.labs import Lab, LabOptions, add_report
 from inferlab.labs.mask_overhead_report import render
@@ -41,7 +41,7 @@ from inferlab.model.config import GPTConfig
 from inferlab.model.corpus import conjugation_schema, examples
 from inferlab.model.generate import generate
 from inferlab.model.gpt import GPT
-from inferlab.model.tokenizer import load_vocab, vocab_installed
+from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 from inferlab.model.trace import SPANS, Tracer
 from inferlab.roofline import EXPERIMENT as ROOFLINE_EXPERIMENT
 from inferlab.roofline import Roofline

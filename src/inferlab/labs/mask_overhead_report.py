@@ -462,7 +462,7 @@ def _peers_lines(results: dict) -> list[str]:
              "(p10-p90) and its 95% CI (order statistics; fewer than 6 rounds give a lower coverage, named). The single readings' median and p95 show the shape of a walk (one step is "
              "microseconds: they are no samples of the 50 ms rule). Each peer fills an int32 bitmask row in "
              "place on its fastest native path, through the adapters `schema-bench --peers` uses "
-             "(constrain/bench_peers.py), with our vocabulary's ids; ours looks up its row and applies it to the "
+             "(bench/schema_peers.py), with our vocabulary's ids; ours looks up its row and applies it to the "
              "logits, which is more work.", "",
              "None of the peers' grammars is byte-exact for this schema, so their allowed sets differ from ours "
              "on a few tokens (tests/test_mask_overhead.py checks each difference): llguidance and outlines-core "

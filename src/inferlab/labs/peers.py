@@ -1,11 +1,11 @@
 """Side-by-side peers for the mask-overhead lab: llguidance, xgrammar and outlines-core (extra
-`[peers]`), through schema-bench's adapters (constrain.bench_peers), one adapter per peer.
+`[peers]`), through schema-bench's adapters (bench.schema_peers), one adapter per peer.
 
 Each peer compiles the same schema for the same vocabulary ids as ours and is walked along the
 same token path that inferlab's masked generation produced, timing the per-step mask computation
 on its fastest native path (filling an int32 bitmask row in place). The engines take turns in
 each round, so their ratios to ours are paired by round (measure.verdicts). Peers are imported lazily,
-by bench_peers, and only when asked for: the engine and the compiler never import them. A peer
+by bench.schema_peers, and only when asked for: the engine and the compiler never import them. A peer
 that is absent or fails is reported with a note, never silently dropped.
 """
 
@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from inferlab.constrain.bench_peers import PEER_NAMES, compile_timed, load_peers, refusal
+from inferlab.bench.schema_peers import PEER_NAMES, compile_timed, load_peers, refusal
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.measure.timing import Stats, summarize, token_walk_us
 from inferlab.measure.verdicts import paired

@@ -264,7 +264,6 @@ def _trials_sentence(r: dict) -> str:
 
 def readme(results: dict, manifest: dict, folder: Path) -> str:
     r, ridge = results, results["ridge"]
-    s = r["stream"]
     lines = [f"# {EXPERIMENT}: the roofline of this machine", "",
              f"Measured {manifest['date']} with `inferlab roofline --threads {r['config']['threads']}"
              + (" --quick" if r["config"]["quick"] else "")

@@ -34,7 +34,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from inferlab.kv.units import fmt_binary
+from inferlab.units import fmt_binary
 
 POLL_S = 0.02             # between two reads of the child's RSS: ~100 MB of growth at most
 STDERR_LINES = 10         # distinct stderr lines kept per child (the first ones)

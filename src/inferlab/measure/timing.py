@@ -9,15 +9,16 @@ per-call samples are kept next to the statistics.
 
 from __future__ import annotations
 
-import gc
 import math
 import random
 import time
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
+
+from inferlab.gcpause import gc_disabled  # (also importable from here: constrain.stack and the benchmarks use this name)
 
 # (p90 - p10) / median above this marks a result noisy; 10% is where the seeds' ratios
 # (e.g. "softmax < 10% of the roof") stop being decidable.
@@ -56,18 +57,6 @@ class Stats:
             "spread": self.spread,
             f"samples_{unit}": [s * k for s in self.samples],
         }
-
-
-@contextmanager
-def gc_disabled():
-    """Disable the cyclic GC (its pauses land in random samples); restore the previous state."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def summarize(per_call_seconds: Iterable[float], *, iters_per_sample: int = 1,

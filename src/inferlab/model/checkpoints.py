@@ -211,7 +211,7 @@ def _load_tokenizer(folder: Path):
     path = folder / "tokenizer.json"
     if not path.is_file():
         return None
-    from inferlab.model.tokenizer import load_vocab
+    from inferlab.model.tokenizer_loaders import load_vocab
 
     return load_vocab(str(path))
 

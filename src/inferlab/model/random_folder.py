@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     try:
         tokenizer = None
         if args.vocab is not None:
-            from inferlab.model.tokenizer import load_vocab
+            from inferlab.model.tokenizer_loaders import load_vocab
 
             tokenizer = load_vocab(args.vocab)
         if args.shard_mb is not None and args.shard_mb <= 0:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from inferlab.errors import InferlabError
 from inferlab.model import bpe
-from inferlab.model.tokenizer import _SURROGATE, Tokenizer
+from inferlab.model.tokenizer import LONE_SURROGATE, Tokenizer
 
 SPACE = "\u2581"
 PREPEND = ("every_segment", "first", "always", "never")
@@ -39,7 +39,7 @@ class SentencePieceBPE(Tokenizer):
         self._fallback = [vocab[f"<0x{b:02X}>"] for b in range(256)]
 
     def _encode_text(self, text: str, at_start: bool) -> list[int]:
-        if _SURROGATE.search(text):
+        if LONE_SURROGATE.search(text):
             raise InferlabError("text contains a lone surrogate code point; it is not valid Unicode")
         text = text.replace(" ", SPACE)
         metaspace = self.prepend == "always" or (self.prepend == "first" and at_start)

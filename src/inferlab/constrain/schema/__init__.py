@@ -56,8 +56,8 @@ Supported keywords
   the length budget split over repeated parts of fixed width), else an error; pattern with
   format: their automaton product, else an error;
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
-  as exact digit-range regexes (constrain.numbers); multipleOf 1, and an integer k >= 2 whose
-  residue automaton reads back as a regex of at most numbers.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
+  as exact digit-range regexes (constrain.number_regex); multipleOf 1, and an integer k >= 2 whose
+  residue automaton reads back as a regex of at most number_regex.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
   8, 10, 15, 20, 25, 100, ...; 7 is refused), intersected with the bounds, on a number too (its
   multiples are integers); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;

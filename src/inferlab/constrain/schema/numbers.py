@@ -1,16 +1,16 @@
-"""Integers and numbers: exact bounds as digit-range regexes (constrain.numbers)."""
+"""Integers and numbers: exact bounds as digit-range regexes (constrain.number_regex)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
-from inferlab.constrain import formats, numbers
+from inferlab.constrain import formats, number_regex
 
 from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _child
 from inferlab.errors import InferlabError
 
 
 class NumbersMixin:
-    """Integers and numbers: exact bounds as digit-range regexes (constrain.numbers) (mixed into _Compiler)."""
+    """Integers and numbers: exact bounds as digit-range regexes (constrain.number_regex) (mixed into _Compiler)."""
 
     def bounds(self, node, ptr):
         """(minimum, min_inclusive, maximum, max_inclusive) with draft-4 boolean exclusives read."""
@@ -51,7 +51,7 @@ class NumbersMixin:
         if k is False or k is True:
             return out
         try:  # the range's texts that the residue automaton accepts
-            both = self.intersection([out, numbers.integer_multiples(k)], ptr)
+            both = self.intersection([out, number_regex.integer_multiples(k)], ptr)
         except InferlabError:
             both = None
         if both is None:
@@ -69,10 +69,10 @@ class NumbersMixin:
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _INTEGER
-        ilo, ihi = numbers.integer_bounds(
+        ilo, ihi = number_regex.integer_bounds(
             minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
             maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
-        out = numbers.integer_range(ilo, ihi)
+        out = number_regex.integer_range(ilo, ihi)
         if out is None:
             key = "minimum" if "minimum" in node else "exclusiveMinimum"
             raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
@@ -109,7 +109,7 @@ class NumbersMixin:
             # 15 significant digits, as the bound does (fraction_digits checked it), and distinct
             # such decimals stay distinct floats, so the exact decimal comparison is the float one
             digits = None
-        out = numbers.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
+        out = number_regex.number_range(lo, lo_incl, hi, hi_incl, max_fraction_digits=digits)
         if out is None:
             key = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in node), "minimum")
             why = f"no number in the range (lower {lo}, upper {hi})"

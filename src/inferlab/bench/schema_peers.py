@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from inferlab.gcpause import gc_disabled
 from inferlab.measure.bounded import run_forked
-from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
+from inferlab.measure.timing import token_walk_us, walks_us
 
 PEER_NAMES = ("llguidance", "xgrammar", "outlines-core")
 # outlines-core's Index build has no size limit of its own and can run for many minutes, or take

@@ -31,16 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
+from inferlab.bench.schema_peers import PEER_NAMES
 from inferlab.constrain import regex as rx
-from inferlab.constrain.bench_peers import PEER_NAMES
 from inferlab.constrain.keys import key_index
 from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import WARM_MS, StackGrammar, StackMachine, compile_machine
 from inferlab.errors import InferlabError
+from inferlab.gcpause import gc_disabled
 from inferlab.jsonfile import read_json
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
-from inferlab.measure.timing import gc_disabled, token_walk_us, walks_us
+from inferlab.measure.timing import token_walk_us, walks_us
 from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
@@ -65,7 +66,7 @@ class BenchConfig:
     any_depth: int = 1             # nesting generated for unconstrained values (compile_schema's)
     extra_keys: bool = True
     max_states: int = BENCH_MAX_STATES
-    peers: bool = False            # also run llguidance, xgrammar, outlines-core (bench_peers)
+    peers: bool = False            # also run llguidance, xgrammar, outlines-core (schema_peers)
     peer_names: tuple = PEER_NAMES  # the peers run when `peers`
     mask_samples: int = 1          # timing samples per schema (each >= mask_min_sample_s of fill work)
     mask_min_sample_s: float = 0.05
@@ -108,7 +109,7 @@ class SchemaResult:
     apply_us_per_token: float | None = None  # lookup + apply to float32 logits (MatcherMask), warm: median
     apply_us_p99: float | None = None
     peak_rss_mb: float | None = None  # this process's peak while it ran ours (None: not measurable)
-    peers: dict = field(default_factory=dict)     # peer name -> bench_peers.PeerResult as a dict
+    peers: dict = field(default_factory=dict)     # peer name -> schema_peers.PeerResult as a dict
 
 
 STEP_KINDS = {  # a first-walk step, by what its fill did (StackGrammar: fill_kept, stats)
@@ -285,7 +286,7 @@ def _canonical(instance, schema, config: BenchConfig) -> str:
 
 
 def _run_peers(res: SchemaResult, schema, tests, config: BenchConfig, vocab, peers) -> None:
-    from inferlab.constrain.bench_peers import run_peer_bounded
+    from inferlab.bench.schema_peers import run_peer_bounded
 
     tok = vocab[1]
     cases = []
@@ -376,7 +377,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     follows), and a walk of each other one in turn on the same grammar (later_walk_us: MaskBench
     pools every valid instance's tokens so), then one timing pass of the first one (`mask_samples` samples, default 1) that yields both figures:
     mask_us_per_token / mask_us_p99, the median and p99 of single fill_bitmask readings (the
-    peers' unit, timing.token_walk_us as bench_peers times them), walked again until each
+    peers' unit, timing.token_walk_us as schema_peers times them), walked again until each
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
     per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
     vocabulary, tok = vocab
@@ -430,7 +431,7 @@ def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int], war
     configurations, `warmed`, not by its time): what each step's fill did (STEP_KINDS), a
     letter a token, and the us each advance took (the fills untimed, gc off), where our rows for
     the configurations a token's bytes reach are built. The timed walk times fills alone, as
-    the peers' are (bench_peers times their consumes the same way)."""
+    the peers' are (schema_peers times their consumes the same way)."""
     grammar = StackGrammar(machine.unbuilt(), vocabulary)
     if warmed:
         grammar.warm(math.inf, configs=warmed)
@@ -595,7 +596,7 @@ def run_bench(config: BenchConfig, *, vocab=None, step=None) -> dict:
         preprocess(vocab[0])
         preprocessing_ms = (time.perf_counter() - t0) * 1e3  # (0 if this process built it before)
     if config.peers and vocab is not None:
-        from inferlab.constrain.bench_peers import load_peers
+        from inferlab.bench.schema_peers import load_peers
         peers, peer_info = load_peers(*vocab, names=config.peer_names)
     results = []
     process_peak = peak_rss_mb()  # loading; run_schema then resets the peak for each schema's own
