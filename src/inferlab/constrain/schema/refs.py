@@ -133,6 +133,14 @@ def _both(x, y):
     return x if y is True else y if x is True else {"allOf": [x, y]}
 
 
+def _names_of(props: dict, patterns: dict):
+    """The property names an object with additionalProperties false admits, as a propertyNames
+    schema: its declared names and the keys its patterns match."""
+    names = [{"enum": list(props)}] if props else []
+    names += [{"pattern": pat} for pat in patterns]
+    return False if not names else names[0] if len(names) == 1 else {"anyOf": names}
+
+
 class RefsMixin:
     """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
 
@@ -273,8 +281,8 @@ class RefsMixin:
             if _json_equal(av, bv):
                 continue
             out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
-        if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
-            self.merge_objects(out, a, b)
+        if any(k in side for k in ("properties", "additionalProperties", "patternProperties") for side in (a, b)):
+            self.merge_objects(out, a, b, ptr)
         if "prefixItems" in a or "prefixItems" in b:
             self.merge_prefixes(out, a, b, ptr)
         return out
@@ -301,26 +309,64 @@ class RefsMixin:
         else:
             out["items"] = rest
 
-    def merge_objects(self, out, a, b) -> None:
-        """properties under allOf: a name declared on one side only meets the other side's
-        additionalProperties (absent = true), so merging never admits a key a side forbids."""
+    def merge_objects(self, out, a, b, ptr: str) -> None:
+        """properties, patternProperties and additionalProperties under allOf, exactly: a key meets
+        each side's rule for it. A side's rule for a key: its declared schema and the schemas of
+        every pattern of its own that matches the key (searched with Python's re, as jsonschema
+        and compile_object do), and its additionalProperties where it declares the key nowhere.
+
+        - a name declared on one side meets the other side's additionalProperties only where no
+          pattern of the other side matches it (the merged patterns apply to it as well);
+        - a pattern of both sides gets both schemas; a pattern of one side gets, beside its own,
+          the other side's additionalProperties (where that is false: propertyNames, the other
+          side's declared names and patterns, exact): exact for every key no pattern of the other side
+          also matches. A key that patterns of both sides match gets more than it must there; such
+          keys match several merged patterns, and compile_object never writes those as extra keys
+          (its recorded narrowing); a declared or required name that is such a key, or that the
+          other side declares, is recorded here (a narrowing: sound, that name gets more);
+        - a key that no pattern matches and neither side declares meets both additionalProperties."""
         pa, pb = a.get("properties", {}), b.get("properties", {})
+        qa, qb = a.get("patternProperties") or {}, b.get("patternProperties") or {}
+        for where, value in (("properties", pa), ("properties", pb), ("patternProperties", qa), ("patternProperties", qb)):
+            if not isinstance(value, dict):
+                raise self.error(where, _child(ptr, where), "must be an object")
         xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
-        props = {}
-        for name in list(pa) + [n for n in pb if n not in pa]:
-            props[name] = _both(pa.get(name, xa), pb.get(name, xb))
-        out["properties"] = props
+        ca = self.check_patterns(qa, ptr) if qa else []
+        cb = self.check_patterns(qb, ptr) if qb else []
+
+        def rule(props, compiled, extra, name):  # what a side asks of a name it may not declare
+            if name in props:
+                return props[name]
+            return True if any(c.search(name) for c in compiled) else extra
+
+        props = {name: _both(rule(pa, ca, xa, name), rule(pb, cb, xb, name))
+                 for name in list(pa) + [n for n in pb if n not in pa]}
+        if props or "properties" in out:
+            out["properties"] = props
         if "additionalProperties" in a or "additionalProperties" in b:
             out["additionalProperties"] = _both(xa, xb)
-        if "patternProperties" in a or "patternProperties" in b:
-            # a key one side's pattern admits still meets the other side's additionalProperties
-            # (a narrowing where the other side has a matching pattern or declares the key)
+        if qa or qb:
+            names = list(props) + [n for n in out.get("required", []) if isinstance(n, str) and n not in props]
+            sides = ((qa, ca, qb, cb, pb, xb), (qb, cb, qa, ca, pa, xa))
+            for name in names:
+                # one side's own pattern carries the other's additionalProperties, which that side
+                # does not apply to a name it declares or matches itself
+                if any(x is not True and x is not False and (name in theirs or any(c.search(name) for c in cother))
+                       and any(c.search(name) for pat, c in zip(mine, cmine) if pat not in other)
+                       for mine, cmine, other, cother, theirs, x in sides):
+                    self.narrow(f"patternProperties at #{ptr}: {name!r} matches a pattern of one allOf branch and "
+                                "is declared or matched by the other, whose additionalProperties it must meet too")
+                    break
             merged = {}
-            for side, other_extra in ((a, xb), (b, xa)):
-                for pat, sub in (side.get("patternProperties") or {}).items():
-                    parts = [x for x in (merged.get(pat), sub, other_extra) if x is not None and x is not True]
-                    merged[pat] = True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
+            for pat in list(qa) + [p for p in qb if p not in qa]:
+                # additionalProperties false is a side's names: propertyNames below, exact
+                sa = qa[pat] if pat in qa else True if xa is False else xa
+                sb = qb[pat] if pat in qb else True if xb is False else xb
+                merged[pat] = _both(sa, sb)
             out["patternProperties"] = merged
+            for props_o, q_o, x_o, q_s in ((pa, qa, xa, qb), (pb, qb, xb, qa)):
+                if x_o is False and any(pat not in q_o for pat in q_s):
+                    out["propertyNames"] = _both(out.get("propertyNames", True), _names_of(props_o, q_o))
 
     def merge_keyword(self, key, av, bv, a, b, ptr):
         if key == "type":
