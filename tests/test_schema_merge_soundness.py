@@ -76,3 +76,37 @@ def test_patterns_of_both_sides_all_apply(schema):
 ])
 def test_declared_names_meet_each_sides_own_rule(schema, instances):
     agree(schema, instances)
+
+
+@pytest.mark.parametrize("schema, instances", [
+    # a keyword that does nothing on its own side (then without if, additionalItems without a
+    # tuple, minContains without contains, a draft-04 exclusive flag without its bound) must not
+    # reach the other side's keyword it would pair with there
+    ({"allOf": [{"if": {"type": "integer"}, "then": {"maximum": 100}}, {"else": {"type": "string"}}]},
+     [1, 700, "a", None]),
+    ({"allOf": [{"if": {"type": "integer"}, "else": {"type": "string"}}, {"then": {"minimum": 5}}]}, [1, 7, "a", None]),
+    ({"allOf": [{"contains": {"type": "integer"}}, {"minContains": 3}]}, [[1], [1, 2, 3], ["a"]]),
+    ({"$schema": D7, "allOf": [{"items": [{"type": "integer"}]}, {"additionalItems": False}]}, [[1], [1, 2], ["a"]]),
+    ({"$schema": D4, "allOf": [{"minimum": 10}, {"exclusiveMinimum": True}]}, [5, 10, 11]),
+    # draft-04 bounds: the tighter (bound, exclusive) pair, exclusive at an equal bound where either is
+    ({"$schema": D4, "allOf": [{"minimum": 5, "exclusiveMinimum": True}, {"minimum": 10}]}, [5, 6, 10, 11]),
+    ({"$schema": D4, "allOf": [{"minimum": 10}, {"minimum": 5, "exclusiveMinimum": True}]}, [5, 6, 10, 11]),
+    ({"$schema": D4, "allOf": [{"minimum": 10, "exclusiveMinimum": True}, {"minimum": 10}]}, [9, 10, 11]),
+    ({"$schema": D4, "allOf": [{"maximum": 10, "exclusiveMaximum": True}, {"maximum": 12}]}, [9, 10, 11]),
+    # tuple-form items merged position by position, with additionalItems past each side's list
+    ({"$schema": D7, "allOf": [{"items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
+                               {"items": {"type": ["integer", "boolean"]}}]}, [[1], [1, True], [1, "a"], [True]]),
+    ({"$schema": D7, "allOf": [{"items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},
+                               {"items": [{"minimum": 3}], "additionalItems": {"type": "string"}}]},
+     [[3], [2], [3, "a"], [3, 4], [3, "a", "b"], []]),
+    # keywords that were refused when they differed, merged exactly
+    ({"allOf": [{"propertyNames": {"maxLength": 2}}, {"propertyNames": {"pattern": "^a"}}]},
+     [{"ab": 1}, {"abc": 1}, {"b": 1}, {}]),
+    ({"allOf": [{"uniqueItems": True}, {"uniqueItems": False}], "items": {"type": "string"}}, [["a"], ["a", "a"], ["a", "b"]]),
+    ({"allOf": [{"dependentRequired": {"a": ["b"]}}, {"dependentRequired": {"a": ["c"], "d": ["a"]}}]},
+     [{"a": 1}, {"a": 1, "b": 1, "c": 1}, {"a": 1, "b": 1}, {"d": 1}, {}]),
+    ({"$schema": D7, "allOf": [{"dependencies": {"a": ["b"]}}, {"dependencies": {"a": {"required": ["c"]}}}]},
+     [{"a": 1}, {"a": 1, "b": 1, "c": 1}, {"a": 1, "c": 1}, {}]),
+])
+def test_merged_keywords_mean_what_both_sides_mean(schema, instances):
+    agree(schema, instances)

@@ -133,6 +133,48 @@ def _both(x, y):
     return x if y is True else y if x is True else {"allOf": [x, y]}
 
 
+def _effective(side):
+    """A schema without the keywords that have no effect beside its others (then/else without
+    if, additionalItems beside a schema-form or absent items, min/maxContains without contains,
+    a draft-04 exclusive bound without its bound): merged, the other side's keyword would give
+    them one."""
+    if not isinstance(side, dict):
+        return side
+    idle = [k for k in ("then", "else") if k in side and "if" not in side]
+    if "additionalItems" in side and not isinstance(side.get("items"), list):
+        idle.append("additionalItems")
+    idle += [k for k in ("minContains", "maxContains") if k in side and "contains" not in side]
+    idle += [k for k, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum"))
+             if isinstance(side.get(k), bool) and bound not in side]
+    return {k: v for k, v in side.items() if k not in idle} if idle else side
+
+
+def _merge_bound(out: dict, a: dict, b: dict, key: str) -> None:
+    """Draft-04 bounds under allOf: the tighter of the two sides' (bound, exclusive) pairs; at an
+    equal bound, exclusive where either side is."""
+    bound, lower = ("minimum", True) if key == "exclusiveMinimum" else ("maximum", False)
+    sides = [(side[bound], side.get(key) is True) for side in (a, b)
+             if isinstance(side.get(bound), (int, float)) and not isinstance(side.get(bound), bool)]
+    if not sides or any(not isinstance(side.get(key, False), bool) for side in (a, b)):
+        return  # a numeric exclusive bound beside a boolean one: merge_keyword refused the pair
+    value = max(v for v, _ in sides) if lower else min(v for v, _ in sides)
+    out[bound] = value
+    if any(excl for v, excl in sides if v == value):
+        out[key] = True
+    else:
+        out.pop(key, None)
+
+
+def _both_dependency(x, y):
+    """dependencies / dependentRequired / dependentSchemas of one name under allOf: both (a list
+    of names is the schema that requires them)."""
+    if x is True or y is True:  # (the name is on one side only)
+        return y if x is True else x
+    if isinstance(x, list) and isinstance(y, list):
+        return list(dict.fromkeys(x + y))
+    return _both({"required": x} if isinstance(x, list) else x, {"required": y} if isinstance(y, list) else y)
+
+
 def _names_of(props: dict, patterns: dict):
     """The property names an object with additionalProperties false admits, as a propertyNames
     schema: its declared names and the keys its patterns match."""
@@ -270,6 +312,7 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
+        a, b = _effective(a), _effective(b)
         if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
             b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
@@ -285,7 +328,28 @@ class RefsMixin:
             self.merge_objects(out, a, b, ptr)
         if "prefixItems" in a or "prefixItems" in b:
             self.merge_prefixes(out, a, b, ptr)
+        elif isinstance(a.get("items"), list) or isinstance(b.get("items"), list):
+            self.merge_tuples(out, a, b)
+        for key in ("exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(a.get(key), bool) or isinstance(b.get(key), bool):
+                _merge_bound(out, a, b, key)
         return out
+
+    def merge_tuples(self, out, a, b) -> None:
+        """The tuple form of items (drafts 4-2019) under allOf, position by position: past a
+        side's own list, its additionalItems holds (a schema-form items holds everywhere)."""
+        sides = []
+        for side in (a, b):
+            items = side.get("items", True)
+            sides.append((items, side.get("additionalItems", True)) if isinstance(items, list) else ([], items))
+        (la, ra), (lb, rb) = sides
+        n = max(len(la), len(lb))
+        out["items"] = [_both(la[i] if i < len(la) else ra, lb[i] if i < len(lb) else rb) for i in range(n)]
+        rest = _both(ra, rb)
+        if rest is True:
+            out.pop("additionalItems", None)
+        else:
+            out["additionalItems"] = rest
 
     def merge_prefixes(self, out, a, b, ptr: str) -> None:
         """prefixItems under allOf: a side's `items` holds at every index past its own prefix, so
@@ -387,6 +451,16 @@ class RefsMixin:
             return av  # merge_objects and merge_prefixes rewrite these
         if key in ("items", "additionalItems") and isinstance(av, (dict, bool)) and isinstance(bv, (dict, bool)):
             return {"allOf": [av, bv]}
+        if (key == "items" and (isinstance(av, list) or isinstance(bv, list))) or \
+                (key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(av, bool) and isinstance(bv, bool)):
+            return av  # merge_tuples and _merge_bound rewrite these (tuples, draft-04 booleans)
+        if key == "propertyNames":
+            return _both(av, bv)
+        if key == "uniqueItems" and isinstance(av, bool) and isinstance(bv, bool):
+            return av or bv
+        if key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(av, dict) \
+                and isinstance(bv, dict):
+            return {name: _both_dependency(av.get(name, True), bv.get(name, True)) for name in {**av, **bv}}
         if key == "enum":
             keys = {_json_key(v) for v in bv}
             return [v for v in av if _json_key(v) in keys]
