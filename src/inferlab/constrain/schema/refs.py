@@ -494,6 +494,7 @@ class RefsMixin:
         k = self.ref_automaton.get(tptr)
         if k is None:
             k = self.ref_automaton[tptr] = self.new_automaton()
+            self.sources[k] = tptr
             try:
                 self.automata[k] = self.compile(target, tptr, ())
             except _Unsat as exc:
@@ -506,8 +507,10 @@ class RefsMixin:
 
     def new_automaton(self) -> int:
         if len(self.automata) >= MAX_AUTOMATA:
-            raise SchemaTooLarge(f"the grammar needs more than {MAX_AUTOMATA:,} automata")
+            raise SchemaTooLarge(f"automata at #{self.where[-1]}: the grammar needs more than {MAX_AUTOMATA:,} "
+                                 "automata here")
         self.automata.append(_NOTHING)
+        self.sources.append(self.where[-1])
         return len(self.automata) - 1
 
     def counted(self, item: str, lo: int, hi: int) -> str:
