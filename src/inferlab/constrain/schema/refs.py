@@ -149,6 +149,19 @@ def _effective(side):
     return {k: v for k, v in side.items() if k not in idle} if idle else side
 
 
+def _merge_positions(out: dict, a: tuple, b: tuple, list_key: str, rest_key: str) -> None:
+    """Arrays under allOf: each side a (schemas by position, schema past them); at each index
+    both sides' schemas hold (past a side's list, its rest), and past both lists both rests."""
+    (la, ra), (lb, rb) = a, b
+    out[list_key] = [_both(la[i] if i < len(la) else ra, lb[i] if i < len(lb) else rb)
+                     for i in range(max(len(la), len(lb)))]
+    rest = _both(ra, rb)
+    if rest is True:
+        out.pop(rest_key, None)
+    else:
+        out[rest_key] = rest
+
+
 def _merge_bound(out: dict, a: dict, b: dict, key: str) -> None:
     """Draft-04 bounds under allOf: the tighter of the two sides' (bound, exclusive) pairs; at an
     equal bound, exclusive where either side is."""
@@ -333,6 +346,10 @@ class RefsMixin:
         for key in ("exclusiveMinimum", "exclusiveMaximum"):
             if isinstance(a.get(key), bool) or isinstance(b.get(key), bool):
                 _merge_bound(out, a, b, key)
+        if "contains" in a and "contains" in b and ("minContains" in a or "minContains" in b) and \
+                all(isinstance(side.get("minContains", 1), int) for side in (a, b)):
+            # (the contains of both, equal here: a side without minContains asks for one match)
+            out["minContains"] = max(a.get("minContains", 1), b.get("minContains", 1))
         return out
 
     def merge_tuples(self, out, a, b) -> None:
@@ -342,14 +359,7 @@ class RefsMixin:
         for side in (a, b):
             items = side.get("items", True)
             sides.append((items, side.get("additionalItems", True)) if isinstance(items, list) else ([], items))
-        (la, ra), (lb, rb) = sides
-        n = max(len(la), len(lb))
-        out["items"] = [_both(la[i] if i < len(la) else ra, lb[i] if i < len(lb) else rb) for i in range(n)]
-        rest = _both(ra, rb)
-        if rest is True:
-            out.pop("additionalItems", None)
-        else:
-            out["additionalItems"] = rest
+        _merge_positions(out, *sides, "items", "additionalItems")
 
     def merge_prefixes(self, out, a, b, ptr: str) -> None:
         """prefixItems under allOf: a side's `items` holds at every index past its own prefix, so
@@ -362,16 +372,9 @@ class RefsMixin:
                 self.refuse("allOf", ptr, "cannot merge a tuple-form 'items' with 'prefixItems'")
                 return
             sides.append((side.get("prefixItems", []), rest))
-        (pa, ra), (pb, rb) = sides
-        if not isinstance(pa, list) or not isinstance(pb, list):
+        if not all(isinstance(prefix, list) for prefix, _ in sides):
             raise self.error("prefixItems", ptr, "must be an array")
-        n = max(len(pa), len(pb))
-        out["prefixItems"] = [_both(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb) for i in range(n)]
-        rest = _both(ra, rb)
-        if rest is True:
-            out.pop("items", None)
-        else:
-            out["items"] = rest
+        _merge_positions(out, *sides, "prefixItems", "items")
 
     def merge_objects(self, out, a, b, ptr: str) -> None:
         """properties, patternProperties and additionalProperties under allOf, exactly: a key meets
