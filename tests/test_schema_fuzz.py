@@ -352,6 +352,26 @@ def _summary(counts, disagreements) -> str:
     return json.dumps({"counts": dict(counts), "disagreements": disagreements[:5]}, default=str)[:4000]
 
 
+# What the slow profile found (102,405 pairs, all valid instances rejected): the canonical text
+# (canonical_json) took its key order from the schema without the if/then/else, not or contains
+# that the grammar writes it by, so a valid object in another order was rejected.
+D7 = DRAFTS["draft-07"]
+
+
+@pytest.mark.parametrize("schema, instance", [
+    ({"$schema": D7, "if": {"type": "boolean"}, "then": {"const": True},
+      "else": {"const": [{"b": [], "y": {"x": 9, "a": "s"}}, None]}}, [{"b": [], "y": {"a": "s", "x": 9}}, None]),
+    ({"pattern": "^.{0,2}$", "if": {"maxLength": 3}, "then": {"const": {"b": [4], "a": {}}}, "else": {"type": "string"}},
+     {"a": {}, "b": [4]}),
+    ({"type": "array", "contains": {"type": "object", "dependentRequired": {"xy": ["x"]}}}, [{"a": 1, "xy": False, "x": 6}]),
+    ({"type": "object", "properties": {"a": {}}, "not": {"properties": {"k": {"type": "string"}}}}, {"e": 1, "k": 2}),
+])
+def test_found_by_the_fuzz(schema, instance):
+    counts, disagreements = Counter(), []
+    check_schema(schema, [instance, mutate(instance, random.Random(0))], counts, disagreements)
+    assert counts["compiled"] == 1 and counts["valid_pairs"] >= 1 and not disagreements, disagreements
+
+
 def test_compiled_grammar_agrees_with_jsonschema():
     counts, disagreements = Counter(), []
     fuzz(DEFAULT_SCHEMAS, 46, counts, disagreements)
