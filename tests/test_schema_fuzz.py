@@ -18,7 +18,7 @@ schema (SchemaError) is counted; one refused as unsatisfiable must have no valid
 test fails when fewer than MIN_COMPILED of the drawn schemas compile, so it cannot pass by
 refusing. The default run draws DEFAULT_SCHEMAS schemas; the slow profile (`pytest -m slow
 tests/test_schema_fuzz.py`) runs SLOW_PAIRS (schema, instance) pairs and, where the environment
-names INFERLAB_FUZZ_OUT, writes its counts there as JSON.
+names INFERLAB_FUZZ_OUT, writes its counts there as JSON (INFERLAB_FUZZ_SEED: its first seed).
 """
 
 from __future__ import annotations
@@ -382,13 +382,15 @@ def test_compiled_grammar_agrees_with_jsonschema():
 
 @pytest.mark.slow
 def test_slow_profile_agrees_with_jsonschema():
-    """SLOW_PAIRS pairs in rounds of 200 schemas, one seed per round; the counts (and the first
-    disagreements) go to $INFERLAB_FUZZ_OUT when set."""
+    """SLOW_PAIRS pairs ($INFERLAB_FUZZ_PAIRS) in rounds of 200 schemas, one seed per round from
+    $INFERLAB_FUZZ_SEED (default 1000) on; the counts (and the first disagreements) go to
+    $INFERLAB_FUZZ_OUT when set."""
     pairs = int(os.environ.get("INFERLAB_FUZZ_PAIRS", SLOW_PAIRS))
+    first_seed = int(os.environ.get("INFERLAB_FUZZ_SEED", 1000))
     counts, disagreements = Counter(), []
     start, round_ = time.perf_counter(), 0
     while counts["pairs"] < pairs:
-        fuzz(200, 1000 + round_, counts, disagreements, valid_n=5, mutations=20, values=10)
+        fuzz(200, first_seed + round_, counts, disagreements, valid_n=5, mutations=20, values=10)
         round_ += 1
     counts["wall_s"] = round(time.perf_counter() - start, 1)
     counts["compile_s"] = round(counts["compile_s"], 1)
