@@ -377,6 +377,7 @@ def test_compiled_grammar_agrees_with_jsonschema():
     fuzz(DEFAULT_SCHEMAS, 46, counts, disagreements)
     assert not disagreements, _summary(counts, disagreements)
     assert counts["compiled"] >= MIN_COMPILED * counts["schemas"], _summary(counts, disagreements)
+    assert counts["refused_named"] == counts["refused"], _summary(counts, disagreements)  # "keyword at #pointer: ..."
     assert counts["pairs"] >= 10 * counts["compiled"] and counts["valid_pairs"] > 0, _summary(counts, disagreements)
 
 
@@ -401,3 +402,4 @@ def test_slow_profile_agrees_with_jsonschema():
                        "n_disagreements": len(disagreements)}, f, indent=1, default=str)
     assert not disagreements, _summary(counts, disagreements)
     assert counts["compiled"] >= MIN_COMPILED * counts["schemas"], _summary(counts, disagreements)
+    assert counts["refused_named"] == counts["refused"], _summary(counts, disagreements)
