@@ -110,3 +110,15 @@ def test_declared_names_meet_each_sides_own_rule(schema, instances):
 ])
 def test_merged_keywords_mean_what_both_sides_mean(schema, instances):
     agree(schema, instances)
+
+
+@pytest.mark.parametrize("schema, instances", [
+    # two nots under allOf: not anyOf of two types, which admits no object or array: those are
+    # kept as the rest says, where the complement of an object operand was refused
+    ({"allOf": [{"not": {"type": "string"}}, {"not": {"type": "integer"}}]}, [1, "a", None, 1.5, {"a": 1}, [1]]),
+    ({"type": ["object", "string"], "not": {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "integer"}]}},
+     ["a", "b", {"a": 1}, 1]),
+])
+def test_a_negation_that_admits_no_value_of_a_type_keeps_that_type(schema, instances):
+    agree(schema, instances)
+
