@@ -372,6 +372,16 @@ def test_found_by_the_fuzz(schema, instance):
     assert counts["compiled"] == 1 and counts["valid_pairs"] >= 1 and not disagreements, disagreements
 
 
+def test_a_ref_cycle_in_the_validators_path_ends_in_no_crash():
+    """The slow profile's second run crashed (SIGSEGV): canonical_json asks jsonschema which item
+    satisfies `contains`, and jsonschema followed a $ref cycle that makes no progress under the
+    recursion limit canonical_json raises for its own walks. values.kept now caps it (a
+    RecursionError, caught: the text is then chosen without it)."""
+    cycle = {"anyOf": [{"$ref": "#/$defs/d0"}]}
+    assert canonical_json([1], {"type": "array", "contains": {"$ref": "#/$defs/d0"}, "$defs": {"d0": cycle}}) == "[1]"
+    assert canonical_json(1, {"if": {"$ref": "#/$defs/d0"}, "then": {"type": "integer"}, "$defs": {"d0": cycle}}) == "1"
+
+
 def test_compiled_grammar_agrees_with_jsonschema():
     counts, disagreements = Counter(), []
     fuzz(DEFAULT_SCHEMAS, 46, counts, disagreements)
