@@ -61,6 +61,23 @@ def recursion_room(frames: int):
             sys.setrecursionlimit(old)
 
 
+@contextmanager
+def recursion_cap(frames: int):
+    """Run the body with at most `frames` Python frames above this one: for a third-party
+    recursion that may never end (jsonschema following a $ref cycle that makes no progress),
+    so that it ends in RecursionError, not in a C stack overflow under a limit that
+    recursion_room raised for the compiler's own bounded walks."""
+    old = sys.getrecursionlimit()
+    cap = _frames_now() + frames
+    if cap < old:
+        sys.setrecursionlimit(cap)
+    try:
+        yield
+    finally:
+        if cap < old:
+            sys.setrecursionlimit(old)
+
+
 def pointer_token(token) -> str:
     """A JSON pointer's reference token, escaped (RFC 6901: "~" as "~0", "/" as "~1")."""
     return str(token).replace("~", "~0").replace("/", "~1")

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab.constrain import keys, token_split
-from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, StateLimit, compile_regex
 from inferlab.constrain.lru import LRU
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.nfa import CALL_BASE, CALL_DIGITS, CALL_MARK
@@ -628,9 +628,22 @@ def build_machine(compiled, *, max_states: int = DEFAULT_MAX_STATES) -> StackMac
 
 def _automaton_dfas(compiled, regex_dfa, max_states: int) -> list[DFA]:
     """Each automaton's DFA: regex_dfa(k, regex), or a length-bounded string's (_bounded)."""
+    from inferlab.constrain.schema import SchemaError
+
     lengths = compiled.lengths or (None,) * len(compiled.automata)
-    return [regex_dfa(k, regex) if bounds is None else _bounded(k, regex, bounds, max_states)
-            for k, (regex, bounds) in enumerate(zip(compiled.automata, lengths))]
+    out = []
+    for k, (regex, bounds) in enumerate(zip(compiled.automata, lengths)):
+        try:
+            out.append(regex_dfa(k, regex) if bounds is None else _bounded(k, regex, bounds, max_states))
+        except SchemaError:
+            raise
+        except InferlabError as exc:  # a size limit: named with the subschema the automaton is for
+            where = compiled.sources[k] if k < len(compiled.sources) else None
+            if where is None:
+                raise
+            limit = "max_states" if isinstance(exc, StateLimit) else "automaton size"
+            raise type(exc)(f"{limit} at #{where}: {exc}") from None
+    return out
 
 
 def _bounded(k: int, regex: str, bounds: tuple, max_states: int) -> DFA:
@@ -639,7 +652,7 @@ def _bounded(k: int, regex: str, bounds: tuple, max_states: int) -> DFA:
 
     out = bounded_dfa(regex, *bounds)
     if out.n_states > max_states:
-        raise InferlabError(f"automaton {k} (a length-bounded string) exceeds {max_states:,} states")
+        raise StateLimit(f"automaton {k} (a length-bounded string) exceeds {max_states:,} states")
     return out
 
 

@@ -95,10 +95,18 @@ Supported keywords
   a constrained object or array operand, and automata over the size limits (an operand's or
   product's DFA over dfa_algebra.MAX_PRODUCT_STATES is refused before it is minimised) are errors;
 - if/then/else: (if and then) or (not if and else), each side compiled as above;
-- allOf, merged into one schema (type sets intersected, bounds tightened, properties merged with
-  each side's additionalProperties, anyOf/oneOf distributed, two `not`s as not anyOf, a second
-  if/then/else as its two alternatives; more than MAX_CONDITIONALS whose conditions, each beside
-  the rest, are pairwise disjoint as one alternative per condition and one for none);
+- allOf, merged into one schema, every keyword of both sides exactly or refused by name (type
+  sets intersected, bounds tightened (draft-04's exclusive flags with them), required united,
+  properties and patternProperties key by key: a key meets each side's declared schema, every
+  matching pattern of each side, and a side's additionalProperties only where that side neither
+  declares nor matches it (additionalProperties false beside the other side's patterns: that
+  side's names as propertyNames); prefixItems/tuple items position by position, propertyNames
+  and dependencies/dependentRequired/dependentSchemas per name, uniqueItems either, anyOf/oneOf
+  distributed, two `not`s as not anyOf, a second if/then/else as its two alternatives; a keyword
+  idle on its side (then without if, additionalItems without a tuple, minContains without
+  contains) stays idle; different contains, pattern, multipleOf, format are refused; more than
+  MAX_CONDITIONALS whose conditions, each beside the rest, are pairwise disjoint as one
+  alternative per condition and one for none);
 - $ref, resolved as the specification says (schema.resources): against the base URI of the node
   that holds it ($id; id in drafts 3-4), to an embedded resource, an anchor ($anchor,
   $dynamicAnchor; up to draft-07 a bare-fragment $id), a JSON pointer (percent-decoded as UTF-8

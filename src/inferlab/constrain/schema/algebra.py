@@ -73,6 +73,8 @@ class AlgebraMixin:
             neg_t = self.merge(neg, {"type": t}, neg_ptr, stack)
         except _Unsat:
             return self.compile(rest_t, ptr, stack)  # neg admits no value of type t
+        if self.disjoint(neg_t, {"type": t}, stack, stack):  # nor where its top does not show it (anyOf of other types)
+            return self.compile(rest_t, ptr, stack)
         if isinstance(neg_t, dict) and not _constrains(neg_t, t):
             raise _Unsat(f"not at #{ptr}: no {t} is left")
         if self.operand_depth:  # the complement of a complement would need the other polarity

@@ -7,6 +7,7 @@ import math
 from inferlab.constrain.regex import fullmatch
 from inferlab.constrain.schema.common import (SchemaError, _DEPENDENCY_KEYWORDS, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
                                               _plain_decimal, _type_set, _values, dumps)
+from inferlab.constrain.schema.refs import conditional_as_alternatives
 from inferlab.constrain.schema.strings import _searches
 
 
@@ -22,6 +23,16 @@ class CanonicalMixin:
             return dumps(instance)
         if any(k in node for k in _DEPENDENCY_KEYWORDS):  # as the compiler reads them: their required keys' order
             return self.canonical(instance, self.dependencies_as_any_of(node, ptr), ptr, stack)
+        if "if" in node:  # as compile_conditional reads it: (if and then) or (not if and else)
+            return self.canonical(instance, conditional_as_alternatives(node), ptr, stack)
+        if "not" in node:  # as compile_negated reads it: the positive form's order, else the rest's
+            rest = {k: v for k, v in node.items() if k != "not"}
+            try:
+                neg = self.flatten(node["not"], _child(ptr, "not"), stack)[0]
+                positive = self.without_not(rest, neg, ptr, stack)
+            except (_Unsat, SchemaError):
+                positive = None
+            return self.canonical(instance, rest if positive is None else positive, ptr, stack)
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
@@ -75,7 +86,15 @@ class CanonicalMixin:
                 prefix, rest = node["items"], node.get("additionalItems", True)
             else:
                 prefix, rest = node.get("prefixItems", []), node.get("items", True)
-            parts = [self.canonical(v, prefix[k] if k < len(prefix) else rest, ptr, stack) for k, v in enumerate(instance)]
+            schemas = [prefix[k] if k < len(prefix) else rest for k in range(len(instance))]
+            j = self.contains_position(instance, node, ptr, stack)
+            if j is not None:  # compile_contains: one item has the items' and contains' schema together
+                try:
+                    schemas[j] = self.merge(self.flatten(rest, ptr, stack)[0],
+                                            self.flatten(node["contains"], ptr, stack)[0], ptr, stack)
+                except (_Unsat, SchemaError):
+                    pass  # (no grammar then: the text matters not)
+            parts = [self.canonical(v, sub, ptr, stack) for v, sub in zip(instance, schemas)]
             return "[" + ",".join(parts) + "]"
         if isinstance(instance, float) and instance.is_integer() and self.integral_floats:
             # from draft-06 on 1.0 is the integer 1 in every respect (type, equality): written as the
@@ -90,3 +109,13 @@ class CanonicalMixin:
             return _plain_decimal(instance)
         return dumps(instance)
 
+    def contains_position(self, instance: list, node: dict, ptr: str, stack) -> int | None:
+        """The first item that satisfies `contains` (jsonschema), where contains is compiled as
+        one position of items and contains together; None where there is none or no answer."""
+        if "contains" not in node or "prefixItems" in node or isinstance(node.get("items"), list) \
+                or not self.values.available:
+            return None
+        try:
+            return next((j for j, v in enumerate(instance) if self.values.kept(node["contains"], [v])), None)
+        except ValueError:
+            return None

@@ -357,6 +357,10 @@ class CombinatorsMixin:
                         not y.get("patternProperties") and \
                         any(n not in y.get("properties", {}) for n in x.get("required", [])):
                     return True
+                # (properties {name: false}: whatever else y says, where either side is objects only)
+                if isinstance(y.get("properties"), dict) and isinstance(x.get("required"), list) and \
+                        any(y["properties"].get(n) is False for n in x["required"] if isinstance(n, str)):
+                    return True
         return False
 
     def none_valid(self, values: list, node) -> bool:

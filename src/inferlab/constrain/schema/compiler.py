@@ -59,6 +59,10 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         self.lengths: dict[int, tuple] = {}  # length-bounded string automaton -> (min, max or None) characters
         self.uniques: dict[str, int] = {}  # regex of an array of unique strings -> its automaton
         self.automata: list[str] = [""]     # regexes; 0 is the root, filled last
+        # per automaton, the JSON pointer of the subschema it was made for (a refusal of its DFA
+        # names it); `where`: the pointers of the compile() calls open, innermost last
+        self.sources: list[str] = [""]
+        self.where: list[str] = [""]
         self.ref_automaton: dict[str, int] = {}
         self.unsat_refs: dict[str, _Unsat] = {}
         self.outlined: dict[str, int] = {}  # regex text -> automaton
@@ -94,7 +98,7 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
 
     def rollback(self, saved: tuple) -> None:
         n, narrowed, unenforced, formats, self.calls = saved
-        del self.automata[n:]
+        del self.automata[n:], self.sources[n:]
         for table in (self.ref_automaton, self.outlined, self.uniques):  # key -> automaton
             for key in [key for key, k in table.items() if k >= n]:
                 del table[key]
@@ -132,18 +136,21 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
     def compile(self, node, ptr: str, stack: tuple = ()) -> str:
         self.calls += 1
         if self.calls > self.max_calls:
-            raise SchemaTooLarge(f"the schema expands to more than {self.max_calls - self.calls_before:,} subschemas "
-                              "($ref unrolling, anyOf/allOf distribution): lower max_ref_depth or simplify it")
+            raise SchemaTooLarge(f"subschemas at #{ptr}: the schema expands to more than "
+                                 f"{self.max_calls - self.calls_before:,} subschemas ($ref unrolling, anyOf/allOf "
+                                 "distribution) here: lower max_ref_depth or simplify it")
         if self.depth == MAX_SCHEMA_DEPTH:  # $ref chains nest compiles deeper than the document
             raise SchemaError(f"subschemas nested deeper than {MAX_SCHEMA_DEPTH:,} at "
                               f"{short_pointer(split_pointer(ptr))} ($ref included; the nesting limit)")
         self.depth += 1
+        self.where.append(ptr)
         try:
             out = self._compile(node, ptr, stack)
+            if len(out) > self.outline_chars and self.calls_on():
+                return self.outline(out)
         finally:
             self.depth -= 1
-        if len(out) > self.outline_chars and self.calls_on():
-            return self.outline(out)
+            self.where.pop()
         if len(out) > MAX_REGEX_CHARS:  # stop an unrolled blow-up as soon as one part is too big
             raise SchemaTooLarge(f"the regex for #{ptr} exceeds {MAX_REGEX_CHARS:,} characters: "
                               "lower max_ref_depth or simplify the schema")
@@ -312,6 +319,8 @@ class CompiledGrammar:
     lengths: tuple[tuple[int, int | None] | None, ...] = ()
     # keywords the schema's dialect ($schema) does not have, left out as its validators leave them
     ignored: tuple[str, ...] = ()
+    # per automaton: the JSON pointer of the subschema it was first made for ("" is the root)
+    sources: tuple[str, ...] = ()
 
 
 def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = False,
@@ -353,7 +362,7 @@ def compile_grammar(schema, *, whitespace: str = "compact", lenient: bool = Fals
                            maps=tuple(c.maps.get(k) for k in range(len(c.automata))),
                            uniques=tuple(sorted(c.uniques.values())),
                            lengths=tuple(c.lengths.get(k) for k in range(len(c.automata))),
-                           ignored=tuple(c.ignored))
+                           ignored=tuple(c.ignored), sources=tuple(c.sources))
 
 
 def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool = True,

@@ -89,7 +89,7 @@ class EvaluatedMixin:
             if case.patterns:
                 part["patternProperties"] = {p: True for p in sorted(case.patterns)}
             return part
-        # (a tuple-form items beside it is merged in prefixItems form: refs._prefix_form)
+        # (a tuple-form items beside it is merged position by position: refs._merge_positions)
         # an item that a contains in effect matches is evaluated by it (its annotation: in a case,
         # each contains holds, minContains 0 included)
         rest = {"anyOf": [u, *case.contains]} if case.contains else u

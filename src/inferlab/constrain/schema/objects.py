@@ -70,7 +70,8 @@ class ObjectsMixin:
                 if extra is False and not any(p.search(name) for p in patterns):
                     raise _Unsat(f"required at #{ptr}: {name!r} is required but additionalProperties is false")
                 # (a name some pattern matches gets that pattern's schema below, whatever extra is)
-                schemas[name] = True if extra is None or extra is False else extra
+                matched = any(p.search(name) for p in patterns)  # additionalProperties does not apply
+                schemas[name] = True if extra is None or extra is False or matched else extra
         if len(pattern_props) == 1 and _universal_pattern(next(iter(pattern_props))):
             # a pattern every key matches (".*"): it applies to every key, additionalProperties to none
             (pat, sub), = pattern_props.items()

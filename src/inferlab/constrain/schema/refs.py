@@ -84,6 +84,69 @@ def _both(x, y):
     return x if y is True else y if x is True else {"allOf": [x, y]}
 
 
+def _effective(side):
+    """A schema without the keywords that have no effect beside its others (then/else without
+    if, additionalItems beside a schema-form or absent items, min/maxContains without contains,
+    a draft-04 exclusive bound without its bound): merged, the other side's keyword would give
+    them one."""
+    if not isinstance(side, dict):
+        return side
+    idle = [k for k in ("then", "else") if k in side and "if" not in side]
+    if "additionalItems" in side and not isinstance(side.get("items"), list):
+        idle.append("additionalItems")
+    idle += [k for k in ("minContains", "maxContains") if k in side and "contains" not in side]
+    idle += [k for k, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum"))
+             if isinstance(side.get(k), bool) and bound not in side]
+    return {k: v for k, v in side.items() if k not in idle} if idle else side
+
+
+def _merge_positions(out: dict, a: tuple, b: tuple, list_key: str, rest_key: str) -> None:
+    """Arrays under allOf: each side a (schemas by position, schema past them); at each index
+    both sides' schemas hold (past a side's list, its rest), and past both lists both rests."""
+    (la, ra), (lb, rb) = a, b
+    out[list_key] = [_both(la[i] if i < len(la) else ra, lb[i] if i < len(lb) else rb)
+                     for i in range(max(len(la), len(lb)))]
+    rest = _both(ra, rb)
+    if rest is True:
+        out.pop(rest_key, None)
+    else:
+        out[rest_key] = rest
+
+
+def _merge_bound(out: dict, a: dict, b: dict, key: str) -> None:
+    """Draft-04 bounds under allOf: the tighter of the two sides' (bound, exclusive) pairs; at an
+    equal bound, exclusive where either side is."""
+    bound, lower = ("minimum", True) if key == "exclusiveMinimum" else ("maximum", False)
+    sides = [(side[bound], side.get(key) is True) for side in (a, b)
+             if isinstance(side.get(bound), (int, float)) and not isinstance(side.get(bound), bool)]
+    if not sides or any(not isinstance(side.get(key, False), bool) for side in (a, b)):
+        return  # a numeric exclusive bound beside a boolean one: merge_keyword refused the pair
+    value = max(v for v, _ in sides) if lower else min(v for v, _ in sides)
+    out[bound] = value
+    if any(excl for v, excl in sides if v == value):
+        out[key] = True
+    else:
+        out.pop(key, None)
+
+
+def _both_dependency(x, y):
+    """dependencies / dependentRequired / dependentSchemas of one name under allOf: both (a list
+    of names is the schema that requires them)."""
+    if x is True or y is True:  # (the name is on one side only)
+        return y if x is True else x
+    if isinstance(x, list) and isinstance(y, list):
+        return list(dict.fromkeys(x + y))
+    return _both({"required": x} if isinstance(x, list) else x, {"required": y} if isinstance(y, list) else y)
+
+
+def _names_of(props: dict, patterns: dict):
+    """The property names an object with additionalProperties false admits, as a propertyNames
+    schema: its declared names and the keys its patterns match."""
+    names = [{"enum": list(props)}] if props else []
+    names += [{"pattern": pat} for pat in patterns]
+    return False if not names else names[0] if len(names) == 1 else {"anyOf": names}
+
+
 class RefsMixin:
     """$ref resolution and allOf merging; in stack mode, calls of automata compiled once (mixed into _Compiler)."""
 
@@ -210,9 +273,7 @@ class RefsMixin:
             return b if isinstance(b, dict) else {}
         if b is True:
             return a
-        a, b = _contains_counts(_live_conditional(a), b), _contains_counts(_live_conditional(b), a)
-        if _ITEM_KEYS & a.keys() and _ITEM_KEYS & b.keys():
-            a, b = _prefix_form(a), _prefix_form(b)
+        a, b = _effective(a), _effective(b)
         if "if" in a and "if" in b and not all(_json_equal(a.get(k), b.get(k)) for k in ("if", "then", "else")):
             b = conditional_as_alternatives(b)  # two conditionals: the second one as an anyOf
         out = dict(a)
@@ -224,11 +285,29 @@ class RefsMixin:
             if _json_equal(av, bv):
                 continue
             out[key] = self.merge_keyword(key, av, bv, a, b, ptr)
-        if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
-            self.merge_objects(out, a, b)
+        if any(k in side for k in ("properties", "additionalProperties", "patternProperties") for side in (a, b)):
+            self.merge_objects(out, a, b, ptr)
         if "prefixItems" in a or "prefixItems" in b:
             self.merge_prefixes(out, a, b, ptr)
+        elif isinstance(a.get("items"), list) or isinstance(b.get("items"), list):
+            self.merge_tuples(out, a, b)
+        for key in ("exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(a.get(key), bool) or isinstance(b.get(key), bool):
+                _merge_bound(out, a, b, key)
+        if "contains" in a and "contains" in b and ("minContains" in a or "minContains" in b) and \
+                all(isinstance(side.get("minContains", 1), int) for side in (a, b)):
+            # (the contains of both, equal here: a side without minContains asks for one match)
+            out["minContains"] = max(a.get("minContains", 1), b.get("minContains", 1))
         return out
+
+    def merge_tuples(self, out, a, b) -> None:
+        """The tuple form of items (drafts 4-2019) under allOf, position by position: past a
+        side's own list, its additionalItems holds (a schema-form items holds everywhere)."""
+        sides = []
+        for side in (a, b):
+            items = side.get("items", True)
+            sides.append((items, side.get("additionalItems", True)) if isinstance(items, list) else ([], items))
+        _merge_positions(out, *sides, "items", "additionalItems")
 
     def merge_prefixes(self, out, a, b, ptr: str) -> None:
         """prefixItems under allOf: a side's `items` holds at every index past its own prefix, so
@@ -241,40 +320,68 @@ class RefsMixin:
                 self.refuse("allOf", ptr, "cannot merge a tuple-form 'items' with 'prefixItems'")
                 return
             sides.append((side.get("prefixItems", []), rest))
-        (pa, ra), (pb, rb) = sides
-        if not isinstance(pa, list) or not isinstance(pb, list):
+        if not all(isinstance(prefix, list) for prefix, _ in sides):
             raise self.error("prefixItems", ptr, "must be an array")
-        n = max(len(pa), len(pb))
-        out["prefixItems"] = [_both(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb) for i in range(n)]
-        rest = _both(ra, rb)
-        if rest is True:
-            out.pop("items", None)
-        else:
-            out["items"] = rest
+        _merge_positions(out, *sides, "prefixItems", "items")
 
-    def merge_objects(self, out, a, b) -> None:
-        """properties under allOf: a name declared on one side only meets the other side's
-        additionalProperties (absent = true), so merging never admits a key a side forbids."""
+    def merge_objects(self, out, a, b, ptr: str) -> None:
+        """properties, patternProperties and additionalProperties under allOf, exactly: a key meets
+        each side's rule for it. A side's rule for a key: its declared schema and the schemas of
+        every pattern of its own that matches the key (searched with Python's re, as jsonschema
+        and compile_object do), and its additionalProperties where it declares the key nowhere.
+
+        - a name declared on one side meets the other side's additionalProperties only where no
+          pattern of the other side matches it (the merged patterns apply to it as well);
+        - a pattern of both sides gets both schemas; a pattern of one side gets, beside its own,
+          the other side's additionalProperties (where that is false: propertyNames, the other
+          side's declared names and patterns, exact): exact for every key no pattern of the other side
+          also matches. A key that patterns of both sides match gets more than it must there; such
+          keys match several merged patterns, and compile_object never writes those as extra keys
+          (its recorded narrowing); a declared or required name that is such a key, or that the
+          other side declares, is recorded here (a narrowing: sound, that name gets more);
+        - a key that no pattern matches and neither side declares meets both additionalProperties."""
         pa, pb = a.get("properties", {}), b.get("properties", {})
+        qa, qb = a.get("patternProperties") or {}, b.get("patternProperties") or {}
+        for where, value in (("properties", pa), ("properties", pb), ("patternProperties", qa), ("patternProperties", qb)):
+            if not isinstance(value, dict):
+                raise self.error(where, _child(ptr, where), "must be an object")
         xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
-        props = {}
-        for name in list(pa) + [n for n in pb if n not in pa]:
-            props[name] = _both(pa.get(name, xa), pb.get(name, xb))
-        out["properties"] = props
+        ca = self.check_patterns(qa, ptr) if qa else []
+        cb = self.check_patterns(qb, ptr) if qb else []
+
+        def rule(props, compiled, extra, name):  # what a side asks of a name it may not declare
+            if name in props:
+                return props[name]
+            return True if any(c.search(name) for c in compiled) else extra
+
+        props = {name: _both(rule(pa, ca, xa, name), rule(pb, cb, xb, name))
+                 for name in list(pa) + [n for n in pb if n not in pa]}
+        if props or "properties" in out:
+            out["properties"] = props
         if "additionalProperties" in a or "additionalProperties" in b:
             out["additionalProperties"] = _both(xa, xb)
-        if "patternProperties" in a or "patternProperties" in b:
-            # a key one side's pattern admits still meets the other side's additionalProperties
-            # (a narrowing where the other side has a matching pattern or declares the key)
+        if qa or qb:
+            names = list(props) + [n for n in out.get("required", []) if isinstance(n, str) and n not in props]
+            sides = ((qa, ca, qb, cb, pb, xb), (qb, cb, qa, ca, pa, xa))
+            for name in names:
+                # one side's own pattern carries the other's additionalProperties, which that side
+                # does not apply to a name it declares or matches itself
+                if any(x is not True and x is not False and (name in theirs or any(c.search(name) for c in cother))
+                       and any(c.search(name) for pat, c in zip(mine, cmine) if pat not in other)
+                       for mine, cmine, other, cother, theirs, x in sides):
+                    self.narrow(f"patternProperties at #{ptr}: {name!r} matches a pattern of one allOf branch and "
+                                "is declared or matched by the other, whose additionalProperties it must meet too")
+                    break
             merged = {}
-            for side, other, other_extra in ((a, b, xb), (b, a, xa)):
-                for pat, sub in (side.get("patternProperties") or {}).items():
-                    # where the other side has the same pattern, its keys meet that pattern's
-                    # schema there (merged in too), not the other side's additionalProperties
-                    extra = None if pat in (other.get("patternProperties") or {}) else other_extra
-                    parts = [x for x in (merged.get(pat), sub, extra) if x is not None and x is not True]
-                    merged[pat] = True if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
+            for pat in list(qa) + [p for p in qb if p not in qa]:
+                # additionalProperties false is a side's names: propertyNames below, exact
+                sa = qa[pat] if pat in qa else True if xa is False else xa
+                sb = qb[pat] if pat in qb else True if xb is False else xb
+                merged[pat] = _both(sa, sb)
             out["patternProperties"] = merged
+            for props_o, q_o, x_o, q_s in ((pa, qa, xa, qb), (pb, qb, xb, qa)):
+                if x_o is False and any(pat not in q_o for pat in q_s):
+                    out["propertyNames"] = _both(out.get("propertyNames", True), _names_of(props_o, q_o))
 
     def merge_keyword(self, key, av, bv, a, b, ptr):
         if key == "type":
@@ -295,6 +402,16 @@ class RefsMixin:
             return av  # merge_objects and merge_prefixes rewrite these
         if key in ("items", "additionalItems") and isinstance(av, (dict, bool)) and isinstance(bv, (dict, bool)):
             return {"allOf": [av, bv]}
+        if (key == "items" and (isinstance(av, list) or isinstance(bv, list))) or \
+                (key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(av, bool) and isinstance(bv, bool)):
+            return av  # merge_tuples and _merge_bound rewrite these (tuples, draft-04 booleans)
+        if key == "propertyNames":
+            return _both(av, bv)
+        if key == "uniqueItems" and isinstance(av, bool) and isinstance(bv, bool):
+            return av or bv
+        if key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(av, dict) \
+                and isinstance(bv, dict):
+            return {name: _both_dependency(av.get(name, True), bv.get(name, True)) for name in {**av, **bv}}
         if key == "enum":
             keys = {_json_key(v) for v in bv}
             return [v for v in av if _json_key(v) in keys]
@@ -332,6 +449,7 @@ class RefsMixin:
         k = self.ref_automaton.get(tptr)
         if k is None:
             k = self.ref_automaton[tptr] = self.new_automaton()
+            self.sources[k] = tptr
             try:
                 self.automata[k] = self.compile(target, tptr, ())
             except _Unsat as exc:
@@ -344,8 +462,10 @@ class RefsMixin:
 
     def new_automaton(self) -> int:
         if len(self.automata) >= MAX_AUTOMATA:
-            raise SchemaTooLarge(f"the grammar needs more than {MAX_AUTOMATA:,} automata")
+            raise SchemaTooLarge(f"automata at #{self.where[-1]}: the grammar needs more than {MAX_AUTOMATA:,} "
+                                 "automata here")
         self.automata.append(_NOTHING)
+        self.sources.append(self.where[-1])
         return len(self.automata) - 1
 
     def counted(self, item: str, lo: int, hi: int) -> str:
@@ -383,44 +503,6 @@ class RefsMixin:
             self.automata[k] = regex
         return f"(?&{k})"
 
-
-
-def _live_conditional(x: dict) -> dict:
-    """x without the parts of a conditional that constrain nothing on their own side: then/else
-    without if, an if with neither (merged beside another side's they would join its conditional)."""
-    if "if" in x and ("then" in x or "else" in x):
-        return x
-    if "if" in x or "then" in x or "else" in x:
-        return {k: v for k, v in x.items() if k not in ("if", "then", "else")}
-    return x
-
-
-_ITEM_KEYS = frozenset({"items", "prefixItems", "additionalItems"})
-
-
-def _prefix_form(x: dict) -> dict:
-    """x with a tuple-form items (drafts 4-2019) and its additionalItems as prefixItems and items
-    (the 2020-12 spelling, which compile_array reads in any dialect), for merge_prefixes; an
-    additionalItems without a tuple, which constrains nothing, dropped."""
-    if isinstance(x.get("items"), list):
-        rest = {k: v for k, v in x.items() if k not in ("items", "additionalItems")}
-        return {**rest, "prefixItems": x["items"], **({"items": x["additionalItems"]} if "additionalItems" in x else {})}
-    if "additionalItems" in x:
-        return {k: v for k, v in x.items() if k != "additionalItems"}
-    return x
-
-
-def _contains_counts(x: dict, other: dict) -> dict:
-    """x's minContains/maxContains as they constrain beside `other` under allOf: nothing without
-    x's own contains (dropped: merged beside other's contains they would count its items), and a
-    minContains of 1 written out where other's contains has a count (so the merge's max keeps
-    x's default, not other's minContains 0)."""
-    if "contains" not in x:
-        return {k: v for k, v in x.items() if k not in ("minContains", "maxContains")} \
-            if "minContains" in x or "maxContains" in x else x
-    if "minContains" not in x and "contains" in other and "minContains" in other:
-        return {**x, "minContains": 1}
-    return x
 
 
 def conditional_as_alternatives(node: dict) -> dict:

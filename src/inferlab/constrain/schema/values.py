@@ -13,6 +13,9 @@ from __future__ import annotations
 from functools import cached_property, lru_cache
 
 from inferlab.constrain import formats
+from inferlab.nesting import recursion_cap
+
+VALIDATOR_FRAMES = 1_000  # Python frames one check may use (Python's own default limit's worth)
 
 
 @lru_cache(maxsize=1)
@@ -100,7 +103,12 @@ class ValueChecker:
         ValueError where the validator itself fails (a reference it cannot resolve, ...)."""
         v = self.root_validator.evolve(schema=node)
         try:
-            return [x for x in values if v.is_valid(x)]
-        except Exception as exc:  # the validator's own errors (referencing, bad keyword values)
+            with recursion_cap(VALIDATOR_FRAMES):  # a $ref cycle: RecursionError, caught below
+                return [x for x in values if v.is_valid(x)]
+        except Exception as exc:  # the validator's own errors (referencing, bad keyword values, recursion)
             raise ValueError(f"jsonschema cannot check it ({type(exc).__name__})") from None
+        except BaseException as exc:  # rpds-py's panic around a RecursionError is a BaseException
+            if type(exc).__name__ != "PanicException":
+                raise  # (an interrupt, a time bound)
+            raise ValueError("jsonschema cannot check it (PanicException)") from None
 
