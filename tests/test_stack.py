@@ -689,7 +689,7 @@ def test_keep_walks_in_numpy_and_in_python_equal_brute_force(schema, kept_py_nod
     (token_split.walk_nodes) or node by node in Python (kept_tokens): at the small vocabularies
     of these tests the default walks all in Python, so numpy's is forced here. Masks equal the
     brute force, and the path forced is the one taken."""
-    import inferlab.constrain.stack as stack_module
+    import inferlab.constrain.grammar as stack_module
     monkeypatch.setattr(stack_module, "KEPT_PY_NODES", kept_py_nodes)
     calls = Counter()
     for name in ("walk_nodes", "kept_tokens"):
