@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,8 +56,15 @@ from inferlab.errors import InferlabError
 
 Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items) when counted or a map
 Stack = tuple[Frame, ...]         # bottom first
-State = tuple[int, tuple]         # the grammar's state: (configuration, keys.KeyContext)
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
+
+
+class State(NamedTuple):
+    """The grammar's state: an opaque configuration handle (an int the machine interns; the
+    native engine reads the same ids) and the keys written so far."""
+
+    config: int
+    keys: keys.KeyContext
 
 
 def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -304,7 +312,7 @@ class StackMachine:
         Then a stack is pruned (prune) only when the key it writes is a prefix of a written key,
         with no unused completion left: a key is at most one per byte, each state of a key
         automaton has a completion, and right after an opening quote more than the written keys."""
-        written = sum(len(names) for names in ctx[0] if names is not None)
+        written = sum(len(names) for names in ctx.objs if names is not None)
         return self.key_margin > written + reach
 
     def holds_finite_map(self, cid: int) -> bool:
@@ -357,7 +365,7 @@ class StackMachine:
                 cid = self.prune(cid, ctx)
                 if cid < 0:
                     return None
-        return cid, ctx
+        return State(cid, ctx)
 
     def opens_unique(self, cid: int) -> bool:
         """Did the `[` that led to configuration `cid` open an array of unique strings on some
@@ -471,8 +479,8 @@ class StackMachine:
         """Is `data` a complete text of the grammar (no object repeating a key)?"""
         if isinstance(data, str):
             data = data.encode("utf-8")
-        state = self.feed((self.start, keys.START), data)
-        return state is not None and self.can_end(state[0])
+        state = self.feed(State(self.start, keys.START), data)
+        return state is not None and self.can_end(state.config)
 
     def mask_key(self, cid: int, reach: int) -> int:
         """The configuration with each count clamped where `reach` more items cannot tell it
