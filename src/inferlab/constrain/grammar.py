@@ -24,13 +24,14 @@ cached row per state (fill_bitmask), so cached rows never depend on the keys.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain import keys, token_split
+from inferlab.constrain import keys, native, token_split
 from inferlab.constrain.machine import ROW_LOOP_BYTES, Frame, Stack, StackMachine, State, _canonical
 from inferlab.constrain.masks import unpack_bitmask
 
@@ -60,14 +61,18 @@ class GrammarStats:
     configurations: int  # built so far (grows as text or masks visit them)
     narrow_masks: int    # masks made so far by a narrow walk (_narrow_mask)
     split_masks: int     # masks made so far by frame splits or a walk of the whole trie (_build_mask)
+    native_masks: int = 0  # masks made so far by the native engine (native.NativeMasks)
 
 
 class StackGrammar:
     """The matcher API's Grammar (docs/architecture.md) over a StackMachine and a vocabulary."""
 
     def __init__(self, machine: StackMachine, vocab, *, cache_rows: int = MASK_CACHE_ROWS,
-                 narrow_nodes: int = NARROW_NODES, warm_ms: float = 0.0):
+                 narrow_nodes: int = NARROW_NODES, warm_ms: float = 0.0, engine: str | None = None):
         self.machine = machine
+        self.engine_asked = engine or native.requested()  # INFERLAB_ENGINE's, where the caller names none
+        self.engine = native.in_use(self.engine_asked)    # "native", or "python" (asked, or not built)
+        self._native = native.NativeMasks(machine, vocab) if self.engine == "native" else None
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
         self.eos_id = vocab.eos_id
@@ -93,7 +98,7 @@ class StackGrammar:
         self._fixed: dict[tuple[int, bool], list[int]] = {}  # _row_fixed
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
         self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
-        self._narrow_made = self._split_made = 0         # stats()
+        self._narrow_made = self._split_made = self._native_made = 0  # stats()
         self.warmed = self.warm(warm_ms / 1e3) if warm_ms > 0 else 0  # configurations warmed (warm)
 
     def warm(self, seconds: float, configs: int | None = None) -> int:
@@ -119,13 +124,14 @@ class StackGrammar:
 
     def stats(self) -> GrammarStats:
         m = self.machine
-        return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs), self._narrow_made, self._split_made)
+        return GrammarStats(m.n_automata, m.n_states, m.uses_stack, len(m.configs), self._narrow_made, self._split_made,
+                            self._native_made)
 
     def initial_state(self) -> State:
-        return self.machine.start, keys.START
+        return State(self.machine.start, keys.START)
 
     def can_end(self, state: State) -> bool:
-        return self.machine.can_end(state[0])
+        return self.machine.can_end(state.config)
 
     def advance(self, state: State, token: int) -> State | None:
         if not 0 <= token < self.vocab_size:  # (before EOS: a vocabulary without one has eos_id -1)
@@ -144,7 +150,7 @@ class StackGrammar:
         """Read off the configuration alone: where the written keys rule out all but one byte,
         the forced text may stop short (never wrong)."""
         out = bytearray()
-        cid = state[0]
+        cid = state.config
         while len(out) < MAX_FORCED_BYTES and not self.machine.can_end(cid):
             live = np.flatnonzero(self.machine.row(cid) >= 0)
             if len(live) != 1:
@@ -159,7 +165,7 @@ class StackGrammar:
         follows). Multi-byte characters are walked byte by byte through the configurations. Read
         off the configuration alone, as forced_bytes: the written keys can only remove characters."""
         m = self.machine
-        frontier = [(b"", m.walk(self.forced_bytes(state), state[0]))]
+        frontier = [(b"", m.walk(self.forced_bytes(state), state.config))]
         out: list[str] = []
         while frontier:
             prefix, cid = frontier.pop()
@@ -181,7 +187,7 @@ class StackGrammar:
         (LRU): a state seen before costs a row copy and clearing those few bits."""
         hit = self._cleared.get(state)
         if hit is None:
-            key = self._mask_key(state[0])
+            key = self._mask_key(state.config)
             _write(out, self._row(key))
             hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
@@ -209,39 +215,63 @@ class StackGrammar:
     def _row(self, key: int) -> np.ndarray | tuple[int, ...]:
         """Mask key `key`'s (words,) int32 row, or its few tokens where a narrow walk found
         fewer than SPARSE_TOKENS (_write), built on first need, cached (LRU)."""
-        return _lru(self._masks, key, lambda: self._build_mask(key), self._cache_rows)
+        return _lru(self._masks, key, lambda: self._engine_mask(key), self._cache_rows)
+
+    def _engine_mask(self, key: int) -> np.ndarray | tuple[int, ...]:
+        """Mask key `key`'s row by the engine in use (the written keys aside)."""
+        if self._native is None:
+            native.announce_fallback(self.engine_asked)
+            return self._build_mask(key)
+        self._native_made += 1
+        return self._native.row(key)
+
+    def fill_rows(self, states, threads: int | None = None) -> None:
+        """Build the uncached rows of `states` (a batch's) in one native call, walked on up to
+        `threads` threads at once (default: the CPUs), so that each row's fill_bitmask after it
+        copies a cached row; nothing where the Python engine is in use (its rows are built by
+        fill_bitmask, one at a time)."""
+        if self._native is None:
+            return
+        todo = dict.fromkeys(self._mask_key(s.config) for s in states if s not in self._cleared)
+        todo = [k for k in todo if k not in self._masks]
+        if not todo:
+            return
+        rows = self._native.rows(todo, threads or os.cpu_count() or 1)
+        self._native_made += len(todo)
+        for k, row in zip(todo, rows):
+            _lru(self._masks, k, lambda row=row: row, self._cache_rows)
 
     def _refused(self, state: State, key: int, out: np.ndarray) -> tuple[int, ...]:
         """The tokens allowed in the row `out` of mask key `key` that the written keys refuse."""
         m = self.machine
         quoted = self._quoted.get(key)
-        if quoted is not None and not (m.finite_maps and m.holds_finite_map(state[0])):
+        if quoted is not None and not (m.finite_maps and m.holds_finite_map(state.config)):
             # a narrow row: its few tokens with a quote are the candidates below, tested one by one;
             # outside a key being written, only those holding a whole quoted string can repeat one
             quoted, held = quoted
             if m.finite_maps:
                 cands = quoted
             else:
-                cands = held if state[1][1] is None else quoted
-                cands = self.key_index.may_close_repeat(cands, state[1]) if cands else ()
+                cands = held if state.keys.key is None else quoted
+                cands = self.key_index.may_close_repeat(cands, state.keys) if cands else ()
             return tuple(t for t in cands if self._refuses(state, t))
         if not m.finite_maps:
             # keys.KeyIndex.candidates in the row: the fixed part's are the same for every state of
             # this mask key (kept), the varying parts' mostly none
-            varying = self.key_index.varying(state[1])
+            varying = self.key_index.varying(state.keys)
             if varying is None:
                 cands = self._in_row(self.key_index.any_quote, out)
             else:
-                cands = self._row_fixed(key, state[1][1] is not None, out)
+                cands = self._row_fixed(key, state.keys.key is not None, out)
                 for part in varying:
                     cands = cands + self._in_row(part, out) if len(part) else cands
             return tuple(t for t in dict.fromkeys(cands) if t != self.eos_id and self._refuses(state, t))
-        if m.holds_finite_map(state[0]) and m.keys_plenty(state[1], self.reach):
-            cands = self._prefix_candidates(state[1])
-        elif m.holds_finite_map(state[0]):
+        if m.holds_finite_map(state.config) and m.keys_plenty(state.keys, self.reach):
+            cands = self._prefix_candidates(state.keys)
+        elif m.holds_finite_map(state.config):
             # keys can run out: within a key every allowed token is checked, else those that can
             # begin a member (a key's first byte is a quote, a comma or white space before it)
-            cands = None if state[1][1] is not None else self.key_index.member_start
+            cands = None if state.keys.key is not None else self.key_index.member_start
         else:
             cands = self.key_index.any_quote
         if cands is None:
@@ -277,7 +307,7 @@ class StackGrammar:
         it: their steps alone say so, without stepping (and building) the configurations."""
         m = self.machine
         if not m.finite_maps and not m.uniques:
-            return keys.closes_repeat(state[1], self.vocab.token_bytes[t])
+            return keys.closes_repeat(state.keys, self.vocab.token_bytes[t])
         return m.feed(state, self.vocab.token_bytes[t]) is None
 
     def _prefix_candidates(self, ctx) -> np.ndarray:
@@ -285,13 +315,13 @@ class StackGrammar:
         that may close a repeated key, write two quotes (close a key, then begin one), or go on
         along a written key: from the key being written, or after a quote."""
         index = self.key_index
-        names = [_canonical(name) for objs in ctx[0] if objs is not None for name in objs]
+        names = [_canonical(name) for objs in ctx.objs if objs is not None for name in objs]
         out = [index.two_quotes]
         repeat = index.candidates(ctx)
         out.append(index.any_quote if repeat is None else repeat)
         none = index.two_quotes[:0]
         out += [index.after_quote.get(b, none) for b in {raw[0] for raw in names if raw}]
-        key = ctx[1]
+        key = ctx.key
         if key is not None:
             nxt = {raw[len(key)] for raw in names if len(raw) > len(key) and raw.startswith(key)}
             out += [index.first_byte.get(b, none) for b in nxt]

@@ -1,0 +1,545 @@
+// The native mask engine (C++17): a configuration's token mask by a walk of the vocabulary's
+// trie through the stack machine, the same semantics as grammar.py's StackGrammar._walk_mask
+// (the Python engine, its reference: tests/test_native.py compares them bit for bit).
+//
+// Input is the flat layout of constrain/tables.py (CompiledMachine; docs/native-engine.md), a
+// flat trie (native.py: trie_arrays) and a configuration as (frames (F, 3) int32, stack_offset
+// (K + 1,) int64). Every table is copied and checked when an engine is built: a malformed one
+// raises ValueError, never reads out of bounds. Walks hold no Python object: the GIL is released
+// while they run, and a batch's rows are walked on parallel threads (fill_next_token_bitmask_par).
+//
+// The bindings are this file's last part, in the plain C API (no build dependency beyond a C++17
+// compiler and Python's headers).
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr uint8_t PLAIN = 0, COUNTED = 1, MAP = 2;
+// A closure past these is a malformed table (a map whose key can re-enter it without a byte):
+// the Python engine would loop forever; this one raises.
+constexpr size_t MAX_CLOSURE_STACKS = 1u << 20;
+constexpr size_t MAX_STACK_FRAMES = 1u << 16;
+constexpr int32_t MAX_TRIE_DEPTH = 1 << 14;  // bytes of the longest token
+
+struct Frame {
+    int32_t a, s, n;  // automaton, local state, count (-1: a plain automaton's frame)
+    bool operator<(const Frame& o) const {
+        if (a != o.a) return a < o.a;
+        if (s != o.s) return s < o.s;
+        return n < o.n;
+    }
+    bool operator==(const Frame& o) const { return a == o.a && s == o.s && n == o.n; }
+};
+using Stack = std::vector<Frame>;  // bottom first
+using Config = std::vector<Stack>;  // sorted, distinct
+
+struct Bad : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Machine {
+    int32_t A = 0;
+    int64_t S = 0;
+    std::vector<int64_t> state_offset, call_offset, lo, hi;
+    std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
+    std::vector<uint8_t> accepting, productive, kind, unique, reads;
+
+    int32_t n_states(int32_t a) const { return int32_t(state_offset[a + 1] - state_offset[a]); }
+    int64_t g(int32_t a, int32_t s) const { return state_offset[a] + s; }
+    int32_t target(int32_t a, int32_t s, uint8_t b) const { return trans[size_t(g(a, s)) * 256 + b]; }
+    bool acc(int32_t a, int32_t s) const { return accepting[g(a, s)] != 0; }
+    bool has_calls(int32_t a, int32_t s) const { return call_offset[g(a, s) + 1] > call_offset[g(a, s)]; }
+    bool numbered(int32_t a) const { return kind[a] != PLAIN; }
+    // closure's fast path: a plain automaton's state that can neither push nor pop
+    bool plain(int32_t a, int32_t s, bool deep) const {
+        return kind[a] == PLAIN && !has_calls(a, s) && !(deep && acc(a, s));
+    }
+    bool live_top(const Frame& f) const { return f.n != -1 || acc(f.a, f.s) || reads[g(f.a, f.s)]; }
+
+    void check() const;
+};
+
+struct Trie {
+    int64_t n_nodes = 0, n_roots = 0;
+    int32_t vocab_size = 0, eos = -1;
+    std::vector<int64_t> child_start, tok_offset;
+    std::vector<int32_t> child_count, tokens;
+    std::vector<uint8_t> byte;
+    void check() const;
+};
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw Bad(what);
+}
+
+void Machine::check() const {
+    require(A >= 1, "no automaton");
+    require(state_offset.size() == size_t(A) + 1 && state_offset[0] == 0, "state_offset: not (A + 1,) from 0");
+    for (int32_t a = 0; a < A; ++a) require(state_offset[a + 1] > state_offset[a], "state_offset: an automaton with no state");
+    require(state_offset[A] == S && trans.size() == size_t(S) * 256, "trans: not (S, 256)");
+    require(accepting.size() == size_t(S), "accepting: not (S,)");
+    for (auto v : {start.size(), productive.size(), kind.size(), lo.size(), hi.size(), map_first.size(),
+                   map_next.size(), unique.size()})
+        require(v == size_t(A), "a per-automaton array is not (A,)");
+    require(call_offset.size() == size_t(S) + 1 && call_offset[0] == 0, "call_offset: not (S + 1,) from 0");
+    for (int64_t i = 0; i < S; ++i) require(call_offset[i + 1] >= call_offset[i], "call_offset: decreasing");
+    require(size_t(call_offset[S]) == callee.size() && callee.size() == ret.size(), "call table: sizes differ");
+    for (int32_t a = 0; a < A; ++a) {
+        int32_t n = n_states(a);
+        require(start[a] >= 0 && start[a] < n, "start: out of range");
+        require(kind[a] <= MAP, "kind: not 0, 1 or 2");
+        require(lo[a] >= 0 && hi[a] >= -1 && (hi[a] == -1 || hi[a] >= lo[a]), "lo/hi: out of range");
+        require(map_first[a] >= -1 && map_first[a] < A, "map_first: out of range");
+        require(kind[a] == MAP ? (map_next[a] >= 0 && map_next[a] < A) : map_next[a] >= -1 && map_next[a] < A,
+                "map_next: out of range");
+        for (int64_t i = state_offset[a] * 256; i < state_offset[a + 1] * 256; ++i)
+            require(trans[i] >= -1 && trans[i] < n, "trans: a target out of its automaton");
+        for (int64_t i = call_offset[state_offset[a]]; i < call_offset[state_offset[a + 1]]; ++i)
+            require(callee[i] >= 0 && callee[i] < A && ret[i] >= 0 && ret[i] < n, "call table: out of range");
+    }
+}
+
+void Trie::check() const {
+    require(vocab_size >= 0 && eos >= -1 && eos < std::max(vocab_size, 1), "trie: vocab_size/eos out of range");
+    require(child_start.size() == size_t(n_nodes) && child_count.size() == size_t(n_nodes) &&
+                byte.size() == size_t(n_nodes) && tok_offset.size() == size_t(n_nodes) + 1,
+            "trie: node arrays differ in size");
+    require(n_roots >= 0 && n_roots <= n_nodes && tok_offset[0] == 0, "trie: roots out of range");
+    for (int64_t v = 0; v < n_nodes; ++v) {
+        // children lie after their parent (a level's nodes follow the level above): a walk ends
+        require(child_count[v] >= 0 && (child_count[v] == 0 ||
+                (child_start[v] > v && child_start[v] + child_count[v] <= n_nodes)), "trie: children out of range");
+        require(tok_offset[v + 1] >= tok_offset[v], "trie: tok_offset decreasing");
+    }
+    require(size_t(tok_offset[n_nodes]) == tokens.size(), "trie: tokens size");
+    // a tree: every node below the roots is one node's child, at most MAX_TRIE_DEPTH deep (the
+    // walk recurses once per byte of a token)
+    std::vector<int32_t> depth(size_t(n_nodes), -1);
+    for (int64_t v = 0; v < n_roots; ++v) depth[v] = 0;
+    for (int64_t v = 0; v < n_nodes; ++v) {
+        require(depth[v] >= 0, "trie: a node that is no root and no node's child, or a child before its parent");
+        for (int64_t c = child_start[v]; c < child_start[v] + child_count[v]; ++c) {
+            require(depth[c] == -1, "trie: a node with two parents");
+            depth[c] = depth[v] + 1;
+            require(depth[c] <= MAX_TRIE_DEPTH, "trie: deeper than MAX_TRIE_DEPTH bytes");
+        }
+    }
+    for (int32_t t : tokens) require(t >= 0 && t < vocab_size, "trie: a token out of the vocabulary");
+}
+
+struct Engine {
+    Machine m;
+    Trie t;
+};
+
+class Walker {
+  public:
+    Walker(const Engine& e, uint32_t* words) : m(e.m), t(e.t), out(words) {}
+
+    void mask(Config config) {
+        for (auto& st : config) check_stack(st);
+        std::sort(config.begin(), config.end());
+        config.erase(std::unique(config.begin(), config.end()), config.end());
+        Config cl = closure(config);
+        if (t.eos >= 0) {
+            for (auto& st : cl)
+                if (st.size() == 1 && m.acc(st[0].a, st[0].s)) { set(t.eos); break; }
+        }
+        walk(cl, 0, t.n_roots);
+    }
+
+  private:
+    const Machine& m;
+    const Trie& t;
+    uint32_t* out;
+
+    void set(int32_t tok) { out[tok >> 5] |= uint32_t(1) << (tok & 31); }
+    void set_node(int64_t v) {
+        for (int64_t i = t.tok_offset[v]; i < t.tok_offset[v + 1]; ++i) set(t.tokens[i]);
+    }
+
+    void check_stack(const Stack& st) const {
+        require(!st.empty(), "config: an empty stack");
+        for (auto& f : st) {
+            require(f.a >= 0 && f.a < m.A && f.s >= 0 && f.s < m.n_states(f.a) && f.n >= -1,
+                    "config: a frame out of range");
+        }
+    }
+
+    // StackMachine.closure, step by step (the same work order: which pushes a stack was reached
+    // with can decide the pushes after it).
+    Config closure(const Config& config) const {
+        if (config.size() == 1) {
+            const Stack& st = config[0];
+            if (m.plain(st.back().a, st.back().s, st.size() > 1)) return config;
+        }
+        std::set<Stack> seen;
+        std::vector<std::pair<Stack, std::vector<int32_t>>> work;
+        for (auto& st : config) work.emplace_back(st, std::vector<int32_t>());
+        auto push = [&](Stack st, std::vector<int32_t> pushed) {
+            require(st.size() <= MAX_STACK_FRAMES, "closure: a stack past its bound (malformed tables)");
+            work.emplace_back(std::move(st), std::move(pushed));
+        };
+        auto with = [](std::vector<int32_t> pushed, int32_t a) {
+            pushed.insert(std::lower_bound(pushed.begin(), pushed.end(), a), a);
+            return pushed;
+        };
+        auto has = [](const std::vector<int32_t>& pushed, int32_t a) {
+            return std::binary_search(pushed.begin(), pushed.end(), a);
+        };
+        while (!work.empty()) {
+            auto [st, pushed] = std::move(work.back());
+            work.pop_back();
+            if (!seen.insert(st).second) continue;
+            require(seen.size() <= MAX_CLOSURE_STACKS, "closure: past its bound (malformed tables)");
+            const Frame top = st.back();
+            const int32_t a = top.a, s = top.s;
+            Stack below(st.begin(), st.end() - 1);
+            const int64_t c0 = m.call_offset[m.g(a, s)], c1 = m.call_offset[m.g(a, s) + 1];
+            auto entry = [&](int32_t callee) { return Frame{callee, m.start[callee], m.numbered(callee) ? 0 : -1}; };
+            if (m.kind[a] == MAP) {
+                const int64_t lo = m.lo[a], hi = m.hi[a];
+                const int32_t first = m.map_first[a], nxt = m.map_next[a], start = m.start[a];
+                if (s == start) {
+                    if (top.n >= lo && st.size() > 1) push(below, pushed);
+                    if (hi == -1 || top.n < hi) {
+                        const int32_t key = top.n == 0 && first >= 0 ? first : nxt;
+                        for (int64_t i = c0; i < c1; ++i) {
+                            if (m.callee[i] != key) continue;
+                            Stack next = below;
+                            next.push_back({a, m.ret[i], top.n + 1});
+                            next.push_back({key, m.start[key], -1});
+                            push(std::move(next), with(pushed, key));
+                        }
+                    }
+                    continue;
+                }
+                for (int64_t i = c0; i < c1; ++i) {
+                    const int32_t c = m.callee[i];
+                    if (has(pushed, c) || !m.productive[c]) continue;
+                    Stack next = below;
+                    next.push_back({a, m.ret[i], top.n});
+                    next.push_back(entry(c));
+                    push(std::move(next), with(pushed, c));
+                }
+                if (m.acc(a, s)) {
+                    Stack next = below;
+                    next.push_back({a, start, top.n});
+                    push(std::move(next), pushed);
+                }
+                continue;
+            }
+            if (m.kind[a] == COUNTED) {
+                const int32_t start = m.start[a];
+                const int64_t done = int64_t(top.n) + (s != start);
+                if (s == start || m.acc(a, s)) {
+                    if (s != start && (m.hi[a] == -1 || done < m.hi[a])) {
+                        Stack next = below;
+                        next.push_back({a, start, int32_t(done)});
+                        push(std::move(next), pushed);
+                    }
+                    if (done >= m.lo[a] && st.size() > 1) push(below, pushed);
+                }
+                continue;
+            }
+            for (int64_t i = c0; i < c1; ++i) {
+                const int32_t c = m.callee[i];
+                if (has(pushed, c) || !m.productive[c]) continue;
+                Stack next = below;
+                next.push_back({a, m.ret[i], top.n});
+                next.push_back(entry(c));
+                push(std::move(next), with(pushed, c));
+            }
+            if (st.size() > 1 && m.acc(a, s)) push(below, pushed);
+        }
+        Config out;
+        for (auto& st : seen)
+            if (m.live_top(st.back())) out.push_back(st);
+        return out;  // (std::set iterates sorted)
+    }
+
+    // The trie's nodes [c0, c0 + n) read from closed configuration cl.
+    void walk(const Config& cl, int64_t c0, int64_t n) {
+        if (cl.size() == 1 && m.plain(cl[0].back().a, cl[0].back().s, cl[0].size() > 1)) {
+            walk_plain(cl[0], cl[0].back().s, c0, n);
+            return;
+        }
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const uint8_t b = t.byte[v];
+            Config next;
+            for (auto& st : cl) {
+                const int32_t to = m.target(st.back().a, st.back().s, b);
+                if (to < 0) continue;
+                Stack moved = st;
+                moved.back().s = to;
+                next.push_back(std::move(moved));
+            }
+            if (next.empty()) continue;
+            set_node(v);
+            if (!t.child_count[v]) continue;
+            std::sort(next.begin(), next.end());
+            next.erase(std::unique(next.begin(), next.end()), next.end());
+            walk(closure(next), t.child_start[v], t.child_count[v]);
+        }
+    }
+
+    // One stack whose top stays plain: only the top's DFA state moves (no stack is copied
+    // until the walk reaches a state that may push or pop).
+    void walk_plain(const Stack& st, int32_t q, int64_t c0, int64_t n) {
+        const int32_t a = st.back().a;
+        const bool deep = st.size() > 1;
+        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const int32_t to = row[t.byte[v]];
+            if (to < 0) continue;
+            set_node(v);
+            if (!t.child_count[v]) continue;
+            if (m.plain(a, to, deep)) {
+                walk_plain(st, to, t.child_start[v], t.child_count[v]);
+            } else {
+                Config next{st};
+                next[0].back().s = to;
+                walk(closure(next), t.child_start[v], t.child_count[v]);
+            }
+        }
+    }
+};
+
+// ---- bindings -------------------------------------------------------------------------------
+
+struct Buffer {
+    Py_buffer view{};
+    bool held = false;
+    ~Buffer() {
+        if (held) PyBuffer_Release(&view);
+    }
+};
+
+// Reads a C-contiguous buffer of integers of `itemsize` bytes (signed unless `unsigned_`).
+bool get_buffer(PyObject* obj, Buffer& buf, Py_ssize_t itemsize, bool unsigned_, bool writable, const char* name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &buf.view, flags) != 0) return false;
+    buf.held = true;
+    const char* f = buf.view.format ? buf.view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') ++f;
+    const std::string kinds = unsigned_ ? "BHILQ" : "bhilq";
+    if (buf.view.itemsize != itemsize || f[0] == 0 || f[1] != 0 || kinds.find(f[0]) == std::string::npos) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %s integers of %zd bytes, got format '%s' of %zd bytes", name,
+                     unsigned_ ? "unsigned" : "signed", itemsize, buf.view.format ? buf.view.format : "B",
+                     buf.view.itemsize);
+        return false;
+    }
+    return true;
+}
+
+template <typename T>
+bool read_array(PyObject* obj, std::vector<T>& out, bool unsigned_, const char* name) {
+    Buffer buf;
+    if (!get_buffer(obj, buf, sizeof(T), unsigned_, false, name)) return false;
+    const T* p = static_cast<const T*>(buf.view.buf);
+    out.assign(p, p + buf.view.len / Py_ssize_t(sizeof(T)));
+    return true;
+}
+
+void destroy(PyObject* capsule) {
+    delete static_cast<Engine*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
+}
+
+Engine* engine_of(PyObject* capsule) {
+    return static_cast<Engine*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
+}
+
+// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie: (child_start,
+// child_count, byte, tok_offset, tokens, n_roots), vocab_size, eos_id) -> engine
+PyObject* build(PyObject*, PyObject* args) {
+    PyObject *mt, *tt;
+    int vocab_size, eos;
+    if (!PyArg_ParseTuple(args, "O!O!ii", &PyTuple_Type, &mt, &PyTuple_Type, &tt, &vocab_size, &eos)) return nullptr;
+    if (PyTuple_GET_SIZE(mt) != 14 || PyTuple_GET_SIZE(tt) != 6) {
+        PyErr_SetString(PyExc_ValueError, "build: 14 machine arrays and 6 trie items expected");
+        return nullptr;
+    }
+    auto e = std::make_unique<Engine>();
+    Machine& m = e->m;
+    auto item = [&](int i) { return PyTuple_GET_ITEM(mt, i); };
+    if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_array(item(1), m.trans, false, "trans") ||
+        !read_array(item(2), m.accepting, true, "accepting") || !read_array(item(3), m.start, false, "start") ||
+        !read_array(item(4), m.productive, true, "productive") ||
+        !read_array(item(5), m.call_offset, false, "call_offset") ||
+        !read_array(item(6), m.callee, false, "call_callee") || !read_array(item(7), m.ret, false, "call_return") ||
+        !read_array(item(8), m.kind, true, "kind") || !read_array(item(9), m.lo, false, "lo") ||
+        !read_array(item(10), m.hi, false, "hi") || !read_array(item(11), m.map_first, false, "map_first") ||
+        !read_array(item(12), m.map_next, false, "map_next") || !read_array(item(13), m.unique, true, "unique"))
+        return nullptr;
+    Trie& t = e->t;
+    if (!read_array(PyTuple_GET_ITEM(tt, 0), t.child_start, false, "child_start") ||
+        !read_array(PyTuple_GET_ITEM(tt, 1), t.child_count, false, "child_count") ||
+        !read_array(PyTuple_GET_ITEM(tt, 2), t.byte, true, "byte") ||
+        !read_array(PyTuple_GET_ITEM(tt, 3), t.tok_offset, false, "tok_offset") ||
+        !read_array(PyTuple_GET_ITEM(tt, 4), t.tokens, false, "tokens"))
+        return nullptr;
+    t.n_roots = PyLong_AsLongLong(PyTuple_GET_ITEM(tt, 5));
+    if (PyErr_Occurred()) return nullptr;
+    m.A = int32_t(m.start.size());
+    m.S = int64_t(m.accepting.size());
+    t.n_nodes = int64_t(t.byte.size());
+    t.vocab_size = vocab_size;
+    t.eos = eos;
+    try {
+        m.check();
+        t.check();
+    } catch (const Bad& exc) {
+        PyErr_SetString(PyExc_ValueError, exc.what());
+        return nullptr;
+    }
+    m.reads.assign(size_t(m.S), 0);
+    for (int64_t i = 0; i < m.S * 256; ++i)
+        if (m.trans[i] >= 0) m.reads[i / 256] = 1;
+    PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
+    if (capsule) e.release();
+    return capsule;
+}
+
+bool read_config(PyObject* frames_obj, PyObject* offset_obj, Config& config) {
+    std::vector<int32_t> frames;
+    std::vector<int64_t> offset;
+    if (!read_array(frames_obj, frames, false, "frames") || !read_array(offset_obj, offset, false, "stack_offset"))
+        return false;
+    if (frames.size() % 3 || offset.empty() || offset[0] != 0 || size_t(offset.back()) != frames.size() / 3) {
+        PyErr_SetString(PyExc_ValueError, "config: frames not (F, 3), or stack_offset not (K + 1,) from 0 to F");
+        return false;
+    }
+    for (size_t k = 0; k + 1 < offset.size(); ++k) {
+        if (offset[k + 1] <= offset[k]) {
+            PyErr_SetString(PyExc_ValueError, "config: an empty stack");
+            return false;
+        }
+        Stack st;
+        for (int64_t i = offset[k]; i < offset[k + 1]; ++i) st.push_back({frames[3 * i], frames[3 * i + 1], frames[3 * i + 2]});
+        config.push_back(std::move(st));
+    }
+    return true;
+}
+
+Py_ssize_t words_of(const Engine* e) { return (e->t.vocab_size + 31) / 32; }
+
+// fill(engine, frames, stack_offset, out (words,) 32-bit): out = the configuration's mask
+PyObject* fill(PyObject*, PyObject* args) {
+    PyObject *capsule, *frames, *offset, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOO", &capsule, &frames, &offset, &out_obj)) return nullptr;
+    Engine* e = engine_of(capsule);
+    if (!e) return nullptr;
+    Config config;
+    if (!read_config(frames, offset, config)) return nullptr;
+    Buffer out;
+    if (!get_buffer(out_obj, out, 4, true, true, "out") && !(PyErr_Clear(), get_buffer(out_obj, out, 4, false, true, "out")))
+        return nullptr;
+    if (out.view.len != words_of(e) * 4) {
+        PyErr_SetString(PyExc_ValueError, "out: not (ceil(vocab_size / 32),)");
+        return nullptr;
+    }
+    std::string error;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        std::vector<uint32_t> words(size_t(words_of(e)), 0);
+        Walker(*e, words.data()).mask(std::move(config));
+        std::memcpy(out.view.buf, words.data(), words.size() * 4);
+    } catch (const std::exception& exc) {
+        error = exc.what();
+    }
+    Py_END_ALLOW_THREADS
+    if (!error.empty()) {
+        PyErr_SetString(PyExc_ValueError, error.c_str());
+        return nullptr;
+    }
+    Py_RETURN_NONE;
+}
+
+// fill_next_token_bitmask_par(engine, [(frames, stack_offset), ...], out (B, words), rows, threads):
+// out[rows[i]] = the mask of configuration i, the rows walked on up to `threads` threads at once.
+PyObject* fill_par(PyObject*, PyObject* args) {
+    PyObject *capsule, *configs, *out_obj, *rows_obj;
+    int threads;
+    if (!PyArg_ParseTuple(args, "OO!OOi", &capsule, &PyList_Type, &configs, &out_obj, &rows_obj, &threads)) return nullptr;
+    Engine* e = engine_of(capsule);
+    if (!e) return nullptr;
+    std::vector<Config> all(size_t(PyList_GET_SIZE(configs)));
+    for (size_t i = 0; i < all.size(); ++i) {
+        PyObject* pair = PyList_GET_ITEM(configs, Py_ssize_t(i));
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_ValueError, "configs: (frames, stack_offset) pairs expected");
+            return nullptr;
+        }
+        if (!read_config(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), all[i])) return nullptr;
+    }
+    std::vector<int64_t> rows;
+    if (!read_array(rows_obj, rows, false, "rows")) return nullptr;
+    Buffer out;
+    if (!get_buffer(out_obj, out, 4, true, true, "out") && !(PyErr_Clear(), get_buffer(out_obj, out, 4, false, true, "out")))
+        return nullptr;
+    const Py_ssize_t words = words_of(e), n_rows = words ? out.view.len / 4 / words : 0;
+    if (rows.size() != all.size() || out.view.len != n_rows * words * 4) {
+        PyErr_SetString(PyExc_ValueError, "out: not (B, ceil(vocab_size / 32)), or rows not one per configuration");
+        return nullptr;
+    }
+    for (int64_t r : rows) {
+        if (r < 0 || r >= n_rows) {
+            PyErr_SetString(PyExc_ValueError, "rows: a row out of out's range");
+            return nullptr;
+        }
+    }
+    std::vector<std::string> errors(all.size());
+    uint32_t* base = static_cast<uint32_t*>(out.view.buf);
+    Py_BEGIN_ALLOW_THREADS
+    auto run = [&](size_t first, size_t step) {
+        for (size_t i = first; i < all.size(); i += step) {
+            try {
+                std::vector<uint32_t> w(size_t(words), 0);
+                Walker(*e, w.data()).mask(std::move(all[i]));
+                std::memcpy(base + rows[i] * words, w.data(), size_t(words) * 4);
+            } catch (const std::exception& exc) {
+                errors[i] = exc.what();
+            }
+        }
+    };
+    const size_t n = std::max<size_t>(1, std::min<size_t>(size_t(std::max(threads, 1)), all.size()));
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < n; ++k) pool.emplace_back(run, k, n);
+    run(0, n);
+    for (auto& th : pool) th.join();
+    Py_END_ALLOW_THREADS
+    for (auto& err : errors) {
+        if (!err.empty()) {
+            PyErr_SetString(PyExc_ValueError, err.c_str());
+            return nullptr;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+PyMethodDef methods[] = {
+    {"build", build, METH_VARARGS, "build(machine arrays, trie arrays, vocab_size, eos_id) -> engine"},
+    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out): a configuration's token mask"},
+    {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
+     "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "inferlab's native mask engine (C++17)", -1, methods, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native() { return PyModule_Create(&module); }

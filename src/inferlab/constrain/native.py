@@ -1,0 +1,151 @@
+"""The mask engine in use: the native one (_native.cpp, a C++17 extension built by `pip install .`)
+or the Python one (grammar.py), its reference and the fallback where no compiler built it.
+
+`INFERLAB_ENGINE=python|native` selects it; the default is native when the extension is built.
+Where the native one is asked for (or is the default) but was not built, masks use the Python
+engine, and one stderr line says so, once, when the first mask is built (not at import).
+
+What is native (docs/native-engine.md): a configuration's token mask, by a walk of the
+vocabulary's trie (in arrays) through the stack machine: configuration stepping, closures
+(pushes, pops), counted and map frames, EOS; the GIL released; a batch's rows on parallel
+threads (fill_next_token_bitmask_par). In Python behind the same API (StackGrammar): the
+configuration interning and byte rows the text reads, the mask cache, and the written keys
+(keys.py: no repeated key, uniqueItems) resolved against the cached row per state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import weakref
+from importlib import resources
+
+import numpy as np
+
+from inferlab.constrain.tables import compiled_machine, config_arrays
+from inferlab.errors import InferlabError
+
+ENGINES = ("python", "native")
+_notice = threading.Event()
+_TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # TokenTrie -> trie_arrays (one per vocabulary)
+_lock = threading.Lock()
+
+
+def _module():
+    try:
+        from inferlab.constrain import _native
+    except ImportError:
+        return None
+    return _native
+
+
+def built() -> bool:
+    """Was the native extension built (importable)?"""
+    return _module() is not None
+
+
+def requested() -> str:
+    """The engine INFERLAB_ENGINE names, or the default: native where it is built, else python."""
+    name = os.environ.get("INFERLAB_ENGINE", "").strip().lower()
+    if name and name not in ENGINES:
+        raise InferlabError(f"INFERLAB_ENGINE={name!r}: expected one of {', '.join(ENGINES)}")
+    return name or ("native" if built() else "python")
+
+
+def in_use(engine: str | None = None) -> str:
+    """The engine masks will use: the one asked for (else requested()), python where native is not built."""
+    name = engine or requested()
+    if name not in ENGINES:
+        raise InferlabError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")
+    return "native" if name == "native" and built() else "python"
+
+
+def announce_fallback(engine: str | None = None) -> None:
+    """The one stderr line, once per process, where native masks were asked for and cannot be had."""
+    if (engine or requested()) == "native" and not built() and not _notice.is_set():
+        _notice.set()
+        print("inferlab: the native mask engine is not built (no C++ compiler at install?): masks use the "
+              "Python engine", file=sys.stderr)
+
+
+def build_info() -> dict:
+    """{engine, native_built, compiler, flags}: what results.json and manifests record."""
+    try:
+        engine = in_use()
+    except InferlabError:  # (a bad INFERLAB_ENGINE is the command's error to report, not the record's)
+        engine = None
+    info = {"engine": engine, "native_built": built(), "compiler": None, "flags": None}
+    try:
+        text = resources.files("inferlab.constrain").joinpath("_native_build.json").read_text(encoding="utf-8")
+        info.update({k: v for k, v in json.loads(text).items() if k in ("compiler", "flags")})
+    except (OSError, ValueError):
+        pass
+    return info
+
+
+def trie_arrays(trie) -> tuple:
+    """A TokenTrie flattened for the engine: global node ids level after level; (child_start
+    (N,) int64 global, child_count (N,) int32, byte (N,) uint8, tok_offset (N + 1,) int64,
+    tokens (T,) int32 (each node's end token and the tokens with the same bytes), roots)."""
+    with _lock:
+        got = _TRIES.get(trie)
+        if got is not None:
+            return got
+    levels = trie.levels
+    starts = np.cumsum([0] + [len(lv.byte) for lv in levels])                  # (levels + 1,)
+    n = int(starts[-1])
+    child_start = np.zeros(n, dtype=np.int64)
+    child_count = np.zeros(n, dtype=np.int32)
+    byte = np.zeros(n, dtype=np.uint8)
+    end = np.full(n, -1, dtype=np.int64)
+    for d, lv in enumerate(levels):
+        sl = slice(int(starts[d]), int(starts[d + 1]))
+        child_start[sl] = lv.child_start + (starts[d + 1] if d + 1 < len(levels) else 0)
+        child_count[sl] = lv.child_count
+        byte[sl] = lv.byte
+        end[sl] = lv.end_token
+    same: dict[int, list[int]] = {}
+    for dup, primary in trie.duplicates.tolist():
+        same.setdefault(primary, []).append(dup)
+    counts = np.zeros(n, dtype=np.int64)
+    has = np.flatnonzero(end >= 0)
+    counts[has] = [1 + len(same.get(t, ())) for t in end[has].tolist()]
+    tok_offset = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=tok_offset[1:])
+    tokens = np.asarray([x for t in end[has].tolist() for x in [t, *same.get(t, ())]], dtype=np.int32)
+    got = child_start, child_count, byte, tok_offset, tokens, int(len(levels[0].byte)) if levels else 0
+    with _lock:
+        _TRIES[trie] = got
+    return got
+
+
+class NativeMasks:
+    """A machine's tables and a vocabulary's trie in the native engine (built on first use)."""
+
+    def __init__(self, machine, vocab):
+        self.machine, self.vocab = machine, vocab
+        self.words = (vocab.vocab_size + 31) // 32
+        self._engine = None
+
+    def engine(self):
+        if self._engine is None:
+            tables = tuple(compiled_machine(self.machine).arrays().values())
+            self._engine = _module().build(tables, trie_arrays(self.vocab.trie()), self.vocab.vocab_size,
+                                           self.vocab.eos_id)
+        return self._engine
+
+    def row(self, cid: int) -> np.ndarray:
+        """(words,) int32: configuration `cid`'s mask (the written keys aside)."""
+        out = np.zeros(self.words, dtype=np.int32)
+        _module().fill(self.engine(), *config_arrays(self.machine.configs[cid]), out)
+        return out
+
+    def rows(self, cids: list[int], threads: int) -> np.ndarray:
+        """(len(cids), words) int32: their masks, walked on up to `threads` threads at once."""
+        out = np.zeros((len(cids), self.words), dtype=np.int32)
+        configs = [config_arrays(self.machine.configs[c]) for c in cids]
+        _module().fill_next_token_bitmask_par(self.engine(), configs, out, np.arange(len(cids), dtype=np.int64),
+                                              threads)
+        return out
