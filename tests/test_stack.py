@@ -41,6 +41,15 @@ ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
 RECURSIVE = [TREE, LIST, ANY]
 
 
+
+@pytest.fixture(autouse=True)
+def python_engine(monkeypatch):
+    """These tests read the Python engine's own paths and caches (narrow walks, frame splits,
+    kept walks): it is the reference, against a brute-force interpreter here, and the native
+    engine is held to it bit for bit in test_native.py."""
+    monkeypatch.setenv("INFERLAB_ENGINE", "python")
+
+
 def small_vocab(seed: int, n: int = 300) -> Vocabulary:
     """All single bytes, plus random JSON-ish multi-byte tokens (some cross value boundaries)."""
     rng = random.Random(seed)
