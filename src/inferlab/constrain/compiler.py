@@ -6,6 +6,8 @@ compiler nor the measuring harness (gc_disabled)."""
 
 from __future__ import annotations
 
+from inferlab.constrain import regex as rx
+from inferlab.constrain.caches import CACHES
 from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, compile_regex
 from inferlab.constrain.lru import LRU
 from inferlab.constrain.machine import StackMachine
@@ -51,13 +53,23 @@ _SMALL_DFAS = LRU(SMALL_DFA_CACHE)  # (regex, max_states, check) -> its DFA
 
 def clear_compile_caches() -> None:
     """Forget what compiles keep across schemas (small DFAs, length-bounded strings' DFAs, the
-    parser's class texts), so the next compile is a cold one (benchmarks/compile_speed.py)."""
-    from inferlab.constrain import regex as rx
-    from inferlab.constrain.schema.algebra import clear_bounded
+    parser's class texts), so the next compile is a cold one (benchmarks/compile_speed.py): the
+    cache owner's clear of its "compile" group (caches.CACHES)."""
+    CACHES.clear("compile")
 
-    _SMALL_DFAS.clear()
-    clear_bounded()
-    rx.clear_memo()
+
+def _bounded_cache():
+    from inferlab.constrain.schema import algebra  # (the schema compiler, imported where compiles run)
+
+    return algebra
+
+
+CACHES.register("small_dfas", "compile", _SMALL_DFAS.clear, lambda: len(_SMALL_DFAS),
+                f"{SMALL_DFA_CACHE} DFAs of at most {SMALL_DFA_STATES} states")
+CACHES.register("bounded_dfas", "compile", lambda: _bounded_cache().clear_bounded(),
+                lambda: len(_bounded_cache()._BOUNDED), "schema.algebra.BOUNDED_CACHE_BYTES of DFA tables")
+CACHES.register("regex_classes", "compile", lambda: rx.clear_memo(), lambda: len(rx._CLASS_MEMO),
+                "regex._CLASS_MEMO_MAX class texts")
 
 
 def _keep_small(key: tuple, dfa: DFA) -> None:
@@ -81,7 +93,6 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
     check(k, ast) may refuse automaton k's regex before its DFA is built (InferlabError).
     options: those of schema.compile_grammar but outline_chars.
     """
-    from inferlab.constrain import regex as rx
     from inferlab.constrain.dfa import compile_ast
     from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, compile_grammar
 

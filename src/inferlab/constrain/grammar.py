@@ -37,6 +37,7 @@ from inferlab.constrain.masks import unpack_bitmask
 
 MASK_CACHE_ROWS = 4096            # cached bitmask rows (ceil(V/32) int32 each: 19 KB at 151k tokens)
 CLEARED_CACHE_STATES = 65536     # states whose resolved tokens are kept (a mask key and a few ids each)
+ADVANCE_STEPS = 65536            # (state, token) -> next state kept (LRU; advance)
 MAX_FORCED_BYTES = 4096
 ROW_LISTS = 8192                  # sparse rows kept for the Python walk, per kind
 QUOTED_ROWS = 65536               # narrow rows whose tokens with a quote are kept (a few ids each)
@@ -50,6 +51,7 @@ STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt ro
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 WARM_MS = 30.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
 
+_UNSEEN = object()  # (advance's cache: None is a value, a dead token)
 _BIT = np.uint32(1) << np.arange(32, dtype=np.uint32)  # (32,) a token's bit within its word
 
 
@@ -77,13 +79,23 @@ class StackGrammar:
         self.vocab_size = vocab.vocab_size
         self.eos_id = vocab.eos_id
         self.words = (self.vocab_size + 31) // 32
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_rows = cache_rows
         self.narrow_nodes = narrow_nodes  # a mask walked in Python up to this many trie children (0: never)
         self._cache_states = CLEARED_CACHE_STATES
+        self.clear()
+        self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
+        self._narrow_made = self._split_made = self._native_made = 0  # stats()
+        self.warmed = self.warm(warm_ms / 1e3) if warm_ms > 0 else 0  # configurations warmed (warm)
+
+    def clear(self) -> None:
+        """Forget every mask, split and step this grammar keeps (each bounded: MASK_CACHE_ROWS
+        rows, CLEARED_CACHE_STATES states, ADVANCE_STEPS steps, ROW_LISTS rows of the walk...);
+        the machine's configurations stay (states name them). What grammars share across a
+        process is caches.CACHES's."""
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cleared: OrderedDict[State, tuple[int, tuple[int, ...]]] = OrderedDict()  # state -> (mask key, cleared)
-        self._advance: dict[tuple[int, int], int] = {}
-        self._keys: dict[int, int] = {}
+        self._advance: OrderedDict[tuple[State, int], State | None] = OrderedDict()  # (state, token) -> advance
+        self._keys: dict[int, int] = {}  # _mask_key
         self._frames: OrderedDict[tuple[int, int], token_split.FrameTokens] = OrderedDict()
         self._counted: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # _counted_walk
         self._counted_masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
@@ -97,9 +109,6 @@ class StackGrammar:
         #                                                   a quote, and of those, with a whole quoted string (_refused)
         self._fixed: dict[tuple[int, bool], list[int]] = {}  # _row_fixed
         self._plain_masks: dict[tuple[int, int, bool], tuple] = {}  # _narrow_mask per plain top frame
-        self.reach = max(len(vocab.trie().levels), 1)  # bytes of the longest token (a level per byte)
-        self._narrow_made = self._split_made = self._native_made = 0  # stats()
-        self.warmed = self.warm(warm_ms / 1e3) if warm_ms > 0 else 0  # configurations warmed (warm)
 
     def warm(self, seconds: float, configs: int | None = None) -> int:
         """Build the masks of the configurations nearest the start, breadth first over bytes,
@@ -141,10 +150,15 @@ class StackGrammar:
         if token in self.vocab.special_ids:
             return None
         key = (state, token)
-        if key not in self._advance:
+        got = self._advance.get(key, _UNSEEN)
+        if got is _UNSEEN:
             data = self.vocab.token_bytes[token]
-            self._advance[key] = self.machine.feed(state, data) if data else None
-        return self._advance[key]
+            got = self._advance[key] = self.machine.feed(state, data) if data else None
+            if len(self._advance) > ADVANCE_STEPS:
+                self._advance.popitem(last=False)
+        else:
+            self._advance.move_to_end(key)
+        return got
 
     def forced_bytes(self, state: State) -> bytes:
         """Read off the configuration alone: where the written keys rule out all but one byte,
@@ -209,6 +223,8 @@ class StackGrammar:
         """machine.mask_key(cid, self.reach), kept per configuration."""
         key = self._keys.get(cid)
         if key is None:
+            if len(self._keys) >= CLEARED_CACHE_STATES:
+                self._keys.clear()
             key = self._keys[cid] = self.machine.mask_key(cid, self.reach)
         return key
 

@@ -57,6 +57,7 @@ from inferlab.errors import InferlabError
 Frame = tuple[int, ...]           # (automaton, DFA state), or (automaton, state, items) when counted or a map
 Stack = tuple[Frame, ...]         # bottom first
 ROW_LOOP_BYTES = 48               # a one-stack row reading more bytes groups its targets with numpy
+STEPS_KEPT = 1 << 18              # step's targets of unbuilt rows kept (then forgotten at once)
 
 
 class State(NamedTuple):
@@ -462,6 +463,8 @@ class StackMachine:
             return int(row[byte])
         got = self._steps.get((cid, byte))
         if got is None:
+            if len(self._steps) >= STEPS_KEPT:
+                self._steps.clear()
             stacks = self.closure(cid)
             col = [int(self.text_trans[st[-1][0]][st[-1][1], byte]) for st in stacks]
             got = self._steps[(cid, byte)] = self._next(stacks, col) if max(col, default=-1) >= 0 else -1
