@@ -15,19 +15,16 @@ configuration interning and byte rows the text reads, the mask cache, and the wr
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import threading
 import weakref
-from importlib import resources
 
 import numpy as np
 
+from inferlab import engine as engines
 from inferlab.constrain.tables import compiled_machine, config_arrays
 from inferlab.errors import InferlabError
 
-ENGINES = ("python", "native")
 _notice = threading.Event()
 _TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # TokenTrie -> trie_arrays (one per vocabulary)
 _lock = threading.Lock()
@@ -48,23 +45,24 @@ def built() -> bool:
 
 def requested() -> str:
     """The engine INFERLAB_ENGINE names, or the default: native where it is built, else python."""
-    name = os.environ.get("INFERLAB_ENGINE", "").strip().lower()
-    if name and name not in ENGINES:
-        raise InferlabError(f"INFERLAB_ENGINE={name!r}: expected one of {', '.join(ENGINES)}")
+    try:
+        name = engines.asked()
+    except ValueError as exc:
+        raise InferlabError(str(exc)) from None
     return name or ("native" if built() else "python")
 
 
-def in_use(engine: str | None = None) -> str:
+def in_use(name: str | None = None) -> str:
     """The engine masks will use: the one asked for (else requested()), python where native is not built."""
-    name = engine or requested()
-    if name not in ENGINES:
-        raise InferlabError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")
+    name = name or requested()
+    if name not in engines.ENGINES:
+        raise InferlabError(f"--engine {name!r}: expected one of {', '.join(engines.ENGINES)}")
     return "native" if name == "native" and built() else "python"
 
 
-def announce_fallback(engine: str | None = None) -> None:
+def announce_fallback(name: str | None = None) -> None:
     """The one stderr line, once per process, where native masks were asked for and cannot be had."""
-    if (engine or requested()) == "native" and not built() and not _notice.is_set():
+    if (name or requested()) == "native" and not built() and not _notice.is_set():
         _notice.set()
         print("inferlab: the native mask engine is not built (no C++ compiler at install?): masks use the "
               "Python engine", file=sys.stderr)
@@ -72,17 +70,7 @@ def announce_fallback(engine: str | None = None) -> None:
 
 def build_info() -> dict:
     """{engine, native_built, compiler, flags}: what results.json and manifests record."""
-    try:
-        engine = in_use()
-    except InferlabError:  # (a bad INFERLAB_ENGINE is the command's error to report, not the record's)
-        engine = None
-    info = {"engine": engine, "native_built": built(), "compiler": None, "flags": None}
-    try:
-        text = resources.files("inferlab.constrain").joinpath("_native_build.json").read_text(encoding="utf-8")
-        info.update({k: v for k, v in json.loads(text).items() if k in ("compiler", "flags")})
-    except (OSError, ValueError):
-        pass
-    return info
+    return engines.record(built())
 
 
 def trie_arrays(trie) -> tuple:
