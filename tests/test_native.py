@@ -216,7 +216,7 @@ def test_engine_selection(monkeypatch):
     with pytest.raises(InferlabError, match="INFERLAB_ENGINE"):
         native.requested()
     monkeypatch.delenv("INFERLAB_ENGINE")
-    assert native.requested() == ("native" if native.built() else "python")
+    assert native.requested() == "native" and native.in_use() == ("native" if native.built() else "python")
 
 
 def test_fallback_says_so_once_at_the_first_mask(monkeypatch, capsys):
@@ -227,7 +227,7 @@ def test_fallback_says_so_once_at_the_first_mask(monkeypatch, capsys):
     monkeypatch.delenv("INFERLAB_ENGINE", raising=False)
     machine = compile_machine(TREE)[1]
     vocab = small_vocab(0)
-    g = StackGrammar(machine, vocab, engine="native")
+    g = StackGrammar(machine, vocab)  # (the default asks for native)
     assert g.engine == "python" and capsys.readouterr().err == ""
     g.allowed_ids(g.initial_state())
     g.allowed_ids(g.advance(g.initial_state(), vocab.token_bytes.index(b"{")))

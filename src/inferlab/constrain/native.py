@@ -44,12 +44,12 @@ def built() -> bool:
 
 
 def requested() -> str:
-    """The engine INFERLAB_ENGINE names, or the default: native where it is built, else python."""
+    """The engine asked for: INFERLAB_ENGINE's, else native (the default; in_use says whether it is built)."""
     try:
         name = engines.asked()
     except ValueError as exc:
         raise InferlabError(str(exc)) from None
-    return name or ("native" if built() else "python")
+    return name or "native"
 
 
 def in_use(name: str | None = None) -> str:
