@@ -134,7 +134,7 @@ def test_batch_fill_equals_rows_one_by_one():
 
 
 def _build(machine, vocab, tables):
-    return native._module().build(tables, native.trie_arrays(vocab.trie()), vocab.vocab_size, vocab.eos_id)
+    return native._module().build(tables, native.native_trie(vocab))
 
 
 def _corruptions(name: str, arr: np.ndarray):
@@ -188,15 +188,17 @@ def test_malformed_trie_and_configurations_raise():
             broken = list(trie)
             broken[i] = bad
             with pytest.raises(ValueError):
-                mod.build(tables, tuple(broken), vocab.vocab_size, vocab.eos_id)
+                mod.trie(tuple(broken), vocab.vocab_size, vocab.eos_id)
     cycle = list(trie)
     cycle[0] = np.zeros_like(trie[0])  # every node its own child's parent: no tree
     cycle[1] = np.ones_like(trie[1])
     with pytest.raises(ValueError):
-        mod.build(tables, tuple(cycle), vocab.vocab_size, vocab.eos_id)
+        mod.trie(tuple(cycle), vocab.vocab_size, vocab.eos_id)
     with pytest.raises(ValueError):
-        mod.build(tables, trie, vocab.vocab_size, vocab.vocab_size + 5)
-    engine = mod.build(tables, trie, vocab.vocab_size, vocab.eos_id)
+        mod.trie(trie, vocab.vocab_size, vocab.vocab_size + 5)
+    with pytest.raises(ValueError):  # (not a trie)
+        mod.build(tables, mod.build(tables, native.native_trie(vocab)))
+    engine = mod.build(tables, mod.trie(trie, vocab.vocab_size, vocab.eos_id))
     out = np.zeros((vocab.vocab_size + 31) // 32, dtype=np.int32)
     frames, offset = config_arrays(machine.configs[machine.start])
     for bad_frames, bad_offset in ((frames + 1000, offset), (frames, offset + 1), (frames[:, :2], offset),

@@ -15,6 +15,9 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -53,6 +56,7 @@ struct Bad : std::runtime_error {
 
 struct Machine {
     int32_t A = 0;
+    std::vector<uint8_t> plain_at[2];  // [deep][global state]: plain(a, s, deep), precomputed
     int64_t S = 0;
     std::vector<int64_t> state_offset, call_offset, lo, hi;
     std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
@@ -65,9 +69,7 @@ struct Machine {
     bool has_calls(int32_t a, int32_t s) const { return call_offset[g(a, s) + 1] > call_offset[g(a, s)]; }
     bool numbered(int32_t a) const { return kind[a] != PLAIN; }
     // closure's fast path: a plain automaton's state that can neither push nor pop
-    bool plain(int32_t a, int32_t s, bool deep) const {
-        return kind[a] == PLAIN && !has_calls(a, s) && !(deep && acc(a, s));
-    }
+    bool plain(int32_t a, int32_t s, bool deep) const { return plain_at[deep][g(a, s)] != 0; }
     bool live_top(const Frame& f) const { return f.n != -1 || acc(f.a, f.s) || reads[g(f.a, f.s)]; }
 
     void check() const;
@@ -82,7 +84,7 @@ struct Trie {
     void check() const;
 };
 
-void require(bool ok, const std::string& what) {
+void require(bool ok, const char* what) {  // (a literal: no string built on the checks' paths)
     if (!ok) throw Bad(what);
 }
 
@@ -141,31 +143,94 @@ void Trie::check() const {
     for (int32_t t : tokens) require(t >= 0 && t < vocab_size, "trie: a token out of the vocabulary");
 }
 
+// The configurations one walker has met, interned (as StackMachine's ids): each one's closure
+// and its byte transitions, computed on first need, so that trie nodes reaching the same
+// configuration (a string's characters, an enum's letters at one depth) cost a table lookup.
+// Kept across masks; forgotten at a mask's start once past MAX_TABLE_CONFIGS.
+struct Table {
+    std::map<Config, int32_t> ids;
+    std::vector<Config> closed;                      // the closure of each
+    std::vector<std::array<int32_t, 256>> next;      // -2 not computed, -1 dead
+    void clear() {
+        ids.clear();
+        closed.clear();
+        next.clear();
+    }
+};
+constexpr size_t MAX_TABLE_CONFIGS = 1u << 14;  // (256 int32 each: 16 MB at most, per slot)
+
+struct Slot {  // a table and the lock of its one user at a time
+    std::mutex lock;
+    Table table;
+};
+
 struct Engine {
     Machine m;
-    Trie t;
+    std::shared_ptr<const Trie> trie;
+    const Trie& t;
+    explicit Engine(std::shared_ptr<const Trie> shared) : trie(std::move(shared)), t(*trie) {}
+    std::mutex slots_lock;
+    std::vector<std::unique_ptr<Slot>> slots;  // slot k: the single fill's (0) or a batch thread's
+    Slot& slot(size_t k) {
+        std::lock_guard<std::mutex> guard(slots_lock);
+        while (slots.size() <= k) slots.push_back(std::make_unique<Slot>());
+        return *slots[k];
+    }
 };
 
 class Walker {
   public:
-    Walker(const Engine& e, uint32_t* words) : m(e.m), t(e.t), out(words) {}
+    Walker(const Engine& e, Table& table, uint32_t* words) : m(e.m), t(e.t), tab(table), out(words) {}
 
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
-        std::sort(config.begin(), config.end());
-        config.erase(std::unique(config.begin(), config.end()), config.end());
-        Config cl = closure(config);
+        if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
+        const int32_t id = intern(std::move(config));
         if (t.eos >= 0) {
-            for (auto& st : cl)
+            for (auto& st : tab.closed[id])
                 if (st.size() == 1 && m.acc(st[0].a, st[0].s)) { set(t.eos); break; }
         }
-        walk(cl, 0, t.n_roots);
+        walk(id, 0, t.n_roots);
     }
 
   private:
     const Machine& m;
     const Trie& t;
+    Table& tab;
     uint32_t* out;
+
+    // config: any order; -> its id, closure computed
+    int32_t intern(Config config) {
+        std::sort(config.begin(), config.end());
+        config.erase(std::unique(config.begin(), config.end()), config.end());
+        auto it = tab.ids.find(config);
+        if (it != tab.ids.end()) return it->second;
+        Config cl = closure(config);
+        const int32_t id = int32_t(tab.closed.size());
+        tab.ids.emplace(std::move(config), id);
+        tab.closed.push_back(std::move(cl));
+        std::array<int32_t, 256> row;
+        row.fill(-2);
+        tab.next.push_back(row);
+        return id;
+    }
+
+    // the configuration after byte b (-1: none), as StackMachine.row's column b
+    int32_t step(int32_t id, uint8_t b) {
+        int32_t got = tab.next[id][b];
+        if (got != -2) return got;
+        Config next;
+        for (auto& st : tab.closed[id]) {
+            const int32_t to = m.target(st.back().a, st.back().s, b);
+            if (to < 0) continue;
+            Stack moved = st;
+            moved.back().s = to;
+            next.push_back(std::move(moved));
+        }
+        got = next.empty() ? -1 : intern(std::move(next));
+        tab.next[id][b] = got;  // (after intern: tab.next may have grown)
+        return got;
+    }
 
     void set(int32_t tok) { out[tok >> 5] |= uint32_t(1) << (tok & 31); }
     void set_node(int64_t v) {
@@ -272,33 +337,26 @@ class Walker {
         return out;  // (std::set iterates sorted)
     }
 
-    // The trie's nodes [c0, c0 + n) read from closed configuration cl.
-    void walk(const Config& cl, int64_t c0, int64_t n) {
-        if (cl.size() == 1 && m.plain(cl[0].back().a, cl[0].back().s, cl[0].size() > 1)) {
-            walk_plain(cl[0], cl[0].back().s, c0, n);
-            return;
+    // The trie's nodes [c0, c0 + n) read from configuration id.
+    void walk(int32_t id, int64_t c0, int64_t n) {
+        {
+            const Config& cl = tab.closed[id];
+            if (cl.size() == 1 && m.plain(cl[0].back().a, cl[0].back().s, cl[0].size() > 1)) {
+                const Stack st = cl[0];  // (a copy: the table may grow under the walk)
+                walk_plain(st, st.back().s, c0, n);
+                return;
+            }
         }
         for (int64_t v = c0; v < c0 + n; ++v) {
-            const uint8_t b = t.byte[v];
-            Config next;
-            for (auto& st : cl) {
-                const int32_t to = m.target(st.back().a, st.back().s, b);
-                if (to < 0) continue;
-                Stack moved = st;
-                moved.back().s = to;
-                next.push_back(std::move(moved));
-            }
-            if (next.empty()) continue;
+            const int32_t to = step(id, t.byte[v]);
+            if (to < 0) continue;
             set_node(v);
-            if (!t.child_count[v]) continue;
-            std::sort(next.begin(), next.end());
-            next.erase(std::unique(next.begin(), next.end()), next.end());
-            walk(closure(next), t.child_start[v], t.child_count[v]);
+            if (t.child_count[v]) walk(to, t.child_start[v], t.child_count[v]);
         }
     }
 
-    // One stack whose top stays plain: only the top's DFA state moves (no stack is copied
-    // until the walk reaches a state that may push or pop).
+    // One stack whose top stays plain: only the top's DFA state moves (no configuration is
+    // interned until the walk reaches a state that may push or pop).
     void walk_plain(const Stack& st, int32_t q, int64_t c0, int64_t n) {
         const int32_t a = st.back().a;
         const bool deep = st.size() > 1;
@@ -311,9 +369,9 @@ class Walker {
             if (m.plain(a, to, deep)) {
                 walk_plain(st, to, t.child_start[v], t.child_count[v]);
             } else {
-                Config next{st};
-                next[0].back().s = to;
-                walk(closure(next), t.child_start[v], t.child_count[v]);
+                Stack moved = st;
+                moved.back().s = to;
+                walk(intern(Config{std::move(moved)}), t.child_start[v], t.child_count[v]);
             }
         }
     }
@@ -363,17 +421,55 @@ Engine* engine_of(PyObject* capsule) {
     return static_cast<Engine*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
 }
 
-// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie: (child_start,
-// child_count, byte, tok_offset, tokens, n_roots), vocab_size, eos_id) -> engine
-PyObject* build(PyObject*, PyObject* args) {
-    PyObject *mt, *tt;
+void destroy_trie(PyObject* capsule) {
+    delete static_cast<std::shared_ptr<const Trie>*>(PyCapsule_GetPointer(capsule, "inferlab.native.Trie"));
+}
+
+// trie((child_start, child_count, byte, tok_offset, tokens, n_roots), vocab_size, eos_id) -> a
+// vocabulary's trie, checked once and shared by every engine over it
+PyObject* trie(PyObject*, PyObject* args) {
+    PyObject* tt;
     int vocab_size, eos;
-    if (!PyArg_ParseTuple(args, "O!O!ii", &PyTuple_Type, &mt, &PyTuple_Type, &tt, &vocab_size, &eos)) return nullptr;
-    if (PyTuple_GET_SIZE(mt) != 14 || PyTuple_GET_SIZE(tt) != 6) {
-        PyErr_SetString(PyExc_ValueError, "build: 14 machine arrays and 6 trie items expected");
+    if (!PyArg_ParseTuple(args, "O!ii", &PyTuple_Type, &tt, &vocab_size, &eos)) return nullptr;
+    if (PyTuple_GET_SIZE(tt) != 6) {
+        PyErr_SetString(PyExc_ValueError, "trie: 6 items expected");
         return nullptr;
     }
-    auto e = std::make_unique<Engine>();
+    auto t = std::make_shared<Trie>();
+    if (!read_array(PyTuple_GET_ITEM(tt, 0), t->child_start, false, "child_start") ||
+        !read_array(PyTuple_GET_ITEM(tt, 1), t->child_count, false, "child_count") ||
+        !read_array(PyTuple_GET_ITEM(tt, 2), t->byte, true, "byte") ||
+        !read_array(PyTuple_GET_ITEM(tt, 3), t->tok_offset, false, "tok_offset") ||
+        !read_array(PyTuple_GET_ITEM(tt, 4), t->tokens, false, "tokens"))
+        return nullptr;
+    t->n_roots = PyLong_AsLongLong(PyTuple_GET_ITEM(tt, 5));
+    if (PyErr_Occurred()) return nullptr;
+    t->n_nodes = int64_t(t->byte.size());
+    t->vocab_size = vocab_size;
+    t->eos = eos;
+    try {
+        t->check();
+    } catch (const Bad& exc) {
+        PyErr_SetString(PyExc_ValueError, exc.what());
+        return nullptr;
+    }
+    auto held = std::make_unique<std::shared_ptr<const Trie>>(std::move(t));
+    PyObject* capsule = PyCapsule_New(held.get(), "inferlab.native.Trie", destroy_trie);
+    if (capsule) held.release();
+    return capsule;
+}
+
+// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie) -> engine
+PyObject* build(PyObject*, PyObject* args) {
+    PyObject *mt, *trie_capsule;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &mt, &trie_capsule)) return nullptr;
+    auto* shared = static_cast<std::shared_ptr<const Trie>*>(PyCapsule_GetPointer(trie_capsule, "inferlab.native.Trie"));
+    if (!shared) return nullptr;
+    if (PyTuple_GET_SIZE(mt) != 14) {
+        PyErr_SetString(PyExc_ValueError, "build: 14 machine arrays expected");
+        return nullptr;
+    }
+    auto e = std::make_unique<Engine>(*shared);
     Machine& m = e->m;
     auto item = [&](int i) { return PyTuple_GET_ITEM(mt, i); };
     if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_array(item(1), m.trans, false, "trans") ||
@@ -385,23 +481,10 @@ PyObject* build(PyObject*, PyObject* args) {
         !read_array(item(10), m.hi, false, "hi") || !read_array(item(11), m.map_first, false, "map_first") ||
         !read_array(item(12), m.map_next, false, "map_next") || !read_array(item(13), m.unique, true, "unique"))
         return nullptr;
-    Trie& t = e->t;
-    if (!read_array(PyTuple_GET_ITEM(tt, 0), t.child_start, false, "child_start") ||
-        !read_array(PyTuple_GET_ITEM(tt, 1), t.child_count, false, "child_count") ||
-        !read_array(PyTuple_GET_ITEM(tt, 2), t.byte, true, "byte") ||
-        !read_array(PyTuple_GET_ITEM(tt, 3), t.tok_offset, false, "tok_offset") ||
-        !read_array(PyTuple_GET_ITEM(tt, 4), t.tokens, false, "tokens"))
-        return nullptr;
-    t.n_roots = PyLong_AsLongLong(PyTuple_GET_ITEM(tt, 5));
-    if (PyErr_Occurred()) return nullptr;
     m.A = int32_t(m.start.size());
     m.S = int64_t(m.accepting.size());
-    t.n_nodes = int64_t(t.byte.size());
-    t.vocab_size = vocab_size;
-    t.eos = eos;
     try {
         m.check();
-        t.check();
     } catch (const Bad& exc) {
         PyErr_SetString(PyExc_ValueError, exc.what());
         return nullptr;
@@ -409,6 +492,12 @@ PyObject* build(PyObject*, PyObject* args) {
     m.reads.assign(size_t(m.S), 0);
     for (int64_t i = 0; i < m.S * 256; ++i)
         if (m.trans[i] >= 0) m.reads[i / 256] = 1;
+    for (int deep = 0; deep < 2; ++deep) {
+        m.plain_at[deep].assign(size_t(m.S), 0);
+        for (int32_t a = 0; a < m.A; ++a)
+            for (int32_t s = 0; s < m.n_states(a); ++s)
+                m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
+    }
     PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
     if (capsule) e.release();
     return capsule;
@@ -456,7 +545,9 @@ PyObject* fill(PyObject*, PyObject* args) {
     Py_BEGIN_ALLOW_THREADS
     try {
         std::vector<uint32_t> words(size_t(words_of(e)), 0);
-        Walker(*e, words.data()).mask(std::move(config));
+        Slot& slot = e->slot(0);
+        std::lock_guard<std::mutex> guard(slot.lock);
+        Walker(*e, slot.table, words.data()).mask(std::move(config));
         std::memcpy(out.view.buf, words.data(), words.size() * 4);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -506,10 +597,12 @@ PyObject* fill_par(PyObject*, PyObject* args) {
     uint32_t* base = static_cast<uint32_t*>(out.view.buf);
     Py_BEGIN_ALLOW_THREADS
     auto run = [&](size_t first, size_t step) {
+        Slot& slot = e->slot(first);
+        std::lock_guard<std::mutex> guard(slot.lock);
         for (size_t i = first; i < all.size(); i += step) {
             try {
                 std::vector<uint32_t> w(size_t(words), 0);
-                Walker(*e, w.data()).mask(std::move(all[i]));
+                Walker(*e, slot.table, w.data()).mask(std::move(all[i]));
                 std::memcpy(base + rows[i] * words, w.data(), size_t(words) * 4);
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
@@ -532,7 +625,8 @@ PyObject* fill_par(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"build", build, METH_VARARGS, "build(machine arrays, trie arrays, vocab_size, eos_id) -> engine"},
+    {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
+    {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
     {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out): a configuration's token mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},

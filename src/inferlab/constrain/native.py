@@ -27,6 +27,7 @@ from inferlab.errors import InferlabError
 
 _notice = threading.Event()
 _TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # TokenTrie -> trie_arrays (one per vocabulary)
+_NATIVE_TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # TokenTrie -> the engine's trie
 _lock = threading.Lock()
 
 
@@ -94,18 +95,31 @@ def trie_arrays(trie) -> tuple:
         child_count[sl] = lv.child_count
         byte[sl] = lv.byte
         end[sl] = lv.end_token
-    same: dict[int, list[int]] = {}
-    for dup, primary in trie.duplicates.tolist():
-        same.setdefault(primary, []).append(dup)
-    counts = np.zeros(n, dtype=np.int64)
-    has = np.flatnonzero(end >= 0)
-    counts[has] = [1 + len(same.get(t, ())) for t in end[has].tolist()]
+    has = np.flatnonzero(end >= 0)                                           # (E,) nodes with a token
+    dup = trie.duplicates.astype(np.int64)                                   # (D, 2) (token, same-bytes token)
+    node_of = np.full(int(end.max()) + 1 if len(has) else 0, -1, dtype=np.int64)
+    node_of[end[has]] = has
+    dup_nodes = node_of[dup[:, 1]] if len(dup) else np.zeros(0, dtype=np.int64)
+    nodes = np.concatenate([has, dup_nodes])                                 # (E + D,) each entry's node
+    order = np.lexsort((np.arange(len(nodes)), nodes))                       # by node; its own token first
+    tokens = np.concatenate([end[has], dup[:, 0]]).astype(np.int32)[order]
     tok_offset = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=tok_offset[1:])
-    tokens = np.asarray([x for t in end[has].tolist() for x in [t, *same.get(t, ())]], dtype=np.int32)
+    np.cumsum(np.bincount(nodes, minlength=n), out=tok_offset[1:])
     got = child_start, child_count, byte, tok_offset, tokens, int(len(levels[0].byte)) if levels else 0
     with _lock:
         _TRIES[trie] = got
+    return got
+
+
+def native_trie(vocab):
+    """The vocabulary's trie in the engine (checked once, shared by every grammar over it)."""
+    trie = vocab.trie()
+    with _lock:
+        got = _NATIVE_TRIES.get(trie)
+    if got is None:
+        got = _module().trie(trie_arrays(trie), vocab.vocab_size, vocab.eos_id)
+        with _lock:
+            got = _NATIVE_TRIES.setdefault(trie, got)
     return got
 
 
@@ -120,8 +134,7 @@ class NativeMasks:
     def engine(self):
         if self._engine is None:
             tables = tuple(compiled_machine(self.machine).arrays().values())
-            self._engine = _module().build(tables, trie_arrays(self.vocab.trie()), self.vocab.vocab_size,
-                                           self.vocab.eos_id)
+            self._engine = _module().build(tables, native_trie(self.vocab))
         return self._engine
 
     def row(self, cid: int) -> np.ndarray:
