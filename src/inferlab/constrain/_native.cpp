@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,9 +55,37 @@ struct Bad : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A frame split (xgrammar's, token_split.py's in the Python engine): the walk of the whole trie
+// from state q of automaton a on top of a stack, while the states it reaches are plain (no
+// push, no pop: whatever lies below). `inside`: every token that walk reaches (the stack
+// accepts them, whatever lies below); `leave`: the (trie node, state) where it reached a state
+// that may push or pop, with children left: those are walked through the configurations.
+struct Split {
+    std::vector<uint32_t> inside;                     // (words,)
+    std::vector<std::pair<int64_t, int32_t>> leave;   // (node, local state), in walk order
+};
+
+// An automaton as a split sees it: its text rows and its plain flags (deep and not), compared
+// whole on a hit, so that splits are shared by every grammar over a vocabulary exactly.
+struct Signature {
+    std::vector<int32_t> trans;
+    std::vector<uint8_t> plain[2];
+    uint64_t hash = 0;
+    bool operator==(const Signature& o) const { return trans == o.trans && plain[0] == o.plain[0] && plain[1] == o.plain[1]; }
+};
+
+struct SplitCache {  // per trie, shared by its engines (threads: locked), bounded by bytes
+    std::mutex lock;
+    std::map<std::tuple<uint64_t, int32_t, bool>, std::vector<std::pair<std::shared_ptr<const Signature>,
+                                                                      std::shared_ptr<const Split>>>> splits;
+    size_t bytes = 0;
+};
+constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
+
 struct Machine {
     int32_t A = 0;
     std::vector<uint8_t> plain_at[2];  // [deep][global state]: plain(a, s, deep), precomputed
+    std::vector<std::shared_ptr<const Signature>> signature;  // per automaton (frame splits' key)
     int64_t S = 0;
     std::vector<int64_t> state_offset, call_offset, lo, hi;
     std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
@@ -78,10 +107,11 @@ struct Machine {
 struct Trie {
     int64_t n_nodes = 0, n_roots = 0;
     int32_t vocab_size = 0, eos = -1;
-    std::vector<int64_t> child_start, tok_offset;
+    std::vector<int64_t> child_start, tok_offset, parent;  // parent: -1 for a root (check() fills it)
     std::vector<int32_t> child_count, tokens;
     std::vector<uint8_t> byte;
-    void check() const;
+    mutable SplitCache cache;
+    void check();
 };
 
 void require(bool ok, const char* what) {  // (a literal: no string built on the checks' paths)
@@ -115,7 +145,7 @@ void Machine::check() const {
     }
 }
 
-void Trie::check() const {
+void Trie::check() {
     require(vocab_size >= 0 && eos >= -1 && eos < std::max(vocab_size, 1), "trie: vocab_size/eos out of range");
     require(child_start.size() == size_t(n_nodes) && child_count.size() == size_t(n_nodes) &&
                 byte.size() == size_t(n_nodes) && tok_offset.size() == size_t(n_nodes) + 1,
@@ -131,12 +161,14 @@ void Trie::check() const {
     // a tree: every node below the roots is one node's child, at most MAX_TRIE_DEPTH deep (the
     // walk recurses once per byte of a token)
     std::vector<int32_t> depth(size_t(n_nodes), -1);
+    parent.assign(size_t(n_nodes), -1);
     for (int64_t v = 0; v < n_roots; ++v) depth[v] = 0;
     for (int64_t v = 0; v < n_nodes; ++v) {
         require(depth[v] >= 0, "trie: a node that is no root and no node's child, or a child before its parent");
         for (int64_t c = child_start[v]; c < child_start[v] + child_count[v]; ++c) {
             require(depth[c] == -1, "trie: a node with two parents");
             depth[c] = depth[v] + 1;
+            parent[c] = v;
             require(depth[c] <= MAX_TRIE_DEPTH, "trie: deeper than MAX_TRIE_DEPTH bytes");
         }
     }
@@ -159,9 +191,10 @@ struct Table {
 };
 constexpr size_t MAX_TABLE_CONFIGS = 1u << 14;  // (256 int32 each: 16 MB at most, per slot)
 
-struct Slot {  // a table and the lock of its one user at a time
+struct Slot {  // a table, the walk's node marks, and the lock of its one user at a time
     std::mutex lock;
     Table table;
+    std::vector<uint8_t> marks;
 };
 
 struct Engine {
@@ -180,17 +213,56 @@ struct Engine {
 
 class Walker {
   public:
-    Walker(const Engine& e, Table& table, uint32_t* words) : m(e.m), t(e.t), tab(table), out(words) {}
+    Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks, uint32_t* words)
+        : m(e.m), t(e.t), tab(table), out(words), mark(marks) {
+        if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
+    }
 
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
         const int32_t id = intern(std::move(config));
+        const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
-            for (auto& st : tab.closed[id])
+            for (auto& st : cl)
                 if (st.size() == 1 && m.acc(st[0].a, st[0].s)) { set(t.eos); break; }
         }
-        walk(id, 0, t.n_roots);
+        if (cl.size() == 1 && m.plain(cl[0].back().a, cl[0].back().s, cl[0].size() > 1)) {
+            // one stack, its top plain: the top's split, then its leaving paths from the stack
+            const Stack& st = cl[0];
+            auto split = split_of(st.back().a, st.back().s, st.size() > 1);
+            for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
+            for (auto [v, to] : split->leave) {
+                Stack moved = st;
+                moved.back().s = to;
+                walk(intern(Config{std::move(moved)}), t.child_start[v], t.child_count[v]);
+            }
+            return;
+        }
+        // several stacks (or a top that may push or pop): each top's split, then the trie
+        // paths that leave one walked through the whole configuration
+        std::vector<int64_t> marked;
+        for (auto& st : cl) {
+            const Frame top = st.back();
+            if (m.numbered(top.a)) {  // (a count or a map decides at once: the whole walk)
+                walk(id, 0, t.n_roots);
+                return;
+            }
+            auto split = split_of(top.a, top.s, st.size() > 1);
+            for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
+            for (auto [v, to] : split->leave) {
+                (void)to;
+                if (mark[v] == 2) continue;
+                mark[v] = 2;  // below it: every node
+                marked.push_back(v);
+                for (int64_t u = t.parent[v]; u >= 0 && mark[u] == 0; u = t.parent[u]) {
+                    mark[u] = 1;  // on a path to one
+                    marked.push_back(u);
+                }
+            }
+        }
+        if (!marked.empty()) walk_marked(id, 0, t.n_roots);
+        for (int64_t v : marked) mark[v] = 0;
     }
 
   private:
@@ -198,6 +270,62 @@ class Walker {
     const Trie& t;
     Table& tab;
     uint32_t* out;
+    std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
+
+    // The split of (automaton a, state q, deep), from the trie's shared cache or walked now.
+    std::shared_ptr<const Split> split_of(int32_t a, int32_t q, bool deep) {
+        const auto& sig = m.signature[a];
+        const auto key = std::make_tuple(sig->hash, q, deep);
+        {
+            std::lock_guard<std::mutex> guard(t.cache.lock);
+            auto it = t.cache.splits.find(key);
+            if (it != t.cache.splits.end())
+                for (auto& [s, split] : it->second)
+                    if (s == sig || *s == *sig) return split;
+        }
+        auto split = std::make_shared<Split>();
+        split->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
+        split_walk(*split, a, q, deep, 0, t.n_roots);
+        std::lock_guard<std::mutex> guard(t.cache.lock);
+        const size_t bytes = split->inside.size() * 4 + split->leave.size() * 16 + sig->trans.size() * 4;
+        if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) {
+            t.cache.splits.clear();
+            t.cache.bytes = 0;
+        }
+        t.cache.bytes += bytes;
+        t.cache.splits[key].emplace_back(sig, split);
+        return split;
+    }
+
+    void split_walk(Split& split, int32_t a, int32_t q, bool deep, int64_t c0, int64_t n) const {
+        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const int32_t to = row[t.byte[v]];
+            if (to < 0) continue;
+            for (int64_t i = t.tok_offset[v]; i < t.tok_offset[v + 1]; ++i)
+                split.inside[size_t(t.tokens[i] >> 5)] |= uint32_t(1) << (t.tokens[i] & 31);
+            if (!t.child_count[v]) continue;
+            if (m.plain(a, to, deep))
+                split_walk(split, a, to, deep, t.child_start[v], t.child_count[v]);
+            else
+                split.leave.emplace_back(v, to);
+        }
+    }
+
+    // walk() over the marked nodes only (mark 1: this node, its marked children; 2: everything below)
+    void walk_marked(int32_t id, int64_t c0, int64_t n) {
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            if (!mark[v]) continue;
+            const int32_t to = step(id, t.byte[v]);
+            if (to < 0) continue;
+            set_node(v);
+            if (!t.child_count[v]) continue;
+            if (mark[v] == 2)
+                walk(to, t.child_start[v], t.child_count[v]);
+            else
+                walk_marked(to, t.child_start[v], t.child_count[v]);
+        }
+    }
 
     // config: any order; -> its id, closure computed
     int32_t intern(Config config) {
@@ -498,6 +626,20 @@ PyObject* build(PyObject*, PyObject* args) {
             for (int32_t s = 0; s < m.n_states(a); ++s)
                 m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
     }
+    for (int32_t a = 0; a < m.A; ++a) {
+        auto sig = std::make_shared<Signature>();
+        const int64_t g0 = m.state_offset[a], g1 = m.state_offset[a + 1];
+        sig->trans.assign(m.trans.begin() + g0 * 256, m.trans.begin() + g1 * 256);
+        uint64_t h = 1469598103934665603ull;  // FNV-1a over the rows and flags
+        auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+        for (int32_t x : sig->trans) mix(uint32_t(x));
+        for (int deep = 0; deep < 2; ++deep) {
+            sig->plain[deep].assign(m.plain_at[deep].begin() + g0, m.plain_at[deep].begin() + g1);
+            for (uint8_t x : sig->plain[deep]) mix(x + 2u * deep);
+        }
+        sig->hash = h;
+        m.signature.push_back(std::move(sig));
+    }
     PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
     if (capsule) e.release();
     return capsule;
@@ -547,7 +689,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::vector<uint32_t> words(size_t(words_of(e)), 0);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot.table, words.data()).mask(std::move(config));
+        Walker(*e, slot.table, slot.marks, words.data()).mask(std::move(config));
         std::memcpy(out.view.buf, words.data(), words.size() * 4);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -602,7 +744,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
         for (size_t i = first; i < all.size(); i += step) {
             try {
                 std::vector<uint32_t> w(size_t(words), 0);
-                Walker(*e, slot.table, w.data()).mask(std::move(all[i]));
+                Walker(*e, slot.table, slot.marks, w.data()).mask(std::move(all[i]));
                 std::memcpy(base + rows[i] * words, w.data(), size_t(words) * 4);
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
