@@ -33,7 +33,8 @@ FIXTURES = [TREE, LIST, ANY, STRINGS,
             {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}, "uniqueItems": True},
             {"type": "object", "propertyNames": {"enum": ["x", "y", "kids"]}, "minProperties": 1},
             {"type": "array", "items": {"type": "number", "minimum": -5, "maximum": 12.5}, "maxItems": 4},
-            {"type": "string", "minLength": 40, "maxLength": 70}]
+            {"type": "string", "minLength": 40, "maxLength": 70},
+            {"type": "array", "items": {"type": "string", "pattern": "^[ab]{0,300}x$"}}]  # (> 256 states: splits not shared)
 
 
 def pair(machine, vocab):

@@ -81,6 +81,7 @@ struct SplitCache {  // per trie, shared by its engines (threads: locked), bound
     size_t bytes = 0;
 };
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
+constexpr int32_t SHARED_SPLIT_STATES = 256;  // automata up to this size share splits across grammars (by signature)
 
 struct Machine {
     int32_t A = 0;
@@ -189,12 +190,14 @@ struct Table {
         next.clear();
     }
 };
-constexpr size_t MAX_TABLE_CONFIGS = 1u << 14;  // (256 int32 each: 16 MB at most, per slot)
+constexpr size_t MAX_TABLE_CONFIGS = 1u << 12;  // (1 KB of steps each, and a closure)
+constexpr size_t MAX_OWN_SPLITS = 1024;          // a slot's splits of large automata (a row of words each)  // (256 int32 each: 16 MB at most, per slot)
 
 struct Slot {  // a table, the walk's node marks, and the lock of its one user at a time
     std::mutex lock;
     Table table;
     std::vector<uint8_t> marks;
+    std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>> splits;  // large automata's
 };
 
 struct Engine {
@@ -213,14 +216,16 @@ struct Engine {
 
 class Walker {
   public:
-    Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks, uint32_t* words)
-        : m(e.m), t(e.t), tab(table), out(words), mark(marks) {
+    Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks,
+           std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>>& splits, uint32_t* words)
+        : m(e.m), t(e.t), tab(table), out(words), own_splits(splits), mark(marks) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
+        if (own_splits.size() > MAX_OWN_SPLITS) own_splits.clear();
         const int32_t id = intern(std::move(config));
         const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
@@ -270,11 +275,22 @@ class Walker {
     const Trie& t;
     Table& tab;
     uint32_t* out;
+    std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>>& own_splits;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
 
     // The split of (automaton a, state q, deep), from the trie's shared cache or walked now.
     std::shared_ptr<const Split> split_of(int32_t a, int32_t q, bool deep) {
         const auto& sig = m.signature[a];
+        if (!sig) {  // a large automaton: the engine's own splits, in its slot (no lock: the slot's)
+            auto& own = own_splits[std::make_tuple(uint64_t(a), q, deep)];
+            if (!own) {
+                auto split = std::make_shared<Split>();
+                split->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
+                split_walk(*split, a, q, deep, 0, t.n_roots);
+                own = std::move(split);
+            }
+            return own;
+        }
         const auto key = std::make_tuple(sig->hash, q, deep);
         {
             std::lock_guard<std::mutex> guard(t.cache.lock);
@@ -627,6 +643,10 @@ PyObject* build(PyObject*, PyObject* args) {
                 m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
     }
     for (int32_t a = 0; a < m.A; ++a) {
+        if (m.n_states(a) > SHARED_SPLIT_STATES) {  // (its splits stay the engine's own)
+            m.signature.push_back(nullptr);
+            continue;
+        }
         auto sig = std::make_shared<Signature>();
         const int64_t g0 = m.state_offset[a], g1 = m.state_offset[a + 1];
         sig->trans.assign(m.trans.begin() + g0 * 256, m.trans.begin() + g1 * 256);
@@ -689,7 +709,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::vector<uint32_t> words(size_t(words_of(e)), 0);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot.table, slot.marks, words.data()).mask(std::move(config));
+        Walker(*e, slot.table, slot.marks, slot.splits, words.data()).mask(std::move(config));
         std::memcpy(out.view.buf, words.data(), words.size() * 4);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -744,7 +764,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
         for (size_t i = first; i < all.size(); i += step) {
             try {
                 std::vector<uint32_t> w(size_t(words), 0);
-                Walker(*e, slot.table, slot.marks, w.data()).mask(std::move(all[i]));
+                Walker(*e, slot.table, slot.marks, slot.splits, w.data()).mask(std::move(all[i]));
                 std::memcpy(base + rows[i] * words, w.data(), size_t(words) * 4);
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
