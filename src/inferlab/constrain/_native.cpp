@@ -56,37 +56,40 @@ struct Bad : std::runtime_error {
 };
 
 // A frame split (xgrammar's, token_split.py's in the Python engine): the walk of the whole trie
-// from state q of automaton a on top of a stack, while the states it reaches are plain (no
-// push, no pop: whatever lies below). `inside`: every token that walk reaches (the stack
-// accepts them, whatever lies below); `leave`: the (trie node, state) where it reached a state
-// that may push or pop, with children left: those are walked through the configurations.
+// from state q of automaton a on top of a stack, while the states it reaches are plain (no push,
+// no pop: whatever lies below). `inside`: every token that walk reaches (the stack accepts them,
+// whatever lies below); `leave`: (trie node, exit) where it reached a state that may push or pop,
+// with children left: those are walked through the configurations.
+//
+// A split depends only on the *shape* of the plain states reachable from q: their rows with the
+// states renumbered in the order a breadth-first search meets them (code 2i: the i-th plain
+// state; 2j + 1: the j-th state that may push or pop, an exit). Splits are kept by shape on the
+// trie, shared by every grammar over the vocabulary and by every state of the same shape (a
+// string's content in any automaton: Python's token_split.shape_cache); a hit compares the
+// shapes whole. A shape past SHAPE_STATES plain states is not kept (its split is the slot's).
 struct Split {
     std::vector<uint32_t> inside;                     // (words,)
-    std::vector<std::pair<int64_t, int32_t>> leave;   // (node, local state), in walk order
+    std::vector<std::pair<int64_t, int32_t>> leave;   // (node, exit index), in walk order
 };
 
-// An automaton as a split sees it: its text rows and its plain flags (deep and not), compared
-// whole on a hit, so that splits are shared by every grammar over a vocabulary exactly.
-struct Signature {
-    std::vector<int32_t> trans;
-    std::vector<uint8_t> plain[2];
+struct Shape {
+    std::vector<int32_t> rows;   // (k, 256) codes: -1 dead, 2i plain state i, 2j + 1 exit j
+    std::vector<int32_t> exits;  // the exits' local states (not part of the key: the user's own)
     uint64_t hash = 0;
-    bool operator==(const Signature& o) const { return trans == o.trans && plain[0] == o.plain[0] && plain[1] == o.plain[1]; }
 };
 
 struct SplitCache {  // per trie, shared by its engines (threads: locked), bounded by bytes
     std::mutex lock;
-    std::map<std::tuple<uint64_t, int32_t, bool>, std::vector<std::pair<std::shared_ptr<const Signature>,
-                                                                      std::shared_ptr<const Split>>>> splits;
+    std::map<uint64_t, std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<const Split>>>> splits;
     size_t bytes = 0;
 };
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
-constexpr int32_t SHARED_SPLIT_STATES = 256;  // automata up to this size share splits across grammars (by signature)
+constexpr size_t SHAPE_STATES = 256;      // shapes up to this many plain states are shared
+constexpr size_t MAX_SLOT_SPLITS = 1024;  // a slot's memo of (automaton, state, deep) -> split and exits
 
 struct Machine {
     int32_t A = 0;
     std::vector<uint8_t> plain_at[2];  // [deep][global state]: plain(a, s, deep), precomputed
-    std::vector<std::shared_ptr<const Signature>> signature;  // per automaton (frame splits' key)
     int64_t S = 0;
     std::vector<int64_t> state_offset, call_offset, lo, hi;
     std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
@@ -191,13 +194,13 @@ struct Table {
     }
 };
 constexpr size_t MAX_TABLE_CONFIGS = 1u << 12;  // (1 KB of steps each, and a closure)
-constexpr size_t MAX_OWN_SPLITS = 1024;          // a slot's splits of large automata (a row of words each)  // (256 int32 each: 16 MB at most, per slot)
+  // (256 int32 each: 16 MB at most, per slot)
 
 struct Slot {  // a table, the walk's node marks, and the lock of its one user at a time
     std::mutex lock;
     Table table;
     std::vector<uint8_t> marks;
-    std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>> splits;  // large automata's
+    std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>> splits;
 };
 
 struct Engine {
@@ -217,15 +220,16 @@ struct Engine {
 class Walker {
   public:
     Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks,
-           std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>>& splits, uint32_t* words)
-        : m(e.m), t(e.t), tab(table), out(words), own_splits(splits), mark(marks) {
+           std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& splits,
+           uint32_t* words)
+        : m(e.m), t(e.t), tab(table), out(words), memo(splits), mark(marks) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
-        if (own_splits.size() > MAX_OWN_SPLITS) own_splits.clear();
+        if (memo.size() > MAX_SLOT_SPLITS) memo.clear();
         const int32_t id = intern(std::move(config));
         const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
@@ -235,11 +239,11 @@ class Walker {
         if (cl.size() == 1 && m.plain(cl[0].back().a, cl[0].back().s, cl[0].size() > 1)) {
             // one stack, its top plain: the top's split, then its leaving paths from the stack
             const Stack& st = cl[0];
-            auto split = split_of(st.back().a, st.back().s, st.size() > 1);
+            const auto& [split, exits] = split_of(st.back().a, st.back().s, st.size() > 1);
             for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
-            for (auto [v, to] : split->leave) {
+            for (auto [v, j] : split->leave) {
                 Stack moved = st;
-                moved.back().s = to;
+                moved.back().s = exits[j];
                 walk(intern(Config{std::move(moved)}), t.child_start[v], t.child_count[v]);
             }
             return;
@@ -253,10 +257,10 @@ class Walker {
                 walk(id, 0, t.n_roots);
                 return;
             }
-            auto split = split_of(top.a, top.s, st.size() > 1);
+            const auto& split = split_of(top.a, top.s, st.size() > 1).first;
             for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
-            for (auto [v, to] : split->leave) {
-                (void)to;
+            for (auto [v, j] : split->leave) {
+                (void)j;
                 if (mark[v] == 2) continue;
                 mark[v] = 2;  // below it: every node
                 marked.push_back(v);
@@ -275,56 +279,88 @@ class Walker {
     const Trie& t;
     Table& tab;
     uint32_t* out;
-    std::map<std::tuple<uint64_t, int32_t, bool>, std::shared_ptr<const Split>>& own_splits;
+    std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& memo;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
 
-    // The split of (automaton a, state q, deep), from the trie's shared cache or walked now.
-    std::shared_ptr<const Split> split_of(int32_t a, int32_t q, bool deep) {
-        const auto& sig = m.signature[a];
-        if (!sig) {  // a large automaton: the engine's own splits, in its slot (no lock: the slot's)
-            auto& own = own_splits[std::make_tuple(uint64_t(a), q, deep)];
-            if (!own) {
-                auto split = std::make_shared<Split>();
-                split->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
-                split_walk(*split, a, q, deep, 0, t.n_roots);
-                own = std::move(split);
-            }
-            return own;
-        }
-        const auto key = std::make_tuple(sig->hash, q, deep);
-        {
+    // The split of (automaton a, state q, deep) and its exits' local states: the slot's memo, else
+    // the trie's cache by shape, else walked now.
+    const std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>& split_of(int32_t a, int32_t q, bool deep) {
+        auto key = std::make_tuple(a, q, deep);
+        auto it = memo.find(key);
+        if (it != memo.end()) return it->second;
+        Shape shape = shape_of(a, q, deep);
+        std::shared_ptr<const Split> split;
+        const bool shared = shape.rows.size() <= SHAPE_STATES * 256;
+        if (shared) {
             std::lock_guard<std::mutex> guard(t.cache.lock);
-            auto it = t.cache.splits.find(key);
-            if (it != t.cache.splits.end())
-                for (auto& [s, split] : it->second)
-                    if (s == sig || *s == *sig) return split;
+            auto hit = t.cache.splits.find(shape.hash);
+            if (hit != t.cache.splits.end())
+                for (auto& [rows, s] : hit->second)
+                    if (rows == shape.rows) split = s;
         }
-        auto split = std::make_shared<Split>();
-        split->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
-        split_walk(*split, a, q, deep, 0, t.n_roots);
-        std::lock_guard<std::mutex> guard(t.cache.lock);
-        const size_t bytes = split->inside.size() * 4 + split->leave.size() * 16 + sig->trans.size() * 4;
-        if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) {
-            t.cache.splits.clear();
-            t.cache.bytes = 0;
+        if (!split) {
+            auto made = std::make_shared<Split>();
+            made->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
+            split_walk(*made, shape.rows, 0, 0, t.n_roots);
+            split = made;
+            if (shared) {
+                std::lock_guard<std::mutex> guard(t.cache.lock);
+                const size_t bytes = made->inside.size() * 4 + made->leave.size() * 16 + shape.rows.size() * 4;
+                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) {
+                    t.cache.splits.clear();
+                    t.cache.bytes = 0;
+                }
+                t.cache.bytes += bytes;
+                t.cache.splits[shape.hash].emplace_back(shape.rows, split);
+            }
         }
-        t.cache.bytes += bytes;
-        t.cache.splits[key].emplace_back(sig, split);
-        return split;
+        return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
     }
 
-    void split_walk(Split& split, int32_t a, int32_t q, bool deep, int64_t c0, int64_t n) const {
-        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+    // The plain states reachable from q (q first, whatever it is), breadth first, as codes.
+    Shape shape_of(int32_t a, int32_t q, bool deep) const {
+        Shape shape;
+        std::vector<int32_t> index(size_t(m.n_states(a)), -1), exit(size_t(m.n_states(a)), -1), order{q};
+        index[q] = 0;
+        for (size_t i = 0; i < order.size(); ++i) {
+            const int32_t* row = &m.trans[size_t(m.g(a, order[i])) * 256];
+            for (int b = 0; b < 256; ++b) {
+                const int32_t x = row[b];
+                int32_t code = -1;
+                if (x >= 0 && m.plain(a, x, deep)) {
+                    if (index[x] < 0) {
+                        index[x] = int32_t(order.size());
+                        order.push_back(x);
+                    }
+                    code = 2 * index[x];
+                } else if (x >= 0) {
+                    if (exit[x] < 0) {
+                        exit[x] = int32_t(shape.exits.size());
+                        shape.exits.push_back(x);
+                    }
+                    code = 2 * exit[x] + 1;
+                }
+                shape.rows.push_back(code);
+            }
+        }
+        uint64_t h = 1469598103934665603ull;  // FNV-1a over the codes
+        for (int32_t x : shape.rows) h = (h ^ uint32_t(x)) * 1099511628211ull;
+        shape.hash = h;
+        return shape;
+    }
+
+    void split_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n) const {
+        const int32_t* row = &rows[size_t(i) * 256];
         for (int64_t v = c0; v < c0 + n; ++v) {
-            const int32_t to = row[t.byte[v]];
-            if (to < 0) continue;
-            for (int64_t i = t.tok_offset[v]; i < t.tok_offset[v + 1]; ++i)
-                split.inside[size_t(t.tokens[i] >> 5)] |= uint32_t(1) << (t.tokens[i] & 31);
+            const int32_t code = row[t.byte[v]];
+            if (code < 0) continue;
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
             if (!t.child_count[v]) continue;
-            if (m.plain(a, to, deep))
-                split_walk(split, a, to, deep, t.child_start[v], t.child_count[v]);
+            if (code % 2 == 0)
+                split_walk(split, rows, code / 2, t.child_start[v], t.child_count[v]);
             else
-                split.leave.emplace_back(v, to);
+                split.leave.emplace_back(v, code / 2);
         }
     }
 
@@ -641,24 +677,6 @@ PyObject* build(PyObject*, PyObject* args) {
         for (int32_t a = 0; a < m.A; ++a)
             for (int32_t s = 0; s < m.n_states(a); ++s)
                 m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
-    }
-    for (int32_t a = 0; a < m.A; ++a) {
-        if (m.n_states(a) > SHARED_SPLIT_STATES) {  // (its splits stay the engine's own)
-            m.signature.push_back(nullptr);
-            continue;
-        }
-        auto sig = std::make_shared<Signature>();
-        const int64_t g0 = m.state_offset[a], g1 = m.state_offset[a + 1];
-        sig->trans.assign(m.trans.begin() + g0 * 256, m.trans.begin() + g1 * 256);
-        uint64_t h = 1469598103934665603ull;  // FNV-1a over the rows and flags
-        auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
-        for (int32_t x : sig->trans) mix(uint32_t(x));
-        for (int deep = 0; deep < 2; ++deep) {
-            sig->plain[deep].assign(m.plain_at[deep].begin() + g0, m.plain_at[deep].begin() + g1);
-            for (uint8_t x : sig->plain[deep]) mix(x + 2u * deep);
-        }
-        sig->hash = h;
-        m.signature.push_back(std::move(sig));
     }
     PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
     if (capsule) e.release();
