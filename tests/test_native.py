@@ -212,6 +212,31 @@ def test_malformed_trie_and_configurations_raise():
         mod.fill_next_token_bitmask_par(engine, [(frames, offset)], out.reshape(1, -1), np.array([3]), 2)
 
 
+@built
+@pytest.mark.parametrize("seed", range(3))
+def test_fuzz_random_configurations_never_crash(seed):
+    """Random stacks of random frames (in range or not, counts up to the int32 limits) fed to the
+    engine: a mask or a ValueError, never a crash (the sanitizer job runs this too)."""
+    rng = np.random.default_rng(seed)
+    machine = compile_machine(FIXTURES[rng.integers(len(FIXTURES))])[1]
+    vocab = small_vocab(seed)
+    mod, n = native._module(), np.array([d.n_states for d in machine.dfas])
+    engine = mod.build(tuple(compiled_machine(machine).arrays().values()), native.native_trie(vocab))
+    out = np.zeros((vocab.vocab_size + 31) // 32, dtype=np.int32)
+    for _ in range(200):
+        k = int(rng.integers(1, 5))
+        sizes = rng.integers(1, 6, size=k)
+        a = rng.integers(-1, len(n) + 1, size=sizes.sum())
+        s = rng.integers(-1, n[np.clip(a, 0, len(n) - 1)] + 1)
+        c = rng.choice([-2, -1, 0, 1, 5, 2**30, 2**31 - 1], size=sizes.sum())
+        frames = np.stack([a, s, c], axis=1).astype(np.int32)
+        offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        try:
+            mod.fill(engine, frames, offset, out)
+        except ValueError:
+            pass
+
+
 def test_engine_selection(monkeypatch):
     monkeypatch.setenv("INFERLAB_ENGINE", "python")
     assert native.requested() == "python" and native.in_use() == "python"

@@ -37,6 +37,7 @@ constexpr uint8_t PLAIN = 0, COUNTED = 1, MAP = 2;
 // the Python engine would loop forever; this one raises.
 constexpr size_t MAX_CLOSURE_STACKS = 1u << 20;
 constexpr size_t MAX_STACK_FRAMES = 1u << 16;
+constexpr int32_t MAX_COUNT = 1 << 30;  // a frame's count (a closure adds one: no overflow)
 constexpr int32_t MAX_TRIE_DEPTH = 1 << 14;  // bytes of the longest token
 
 struct Frame {
@@ -420,7 +421,7 @@ class Walker {
     void check_stack(const Stack& st) const {
         require(!st.empty(), "config: an empty stack");
         for (auto& f : st) {
-            require(f.a >= 0 && f.a < m.A && f.s >= 0 && f.s < m.n_states(f.a) && f.n >= -1,
+            require(f.a >= 0 && f.a < m.A && f.s >= 0 && f.s < m.n_states(f.a) && f.n >= -1 && f.n <= MAX_COUNT,
                     "config: a frame out of range");
         }
     }
@@ -446,6 +447,18 @@ class Walker {
         auto has = [](const std::vector<int32_t>& pushed, int32_t a) {
             return std::binary_search(pushed.begin(), pushed.end(), a);
         };
+        // a push of each productive callee not pushed yet in this closure (top moved to its return state)
+        auto push_callees = [&](const Stack& below, const Frame& top, const std::vector<int32_t>& pushed, int64_t c0,
+                                int64_t c1) {
+            for (int64_t i = c0; i < c1; ++i) {
+                const int32_t c = m.callee[i];
+                if (has(pushed, c) || !m.productive[c]) continue;
+                Stack next = below;
+                next.push_back({top.a, m.ret[i], top.n});
+                next.push_back({c, m.start[c], m.numbered(c) ? 0 : -1});
+                push(std::move(next), with(pushed, c));
+            }
+        };
         while (!work.empty()) {
             auto [st, pushed] = std::move(work.back());
             work.pop_back();
@@ -455,7 +468,6 @@ class Walker {
             const int32_t a = top.a, s = top.s;
             Stack below(st.begin(), st.end() - 1);
             const int64_t c0 = m.call_offset[m.g(a, s)], c1 = m.call_offset[m.g(a, s) + 1];
-            auto entry = [&](int32_t callee) { return Frame{callee, m.start[callee], m.numbered(callee) ? 0 : -1}; };
             if (m.kind[a] == MAP) {
                 const int64_t lo = m.lo[a], hi = m.hi[a];
                 const int32_t first = m.map_first[a], nxt = m.map_next[a], start = m.start[a];
@@ -473,14 +485,7 @@ class Walker {
                     }
                     continue;
                 }
-                for (int64_t i = c0; i < c1; ++i) {
-                    const int32_t c = m.callee[i];
-                    if (has(pushed, c) || !m.productive[c]) continue;
-                    Stack next = below;
-                    next.push_back({a, m.ret[i], top.n});
-                    next.push_back(entry(c));
-                    push(std::move(next), with(pushed, c));
-                }
+                push_callees(below, top, pushed, c0, c1);
                 if (m.acc(a, s)) {
                     Stack next = below;
                     next.push_back({a, start, top.n});
@@ -501,14 +506,7 @@ class Walker {
                 }
                 continue;
             }
-            for (int64_t i = c0; i < c1; ++i) {
-                const int32_t c = m.callee[i];
-                if (has(pushed, c) || !m.productive[c]) continue;
-                Stack next = below;
-                next.push_back({a, m.ret[i], top.n});
-                next.push_back(entry(c));
-                push(std::move(next), with(pushed, c));
-            }
+            push_callees(below, top, pushed, c0, c1);
             if (st.size() > 1 && m.acc(a, s)) push(below, pushed);
         }
         Config out;
