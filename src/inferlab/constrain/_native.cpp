@@ -704,7 +704,7 @@ bool read_config(PyObject* frames_obj, PyObject* offset_obj, Config& config) {
 
 Py_ssize_t words_of(const Engine* e) { return (e->t.vocab_size + 31) / 32; }
 
-// fill(engine, frames, stack_offset, out (words,) 32-bit): out = the configuration's mask
+// fill(engine, frames, stack_offset, out (words,) 32-bit) -> bits set: out = the configuration's mask
 PyObject* fill(PyObject*, PyObject* args) {
     PyObject *capsule, *frames, *offset, *out_obj;
     if (!PyArg_ParseTuple(args, "OOOO", &capsule, &frames, &offset, &out_obj)) return nullptr;
@@ -720,6 +720,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         return nullptr;
     }
     std::string error;
+    long long allowed = 0;
     Py_BEGIN_ALLOW_THREADS
     try {
         std::vector<uint32_t> words(size_t(words_of(e)), 0);
@@ -727,6 +728,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::lock_guard<std::mutex> guard(slot.lock);
         Walker(*e, slot.table, slot.marks, slot.splits, words.data()).mask(std::move(config));
         std::memcpy(out.view.buf, words.data(), words.size() * 4);
+        for (uint32_t w : words) allowed += __builtin_popcount(w);
     } catch (const std::exception& exc) {
         error = exc.what();
     }
@@ -735,7 +737,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, error.c_str());
         return nullptr;
     }
-    Py_RETURN_NONE;
+    return PyLong_FromLongLong(allowed);
 }
 
 // fill_next_token_bitmask_par(engine, [(frames, stack_offset), ...], out (B, words), rows, threads):
@@ -805,7 +807,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
 PyMethodDef methods[] = {
     {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
     {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
-    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out): a configuration's token mask"},
+    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed: a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
     {nullptr, nullptr, 0, nullptr}};

@@ -239,7 +239,12 @@ class StackGrammar:
             native.announce_fallback(self.engine_asked)
             return self._build_mask(key)
         self._native_made += 1
-        return self._native.row(key)
+        row, allowed = self._native.row(key)
+        return self._sparse(row) if allowed < SPARSE_TOKENS else row
+
+    def _sparse(self, row: np.ndarray) -> tuple[int, ...]:
+        """A row of few tokens as their ids (_write sets them): a cached row costs its tokens, not 19 KB."""
+        return tuple(np.flatnonzero(unpack_bitmask(row, self.vocab_size)).tolist())
 
     def fill_rows(self, states, threads: int | None = None) -> None:
         """Build the uncached rows of `states` (a batch's) in one native call, walked on up to
@@ -255,7 +260,8 @@ class StackGrammar:
         rows = self._native.rows(todo, threads or os.cpu_count() or 1)
         self._native_made += len(todo)
         for k, row in zip(todo, rows):
-            _lru(self._masks, k, lambda row=row: row, self._cache_rows)
+            few = int(np.bitwise_count(row.view(np.uint32)).sum()) < SPARSE_TOKENS
+            _lru(self._masks, k, lambda row=row, few=few: self._sparse(row) if few else row, self._cache_rows)
 
     def _refused(self, state: State, key: int, out: np.ndarray) -> tuple[int, ...]:
         """The tokens allowed in the row `out` of mask key `key` that the written keys refuse."""

@@ -137,11 +137,10 @@ class NativeMasks:
             self._engine = _module().build(tables, native_trie(self.vocab))
         return self._engine
 
-    def row(self, cid: int) -> np.ndarray:
-        """(words,) int32: configuration `cid`'s mask (the written keys aside)."""
+    def row(self, cid: int) -> tuple[np.ndarray, int]:
+        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count)."""
         out = np.zeros(self.words, dtype=np.int32)
-        _module().fill(self.engine(), *config_arrays(self.machine.configs[cid]), out)
-        return out
+        return out, _module().fill(self.engine(), *config_arrays(self.machine.configs[cid]), out)
 
     def rows(self, cids: list[int], threads: int) -> np.ndarray:
         """(len(cids), words) int32: their masks, walked on up to `threads` threads at once."""
