@@ -265,3 +265,23 @@ def test_fallback_says_so_once_at_the_first_mask(monkeypatch, capsys):
     out = subprocess.run([sys.executable, "-c", "import inferlab.constrain.stack"], capture_output=True, text=True,
                          env={"INFERLAB_ENGINE": "native", "PYTHONPATH": ":".join(sys.path)})
     assert out.returncode == 0 and out.stderr == ""
+
+
+@built
+def test_engines_are_freed_with_their_grammars_and_splits_with_the_owner():
+    import gc
+
+    from inferlab.constrain.caches import CACHES
+
+    before = native._module().engines()
+    vocab = small_vocab(2)
+    for schema in FIXTURES[:4]:
+        g = StackGrammar(compile_machine(schema)[1], vocab, engine="native")
+        g.allowed_ids(g.initial_state())
+        assert native._module().engines() == before + 1
+        del g
+        gc.collect()
+    assert native._module().engines() == before
+    assert CACHES.sizes()["native_splits"] > 0
+    CACHES.clear("masks")
+    assert CACHES.sizes()["native_splits"] == 0

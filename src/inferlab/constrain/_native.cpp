@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <cstdint>
@@ -208,7 +209,9 @@ struct Engine {
     Machine m;
     std::shared_ptr<const Trie> trie;
     const Trie& t;
-    explicit Engine(std::shared_ptr<const Trie> shared) : trie(std::move(shared)), t(*trie) {}
+    explicit Engine(std::shared_ptr<const Trie> shared) : trie(std::move(shared)), t(*trie) { ++alive; }
+    ~Engine() { --alive; }
+    static inline std::atomic<long> alive{0};  // engines not yet freed (_native.engines(): a leak check)
     std::mutex slots_lock;
     std::vector<std::unique_ptr<Slot>> slots;  // slot k: the single fill's (0) or a batch thread's
     Slot& slot(size_t k) {
@@ -637,6 +640,27 @@ PyObject* trie(PyObject*, PyObject* args) {
     return capsule;
 }
 
+PyObject* engines(PyObject*, PyObject*) { return PyLong_FromLong(Engine::alive.load()); }
+
+// split_cache(trie, clear) -> (splits kept, bytes) before an optional clear (caches.CACHES owns it)
+PyObject* split_cache(PyObject*, PyObject* args) {
+    PyObject* capsule;
+    int clear;
+    if (!PyArg_ParseTuple(args, "Op", &capsule, &clear)) return nullptr;
+    auto* shared = static_cast<std::shared_ptr<const Trie>*>(PyCapsule_GetPointer(capsule, "inferlab.native.Trie"));
+    if (!shared) return nullptr;
+    SplitCache& cache = (*shared)->cache;
+    std::lock_guard<std::mutex> guard(cache.lock);
+    size_t n = 0;
+    for (auto& [hash, entries] : cache.splits) n += entries.size();
+    PyObject* out = Py_BuildValue("(nn)", Py_ssize_t(n), Py_ssize_t(cache.bytes));
+    if (clear) {
+        cache.splits.clear();
+        cache.bytes = 0;
+    }
+    return out;
+}
+
 // build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie) -> engine
 PyObject* build(PyObject*, PyObject* args) {
     PyObject *mt, *trie_capsule;
@@ -807,6 +831,8 @@ PyObject* fill_par(PyObject*, PyObject* args) {
 PyMethodDef methods[] = {
     {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
     {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
+    {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
+    {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
     {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed: a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},

@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from inferlab import engine as engines
+from inferlab.constrain.caches import CACHES
 from inferlab.constrain.tables import compiled_machine, config_arrays
 from inferlab.errors import InferlabError
 
@@ -121,6 +122,17 @@ def native_trie(vocab):
         with _lock:
             got = _NATIVE_TRIES.setdefault(trie, got)
     return got
+
+
+def _split_caches(clear: bool) -> int:
+    """Frame splits the native engine keeps per vocabulary (on its trie): their count, then cleared if asked."""
+    with _lock:
+        tries = list(_NATIVE_TRIES.values())
+    return sum(_module().split_cache(trie, clear)[0] for trie in tries)
+
+
+CACHES.register("native_splits", "masks", lambda: _split_caches(True), lambda: _split_caches(False),
+                "SPLIT_CACHE_BYTES (64 MB) per vocabulary, in _native.cpp")
 
 
 class NativeMasks:
