@@ -232,10 +232,16 @@ def test_fuzz_random_configurations_never_crash(seed):
         c = rng.choice([-2, -1, 0, 1, 5, 2**30, 2**31 - 1], size=sizes.sum())
         frames = np.stack([a, s, c], axis=1).astype(np.int32)
         offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        try:
-            mod.fill(engine, frames, offset, out)
-        except ValueError:
-            pass
+        stacks = tuple(tuple(tuple(f) for f in frames[lo:hi].tolist()) for lo, hi in zip(offset[:-1], offset[1:]))
+        for args in ((frames, offset), (stacks, None)):  # (the layout's arrays; the machine's tuples)
+            try:
+                mod.fill(engine, *args, out)
+            except ValueError:
+                pass
+    for bad in ((), ((),), (((0,),),), (((0, "x"),),), (((0, 2**40),),), [((0, 0),)], (((0, 0, 0, 0),),)):
+        if bad != ():
+            with pytest.raises(ValueError):
+                mod.fill(engine, bad, None, out)
 
 
 def test_engine_selection(monkeypatch):

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -705,7 +706,43 @@ PyObject* build(PyObject*, PyObject* args) {
     return capsule;
 }
 
+// A configuration as the machine holds it: a tuple of stacks, each a tuple of frames (automaton,
+// state) or (automaton, state, count), bottom first (no arrays to build per mask).
+bool read_stacks(PyObject* stacks, Config& config) {
+    auto bad = [](const char* what) {
+        PyErr_SetString(PyExc_ValueError, what);
+        return false;
+    };
+    if (!PyTuple_Check(stacks)) return bad("config: a tuple of stacks expected");
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(stacks); ++k) {
+        PyObject* st = PyTuple_GET_ITEM(stacks, k);
+        if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) == 0) return bad("config: a stack is no non-empty tuple");
+        Stack out;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(st); ++i) {
+            PyObject* f = PyTuple_GET_ITEM(st, i);
+            const Py_ssize_t n = PyTuple_Check(f) ? PyTuple_GET_SIZE(f) : 0;
+            if (n != 2 && n != 3) return bad("config: a frame is no (automaton, state[, count]) tuple");
+            int32_t v[3] = {0, 0, -1};
+            for (Py_ssize_t j = 0; j < n; ++j) {
+                const long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(f, j));
+                if (x == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return bad("config: a frame holds no integer");
+                }
+                if (x < INT32_MIN || x > INT32_MAX) return bad("config: a frame out of range");
+                v[j] = int32_t(x);
+            }
+            out.push_back({v[0], v[1], v[2]});
+        }
+        config.push_back(std::move(out));
+    }
+    return true;
+}
+
+// frames_obj, offset_obj: the layout's arrays (frames (F, 3) int32, stack_offset (K + 1,) int64),
+// or the machine's tuple of stacks and None.
 bool read_config(PyObject* frames_obj, PyObject* offset_obj, Config& config) {
+    if (offset_obj == Py_None) return read_stacks(frames_obj, config);
     std::vector<int32_t> frames;
     std::vector<int64_t> offset;
     if (!read_array(frames_obj, frames, false, "frames") || !read_array(offset_obj, offset, false, "stack_offset"))

@@ -23,7 +23,7 @@ import numpy as np
 
 from inferlab import engine as engines
 from inferlab.constrain.caches import CACHES
-from inferlab.constrain.tables import compiled_machine, config_arrays
+from inferlab.constrain.tables import compiled_machine
 from inferlab.errors import InferlabError
 
 _notice = threading.Event()
@@ -152,12 +152,12 @@ class NativeMasks:
     def row(self, cid: int) -> tuple[np.ndarray, int]:
         """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count)."""
         out = np.zeros(self.words, dtype=np.int32)
-        return out, _module().fill(self.engine(), *config_arrays(self.machine.configs[cid]), out)
+        return out, _module().fill(self.engine(), self.machine.configs[cid], None, out)
 
     def rows(self, cids: list[int], threads: int) -> np.ndarray:
         """(len(cids), words) int32: their masks, walked on up to `threads` threads at once."""
         out = np.zeros((len(cids), self.words), dtype=np.int32)
-        configs = [config_arrays(self.machine.configs[c]) for c in cids]
+        configs = [(self.machine.configs[c], None) for c in cids]
         _module().fill_next_token_bitmask_par(self.engine(), configs, out, np.arange(len(cids), dtype=np.int64),
                                               threads)
         return out
