@@ -569,14 +569,15 @@ struct Buffer {
     }
 };
 
-// Reads a C-contiguous buffer of integers of `itemsize` bytes (signed unless `unsigned_`).
+// Reads a C-contiguous buffer of integers of `itemsize` bytes (signed unless `unsigned_`; a
+// writable one, a mask row, of either sign: int32 as the matcher API's, uint32 as numpy views).
 bool get_buffer(PyObject* obj, Buffer& buf, Py_ssize_t itemsize, bool unsigned_, bool writable, const char* name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &buf.view, flags) != 0) return false;
     buf.held = true;
     const char* f = buf.view.format ? buf.view.format : "B";
     if (*f == '<' || *f == '=' || *f == '@') ++f;
-    const std::string kinds = unsigned_ ? "BHILQ" : "bhilq";
+    const std::string kinds = writable ? "BHILQbhilq" : unsigned_ ? "BHILQ" : "bhilq";  // (an out row: either sign)
     if (buf.view.itemsize != itemsize || f[0] == 0 || f[1] != 0 || kinds.find(f[0]) == std::string::npos) {
         PyErr_Format(PyExc_ValueError, "%s: expected %s integers of %zd bytes, got format '%s' of %zd bytes", name,
                      unsigned_ ? "unsigned" : "signed", itemsize, buf.view.format ? buf.view.format : "B",
@@ -763,9 +764,24 @@ bool read_config(PyObject* frames_obj, PyObject* offset_obj, Config& config) {
     return true;
 }
 
+// The bits set in words[0, n), counted up to `cap` (then `cap`): the caller asks only whether a
+// mask is small (SWAR: __builtin_popcount is a libgcc call without -mpopcnt).
+long long count_bits(const uint32_t* words, size_t n, long long cap) {
+    long long count = 0;
+    for (size_t i = 0; i < n && count < cap; ++i) {
+        uint32_t x = words[i];
+        if (!x) continue;
+        x = x - ((x >> 1) & 0x55555555u);
+        x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+        count += (((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+    }
+    return std::min(count, cap);
+}
+constexpr long long COUNT_CAP = 1024;  // fill's answer: the mask's tokens, up to this many
+
 Py_ssize_t words_of(const Engine* e) { return (e->t.vocab_size + 31) / 32; }
 
-// fill(engine, frames, stack_offset, out (words,) 32-bit) -> bits set: out = the configuration's mask
+// fill(engine, frames, stack_offset, out (words,) 32-bit) -> tokens allowed (up to COUNT_CAP): out = the mask
 PyObject* fill(PyObject*, PyObject* args) {
     PyObject *capsule, *frames, *offset, *out_obj;
     if (!PyArg_ParseTuple(args, "OOOO", &capsule, &frames, &offset, &out_obj)) return nullptr;
@@ -774,7 +790,7 @@ PyObject* fill(PyObject*, PyObject* args) {
     Config config;
     if (!read_config(frames, offset, config)) return nullptr;
     Buffer out;
-    if (!get_buffer(out_obj, out, 4, true, true, "out") && !(PyErr_Clear(), get_buffer(out_obj, out, 4, false, true, "out")))
+    if (!get_buffer(out_obj, out, 4, true, true, "out"))
         return nullptr;
     if (out.view.len != words_of(e) * 4) {
         PyErr_SetString(PyExc_ValueError, "out: not (ceil(vocab_size / 32),)");
@@ -784,12 +800,13 @@ PyObject* fill(PyObject*, PyObject* args) {
     long long allowed = 0;
     Py_BEGIN_ALLOW_THREADS
     try {
-        std::vector<uint32_t> words(size_t(words_of(e)), 0);
+        // (straight into `out`: its buffer is held, and no Python code runs until the GIL is back)
+        uint32_t* words = static_cast<uint32_t*>(out.view.buf);
+        std::memset(words, 0, size_t(words_of(e)) * 4);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot.table, slot.marks, slot.splits, words.data()).mask(std::move(config));
-        std::memcpy(out.view.buf, words.data(), words.size() * 4);
-        for (uint32_t w : words) allowed += __builtin_popcount(w);
+        Walker(*e, slot.table, slot.marks, slot.splits, words).mask(std::move(config));
+        allowed = count_bits(words, size_t(words_of(e)), COUNT_CAP);
     } catch (const std::exception& exc) {
         error = exc.what();
     }
@@ -821,18 +838,19 @@ PyObject* fill_par(PyObject*, PyObject* args) {
     std::vector<int64_t> rows;
     if (!read_array(rows_obj, rows, false, "rows")) return nullptr;
     Buffer out;
-    if (!get_buffer(out_obj, out, 4, true, true, "out") && !(PyErr_Clear(), get_buffer(out_obj, out, 4, false, true, "out")))
+    if (!get_buffer(out_obj, out, 4, true, true, "out"))
         return nullptr;
     const Py_ssize_t words = words_of(e), n_rows = words ? out.view.len / 4 / words : 0;
     if (rows.size() != all.size() || out.view.len != n_rows * words * 4) {
         PyErr_SetString(PyExc_ValueError, "out: not (B, ceil(vocab_size / 32)), or rows not one per configuration");
         return nullptr;
     }
-    for (int64_t r : rows) {
-        if (r < 0 || r >= n_rows) {
-            PyErr_SetString(PyExc_ValueError, "rows: a row out of out's range");
-            return nullptr;
-        }
+    std::vector<int64_t> sorted_rows = rows;
+    std::sort(sorted_rows.begin(), sorted_rows.end());
+    if (!rows.empty() && (sorted_rows[0] < 0 || sorted_rows.back() >= n_rows ||
+                          std::adjacent_find(sorted_rows.begin(), sorted_rows.end()) != sorted_rows.end())) {
+        PyErr_SetString(PyExc_ValueError, "rows: a row out of out's range, or a row given twice");
+        return nullptr;
     }
     std::vector<std::string> errors(all.size());
     uint32_t* base = static_cast<uint32_t*>(out.view.buf);
@@ -841,10 +859,10 @@ PyObject* fill_par(PyObject*, PyObject* args) {
         Slot& slot = e->slot(first);
         std::lock_guard<std::mutex> guard(slot.lock);
         for (size_t i = first; i < all.size(); i += step) {
-            try {
-                std::vector<uint32_t> w(size_t(words), 0);
-                Walker(*e, slot.table, slot.marks, slot.splits, w.data()).mask(std::move(all[i]));
-                std::memcpy(base + rows[i] * words, w.data(), size_t(words) * 4);
+            try {  // (rows are distinct per configuration: no two threads write one)
+                uint32_t* w = base + rows[i] * words;
+                std::memset(w, 0, size_t(words) * 4);
+                Walker(*e, slot.table, slot.marks, slot.splits, w).mask(std::move(all[i]));
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
             }
@@ -870,7 +888,7 @@ PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
     {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
     {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
-    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed: a configuration's mask"},
+    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed (up to 1,024): a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
     {nullptr, nullptr, 0, nullptr}};

@@ -150,7 +150,7 @@ class NativeMasks:
         return self._engine
 
     def row(self, cid: int) -> tuple[np.ndarray, int]:
-        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count)."""
+        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count up to 1,024)."""
         out = np.zeros(self.words, dtype=np.int32)
         return out, _module().fill(self.engine(), self.machine.configs[cid], None, out)
 
