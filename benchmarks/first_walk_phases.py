@@ -44,7 +44,7 @@ import numpy as np
 
 from inferlab.cli.schema_bench import open_sample
 from inferlab.bench import schema_bench as bench
-from inferlab.constrain import keys, stack, token_split
+from inferlab.constrain import grammar, keys, machine, token_split
 from inferlab.constrain.stack import StackGrammar, StackMachine
 from inferlab.errors import InferlabError
 from inferlab.measure import atomic_write_json
@@ -56,7 +56,7 @@ from inferlab.measure.timing import gc_disabled
 PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGrammar, "_narrow_rows"),
           (token_split, "narrow_tokens"), (StackGrammar, "_dfa_rows"), (StackGrammar, "_handles"),
           (StackGrammar, "_config_rows"), (StackMachine, "row"), (StackMachine, "closure"),
-          (token_split, "with_duplicates"), (StackGrammar, "_list_bits"), (stack, "_write"),
+          (token_split, "with_duplicates"), (StackGrammar, "_list_bits"), (grammar, "_write"),
           (StackGrammar, "_refused"),
           # what a frame split calls: the splits of the closure's top frames, and the walks of
           # their context-dependent tokens through the configurations
@@ -67,19 +67,19 @@ PHASES = ((StackMachine, "mask_key"), (StackGrammar, "_plain_top"), (StackGramma
 
 
 # the walks that a native kernel over the trie and the DFA tables would take over: every function
-# of token_split (trie walkers, frame splits, bit writers) and stack.py's DFA rows and bit writes.
+# of token_split (trie walkers, frame splits, bit writers) and grammar.py's DFA rows and bit writes.
 # What is left is the configurations (closures, rows of stacks, interning), the written keys and
 # the caches: how far such a kernel alone could go (`without_walks`)
 WALKS = tuple((token_split, name) for name, fn in sorted(vars(token_split).items())
               if inspect.isfunction(fn) and fn.__module__ == token_split.__name__) + \
     ((token_split, "_expand"), (StackGrammar, "_dfa_rows"), (StackGrammar, "_handles"), (StackGrammar, "_list_bits"),
-     (stack, "_write"))
+     (grammar, "_write"))
 
 # the rest, wrapped for its own time only (where the steps left over 100 µs without the walks spend it)
 REST = tuple(f for f in
-             [(owner, name) for owner in (StackMachine, StackGrammar, stack._Interned, stack._Stepped, keys.KeyIndex)
+             [(owner, name) for owner in (StackMachine, StackGrammar, grammar._Interned, grammar._Stepped, keys.KeyIndex)
               for name, fn in sorted(vars(owner).items()) if inspect.isfunction(fn) and name != "__init__"] +
-             [(module, name) for module in (stack, keys) for name, fn in sorted(vars(module).items())
+             [(module, name) for module in (machine, grammar, keys) for name, fn in sorted(vars(module).items())
               if inspect.isfunction(fn) and fn.__module__ == module.__name__]
              if f not in WALKS)
 
@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=200, help="the stratified sample's first N schemas (seed 0)")
     p.add_argument("--every", type=int, default=1, help="every k-th of them")
     p.add_argument("--vocab", default="qwen")
-    p.add_argument("--warm-ms", type=float, default=stack.WARM_MS, help="the grammar's warm-up before its first mask (0: lazy)")
+    p.add_argument("--warm-ms", type=float, default=grammar.WARM_MS, help="the grammar's warm-up before its first mask (0: lazy)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)

@@ -24,6 +24,12 @@ the walks take is also advanced on both sides, which must agree.
 Writes counts (steps and tokens compared, mismatching steps, unsound and incomplete tokens) and
 every mismatch (schema, walk, step, text so far, the differing tokens). --mutate flips one bit of
 each checked mask: a self-test of the harness, every checked step must then mismatch.
+
+--engine native: the grammars under test run the native engine, and a Python-engine grammar (the
+reference) walks the same tokens beside each: their masks are compared bit for bit at every
+filled step, not only the sampled ones (counts engine_steps_compared, engine_mismatch_steps).
+
+    python benchmarks/mask_oracle.py ../shared/jsonschemabench --limit 1000 --every 1 --vocab qwen --engine native --out /tmp/oracle_native.json
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ import numpy as np
 
 from inferlab.cli.schema_bench import open_sample
 from inferlab.bench import schema_bench as bench
-from inferlab.constrain import keys
+from inferlab.constrain import keys, native
+from inferlab.constrain.machine import State
 from inferlab.constrain.masks import unpack_bitmask
 from inferlab.constrain.stack import WARM_MS, StackGrammar
+from inferlab.engine import ENGINES
 from inferlab.errors import InferlabError
 from inferlab.measure import atomic_write_json
 from inferlab.measure.bounded import TimeBoundExceeded, time_bound
@@ -98,13 +106,16 @@ def literal_allowed(grammar, state) -> np.ndarray:
 
 
 class Audit:
-    def __init__(self, vocab, tok, *, checks: int, literal: int, mutate: bool, seed: int = 0):
+    def __init__(self, vocab, tok, *, checks: int, literal: int, mutate: bool, seed: int = 0,
+                 engine: str | None = None):
         self.vocab, self.tok, self.checks, self.literal_left, self.mutate = vocab, tok, checks, literal, mutate
+        self.engine = engine  # the grammars under test's (None: StackGrammar's default); native: also vs python
         self.oracle = Oracle(vocab)
         self.rng = random.Random(seed)
         self.counts = dict(schemas=0, compiled=0, walks=0, steps_filled=0, steps_checked=0, tokens_compared=0,
                            mismatch_steps=0, unsound_tokens=0, incomplete_tokens=0, advance_mismatches=0,
-                           literal_checks=0, literal_mismatches=0, refused=0, timeouts=0)
+                           literal_checks=0, literal_mismatches=0, refused=0, timeouts=0,
+                           engine_steps_compared=0, engine_mismatch_steps=0)
         self.mismatches: list[dict] = []
         self.token_of = dict(zip(self.oracle.texts, (ids[0] for ids in self.oracle.ids)))  # a token per byte string
         self.longest = max(map(len, self.token_of))
@@ -127,7 +138,7 @@ class Audit:
                 continue
             if judge.accepts(text) == test["valid"]:
                 (valid if test["valid"] else invalid).append(text)
-        grammar = StackGrammar(machine.unbuilt(), self.vocab, warm_ms=WARM_MS)
+        grammar = StackGrammar(machine.unbuilt(), self.vocab, warm_ms=WARM_MS, engine=self.engine)
         try:
             with time_bound(240):
                 if not valid:
@@ -137,7 +148,7 @@ class Audit:
                 if invalid:
                     self._walk(name, "invalid 0", grammar, judge, self.tok.encode(invalid[0]), self.checks)
                 if valid:
-                    lazy = StackGrammar(machine.unbuilt(), self.vocab, warm_ms=0)
+                    lazy = StackGrammar(machine.unbuilt(), self.vocab, warm_ms=0, engine=self.engine)
                     self._walk(name, "valid 0, random tokens", lazy, judge, self._random_tokens(valid[0]), self.checks)
         except TimeBoundExceeded:
             self.counts["timeouts"] += 1
@@ -159,11 +170,23 @@ class Audit:
         self.rng.shuffle(after)
         pick = {0, len(tokens), *after[:max(0, checks - 2)], *self.rng.sample(range(len(tokens) + 1), 1)}
         row = np.zeros((self.vocab.vocab_size + 31) // 32, dtype=np.int32)
-        state, truth, text = grammar.initial_state(), (judge.start, keys.START), b""
+        ref = StackGrammar(grammar.machine.unbuilt(), self.vocab, engine="python") if grammar.engine == "native" else None
+        ref_row, ref_state = row.copy(), ref.initial_state() if ref else None
+        state, truth, text = grammar.initial_state(), State(judge.start, keys.START), b""
         for i in range(len(tokens) + 1):
             row.fill(-1)                                      # a fill must write every word
             grammar.fill_bitmask(state, row)
             self.counts["steps_filled"] += 1
+            if ref is not None:                               # native vs python, every filled step
+                ref_row.fill(-1)
+                ref.fill_bitmask(ref_state, ref_row)
+                self.counts["engine_steps_compared"] += 1
+                if not np.array_equal(row, ref_row):
+                    self.counts["engine_mismatch_steps"] += 1
+                    if len(self.mismatches) < 200:
+                        self.mismatches.append(dict(schema=name, walk=walk, step=i, text=text.decode("utf-8", "replace"),
+                                                    engines_differ=np.flatnonzero(unpack_bitmask(row ^ ref_row,
+                                                                                  self.vocab.vocab_size))[:20].tolist()))
             t = tokens[i] if i < len(tokens) else None
             nxt_truth = judge.feed(truth, vb[t]) if t is not None and vb[t] else None
             if i in pick or (t is not None and nxt_truth is None):
@@ -179,6 +202,10 @@ class Audit:
             if nxt is None:
                 return
             state, truth, text = nxt, nxt_truth, text + vb[t]
+            ref_state = ref.advance(ref_state, t) if ref is not None else None
+            if ref is not None and ref_state is None:  # (advance is the same Python code under both engines)
+                self.counts["engine_mismatch_steps"] += 1
+                ref = None
 
     def _check(self, name: str, walk: str, step: int, judge, truth, row: np.ndarray, text: bytes) -> None:
         want = self.oracle.allowed(judge, truth)
@@ -213,6 +240,9 @@ def main(argv=None) -> int:
     p.add_argument("--checks", type=int, default=4, help="steps checked per walk, besides the first, last and refused")
     p.add_argument("--literal", type=int, default=12, help="oracle steps also checked token by token by advance()")
     p.add_argument("--mutate", action="store_true", help="flip one bit of each checked mask (a self-test)")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="the grammars' engine (default: INFERLAB_ENGINE's, native where built); native: every "
+                        "filled step is also compared with the Python engine's")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
@@ -227,20 +257,25 @@ def main(argv=None) -> int:
     except InferlabError as exc:
         print(f"mask_oracle: {exc}", file=sys.stderr)
         return 2
-    audit = Audit(vocab, tok, checks=args.checks, literal=args.literal, mutate=args.mutate)
+    if args.engine == "native" and not native.built():
+        print("mask_oracle: --engine native: the native mask engine is not built", file=sys.stderr)
+        return 2
+    audit = Audit(vocab, tok, checks=args.checks, literal=args.literal, mutate=args.mutate, engine=args.engine)
     with progress_bar(len(paths), "schemas") as advance:
         for path in paths:
             advance(path.stem)
             doc = json.loads(path.read_text(encoding="utf-8"))
             audit.schema(path.name, doc["schema"], doc.get("tests", []), config)
-    result = {"provenance": provenance(), "vocab": args.vocab, "vocab_size": vocab.vocab_size,
+    result = {"provenance": provenance(), "engine": native.build_info() | {"asked": args.engine}, "vocab": args.vocab, "vocab_size": vocab.vocab_size,
               "counts": audit.counts, "mismatches": audit.mismatches}
     atomic_write_json(args.out, result)
     c = audit.counts
     print(f"{c['steps_checked']} steps checked ({c['tokens_compared']:,} token answers) over {c['walks']} walks of "
           f"{c['compiled']} schemas: {c['mismatch_steps']} mismatching steps ({c['unsound_tokens']} unsound, "
           f"{c['incomplete_tokens']} incomplete tokens), {c['advance_mismatches']} advance mismatches; the oracle's "
-          f"shortcut against advance(): {c['literal_mismatches']} of {c['literal_checks']} differ")
+          f"shortcut against advance(): {c['literal_mismatches']} of {c['literal_checks']} differ"
+          + (f"; native vs python: {c['engine_mismatch_steps']} of {c['engine_steps_compared']} filled steps differ"
+             if c["engine_steps_compared"] else ""))
     return 0
 
 

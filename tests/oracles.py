@@ -757,3 +757,49 @@ def write_case(folder: Path, name: str, schema, tests):
     doc = {"description": name, "meta": {}, "schema": schema,
            "tests": [{"description": "", "valid": valid, "data": data} for valid, data in tests]}
     (folder / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+# --- schemas shared by test_stack.py, test_native.py and test_caches.py ---------------------------
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "v": {"type": "integer", "minimum": 0, "maximum": 9},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+    "required": ["v"], "additionalProperties": False}},
+    "$ref": "#/$defs/node"}
+LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength": 2},
+                                         "tail": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["head", "tail"]}
+ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
+RECURSIVE = [TREE, LIST, ANY]
+STRINGS = {"type": "object", "properties": {
+    "a": {"type": "string"}, "b": {"type": "string", "minLength": 1}, "c": {"type": "array", "items": {"type": "string"}},
+    "d": {"type": "object", "additionalProperties": {"type": "string"}}, "e": {"type": "string", "pattern": "^[a-z]+$"},
+    "f": {"type": "number"}, "g": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
+
+
+@st.composite
+def recursive_schemas(draw):
+    """A recursive $defs node around generated subschemas: its children (array items, an optional
+    property, an anyOf branch) refer back to it, so every walk runs on calls and returns."""
+    child = {"$ref": "#/$defs/node"}
+    kind = draw(st.sampled_from(["array", "property", "anyOf"]))
+    node = {"type": "object", "properties": {"v": draw(SCHEMAS)}, "required": ["v"],
+            "additionalProperties": draw(st.booleans())}
+    if kind == "array":
+        node["properties"]["kids"] = {"type": "array", "items": child, "maxItems": draw(st.integers(1, 3))}
+    elif kind == "property":
+        node["properties"]["next"] = child
+    else:
+        node = {"anyOf": [node, {"type": "array", "items": child, "maxItems": 2}]}
+    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+
+
+FIXTURES = [TREE, LIST, ANY, STRINGS,
+            {"type": "array", "items": {"type": "string", "maxLength": 5}},
+            {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 4},
+                                              "b": {"type": "string", "maxLength": 3}}},
+            {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 3},
+            {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}, "uniqueItems": True},
+            {"type": "object", "propertyNames": {"enum": ["x", "y", "kids"]}, "minProperties": 1},
+            {"type": "array", "items": {"type": "number", "minimum": -5, "maximum": 12.5}, "maxItems": 4},
+            {"type": "string", "minLength": 40, "maxLength": 70},
+            {"type": "array", "items": {"type": "string", "pattern": "^[ab]{0,300}x$"}}]  # (> 256 states: splits not shared)

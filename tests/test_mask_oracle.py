@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from inferlab.bench import schema_bench as bench
-from inferlab.constrain import keys
+from inferlab.constrain import keys, native
+from inferlab.constrain.machine import State
 from inferlab.constrain.stack import StackGrammar
 from inferlab.constrain.vocab import Vocabulary
 from inferlab.model.tokenizer_loaders import load_vocab
@@ -49,7 +50,7 @@ def test_prefix_sharing_oracle_equals_advance_token_by_token(oracle_module, voca
         text = bench._canonical(tests[0]["data"], schema, config).encode()
         grammar = StackGrammar(machine, v)
         for cut in range(len(text) + 1):  # every prefix of a valid text
-            state = machine.feed((machine.start, keys.START), text[:cut])
+            state = machine.feed(State(machine.start, keys.START), text[:cut])
             got, want = oracle.allowed(machine, state), oracle_module.literal_allowed(grammar, state)
             assert np.array_equal(got, want) and got.any(), (schema, text[:cut])
 
@@ -66,3 +67,15 @@ def test_audit_finds_nothing_on_sound_masks_and_every_flipped_bit(oracle_module,
     assert c["advance_mismatches"] == 0 and c["literal_mismatches"] == 0 and c["literal_checks"] == 2
     assert c["mismatch_steps"] == (c["steps_checked"] if mutate else 0)
     assert c["unsound_tokens"] + c["incomplete_tokens"] == (c["steps_checked"] if mutate else 0)
+
+
+@pytest.mark.skipif(not native.built(), reason="the native extension is not built")
+def test_native_mode_compares_every_filled_step_with_python(oracle_module, vocab):
+    v, tok = vocab
+    audit = oracle_module.Audit(v, tok, checks=2, literal=0, mutate=False, engine="native")
+    config = bench.BenchConfig(directory=Path("."))
+    for k, (schema, tests) in enumerate(zip(SCHEMAS, TESTS)):
+        audit.schema(f"s{k}", schema, tests, config)
+    c = audit.counts
+    assert c["walks"] == 9 and c["engine_steps_compared"] == c["steps_filled"] > 9
+    assert c["engine_mismatch_steps"] == 0 and c["mismatch_steps"] == 0

@@ -437,7 +437,7 @@ def test_a_first_walk_step_is_state_seen_exactly_where_its_state_came_before(ben
         assert (kind == "s") == (state in seen), (t, kind)
         seen.add(state)
         state = grammar.advance(state, t)
-    assert kinds[0] == "s" and {"n", "b"} & set(kinds)
+    assert kinds[0] == "s" and {"n", "b", "w"} & set(kinds)
     results = run_bench(BenchConfig(directory=bench_dir, mask_min_sample_s=0.001), vocab=(vocab, tok))
     timed = [r for r in results["schemas"] if r["first_walk_us"]]
     assert timed and all(len(r["first_walk_kinds"]) == len(r["first_walk_advance_us"]) == len(r["first_walk_us"])

@@ -24,18 +24,16 @@ from inferlab.constrain.dfa import compile_regex
 from inferlab.constrain.schema import SchemaError, compile_grammar, compile_schema
 from inferlab.constrain.stack import NARROW_NODES, StackGrammar, StackMachine, build_machine
 from inferlab.constrain.vocab import Vocabulary
-from oracles import MAX_REFUSED, SCHEMAS, bitmask_ids, key_state, random_walk, Reference, run_in_threads, sample, small_vocab, validator
+from oracles import ANY, LIST, MAX_REFUSED, RECURSIVE, SCHEMAS, STRINGS, TREE, recursive_schemas, bitmask_ids, key_state, random_walk, Reference, run_in_threads, sample, small_vocab, validator
 
-TREE = {"$defs": {"node": {"type": "object", "properties": {
-    "v": {"type": "integer", "minimum": 0, "maximum": 9},
-    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
-    "required": ["v"], "additionalProperties": False}},
-    "$ref": "#/$defs/node"}
-LIST = {"type": "object", "properties": {"head": {"type": "string", "maxLength": 2},
-                                         "tail": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
-        "required": ["head", "tail"]}
-ANY = {"type": "object", "properties": {"x": True, "y": {"type": "array"}}}
-RECURSIVE = [TREE, LIST, ANY]
+
+
+@pytest.fixture(autouse=True)
+def python_engine(monkeypatch):
+    """These tests read the Python engine's own paths and caches (narrow walks, frame splits,
+    kept walks): it is the reference, against a brute-force interpreter here, and the native
+    engine is held to it bit for bit in test_native.py."""
+    monkeypatch.setenv("INFERLAB_ENGINE", "python")
 
 
 # Both ways to a mask: the Python walk of a narrow configuration, and the split (no Python walk).
@@ -114,23 +112,6 @@ def test_masks_equal_brute_force_on_generated_schemas(examples):
 
     prop()
     assert_few_refused(counts, examples)
-
-
-@st.composite
-def recursive_schemas(draw):
-    """A recursive $defs node around generated subschemas: its children (array items, an optional
-    property, an anyOf branch) refer back to it, so every walk runs on calls and returns."""
-    child = {"$ref": "#/$defs/node"}
-    kind = draw(st.sampled_from(["array", "property", "anyOf"]))
-    node = {"type": "object", "properties": {"v": draw(SCHEMAS)}, "required": ["v"],
-            "additionalProperties": draw(st.booleans())}
-    if kind == "array":
-        node["properties"]["kids"] = {"type": "array", "items": child, "maxItems": draw(st.integers(1, 3))}
-    elif kind == "property":
-        node["properties"]["next"] = child
-    else:
-        node = {"anyOf": [node, {"type": "array", "items": child, "maxItems": 2}]}
-    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
 
 
 # 15 draws keep the default suite in its time budget (a recursive draw costs ~0.1 s of walks);
@@ -494,12 +475,6 @@ def assert_derived_split(alone, derived, where):
         assert alone.keep is not None and np.isin(alone.keep, derived.keep).all(), where
 
 
-STRINGS = {"type": "object", "properties": {
-    "a": {"type": "string"}, "b": {"type": "string", "minLength": 1}, "c": {"type": "array", "items": {"type": "string"}},
-    "d": {"type": "object", "additionalProperties": {"type": "string"}}, "e": {"type": "string", "pattern": "^[a-z]+$"},
-    "f": {"type": "number"}, "g": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
-
-
 @pytest.mark.parametrize("schema", [STRINGS, *RECURSIVE], ids=["strings", "tree", "list", "any"])
 def test_shared_region_shapes_equal_unshared_splits(schema):
     regions, shapes, deltas = shared_splits_equal_unshared(StackGrammar(build_machine(compile_grammar(schema)), small_vocab(4)))
@@ -544,7 +519,7 @@ def test_keep_walks_in_numpy_and_in_python_equal_brute_force(schema, kept_py_nod
     (token_split.walk_nodes) or node by node in Python (kept_tokens): at the small vocabularies
     of these tests the default walks all in Python, so numpy's is forced here. Masks equal the
     brute force, and the path forced is the one taken."""
-    import inferlab.constrain.stack as stack_module
+    import inferlab.constrain.grammar as stack_module
     monkeypatch.setattr(stack_module, "KEPT_PY_NODES", kept_py_nodes)
     calls = Counter()
     for name in ("walk_nodes", "kept_tokens"):

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
-from test_schema_budget import assert_exact
+from oracles import assert_exact
 
 D2020 = "https://json-schema.org/draft/2020-12/schema"
 D2019 = "https://json-schema.org/draft/2019-09/schema"

@@ -117,10 +117,11 @@ STEP_KINDS = {  # a first-walk step, by what its fill did (StackGrammar: fill_ke
     "c": "mask cached",     # a new state whose mask was cached (its mask key, or its top frame's)
     "n": "narrow walk",     # a walk of a few trie nodes in Python made the mask
     "b": "frame split",     # frame splits (or one walk of the whole trie) made it
+    "w": "native walk",     # the native engine made it (its splits and walks: docs/native-engine.md)
 }
 
 
-STEP_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive")  # (not the engines' colours in the other panels)
+STEP_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:gray")  # (not the engines' colours in the other panels)
 
 
 def category_of(path: Path) -> str:
@@ -458,6 +459,8 @@ def step_kind(kept: bool, before, after) -> str:
         return "s"
     if after.split_masks > before.split_masks:
         return "b"
+    if after.native_masks > before.native_masks:
+        return "w"
     return "n" if after.narrow_masks > before.narrow_masks else "c"
 
 

@@ -17,7 +17,7 @@ import re
 import sys
 
 import inferlab
-from inferlab import __version__
+from inferlab import __version__, engine
 from inferlab.cli.common import examples_epilog, redirect_note, resolve_out
 from inferlab.errors import InferlabError
 
@@ -71,7 +71,8 @@ def _commands():
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="inferlab", description=inferlab.__doc__.strip(), epilog=EXIT_STATUS)
-    parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
+    masks = engine.record()["engine"] or "INFERLAB_ENGINE invalid"
+    parser.add_argument("--version", action="version", version=f"inferlab {__version__} (mask engine: {masks})")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for mod in _commands():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, epilog=examples_epilog(*mod.EXAMPLES))

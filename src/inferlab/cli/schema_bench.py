@@ -10,6 +10,7 @@ replace).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pathlib import Path
@@ -23,7 +24,9 @@ from inferlab.bench.schema_bench import (BENCH_MAX_STATES, DEFAULT_DIR, DEFAULT_
                                          BenchConfig, bench_cases, is_suite, list_cases, plot_masks, plot_summary,
                                          preprocess, run_bench)
 from inferlab.bench.schema_peers import PEER_NAMES
+from inferlab.constrain import native
 from inferlab.constrain.stack import WARM_MS
+from inferlab.engine import ENGINES
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.measure.artifacts import ExperimentWriter, build_manifest
@@ -35,6 +38,7 @@ HELP = "compile real JSON schemas (JSONSchemaBench): coverage, completeness, sou
 EXAMPLES = (
     'inferlab schema-bench path/to/jsonschemabench --limit 100',
     'inferlab schema-bench DIR --vocab qwen --out /tmp/schema-bench',
+    'inferlab schema-bench DIR --limit 100 --engine python',
 )
 
 
@@ -74,6 +78,9 @@ def add_arguments(p):
                    help="our grammar's warm-up before its first mask, as compile_json_schema's: the masks nearest "
                         f"the start built for this long, in the time to first mask (0: every mask lazily; default {WARM_MS:g})")
     add_policy_arguments(p)
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="our mask engine: native (C++, the default where built) or python (the reference); "
+                        "sets INFERLAB_ENGINE for the run")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, masks.png, manifest.json here")
     p.add_argument("--force", action="store_true", help="replace an existing --out folder")
@@ -238,6 +245,22 @@ def _cases(config: BenchConfig) -> list:
 
 
 def run(args) -> int:
+    if args.engine == "native" and not native.built():
+        raise InferlabError("--engine native: the native mask engine is not built (pip install . with a C++17 compiler)")
+    before = os.environ.get("INFERLAB_ENGINE")
+    if args.engine:
+        os.environ["INFERLAB_ENGINE"] = args.engine  # (every grammar of the run: StackGrammar's default)
+    try:
+        return _run(args)
+    finally:
+        if before is None:
+            os.environ.pop("INFERLAB_ENGINE", None)
+        else:
+            os.environ["INFERLAB_ENGINE"] = before
+
+
+def _run(args) -> int:
+    native.requested()  # (a malformed INFERLAB_ENGINE: one line, before any work)
     config = BenchConfig(directory=args.directory, limit=args.limit, seed=args.seed,
                          whitespace=args.whitespace, max_states=args.max_states, any_depth=args.any_depth,
                          extra_keys=args.extra_keys, peers=args.peers is not None,
@@ -250,6 +273,7 @@ def run(args) -> int:
     with progress_bar(total, "schema-bench") as step:
         results = run_bench(config, vocab=vocab, step=step)
     results["config"]["vocab"] = args.vocab
+    results["config"]["engine"] = native.build_info()
     if writer is not None:
         writer.add_json("results.json", results)
         writer.add_figure("summary.png", plot_summary(results))

@@ -212,11 +212,16 @@ class JSONSchemaLogitsProcessor(LogitsProcessor):
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_token_bitmask(rows, width)
         self._rows = {}
+        states = []
         for r, (parent, seq) in enumerate(zip(*found)):
             gi = self._grammar_index(r, rows)
             node = self._child_of(gi, parent, seq[-1]) if seq else parent
             self._rows[(gi, seq)] = node
-            self._fill(self.grammars[gi], self._node_state[node], r)
+            states.append((gi, self._node_state[node]))
+        for gi in dict.fromkeys(gi for gi, _ in states):  # the rows' new masks in one native call per grammar
+            self.grammars[gi].fill_rows([s for g, s in states if g == gi and s not in (DEAD, ENDED)])
+        for r, (gi, state) in enumerate(states):
+            self._fill(self.grammars[gi], state, r)
         if not self._warned and all(self._node_state[n] == ENDED for n in self._rows.values()):
             self._warned = True  # (generate() stops once every row took an id it stops on)
             warnings.warn(f"every row has taken EOS {list(self._eos)}, yet generate() goes on: it stops on other ids "

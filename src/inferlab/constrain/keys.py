@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,8 +34,16 @@ _SHORT = {ord("b"): b"\b", ord("f"): b"\f", ord("n"): b"\n", ord("r"): b"\r", or
 # (containers, key, in_string, escaped, expect_key): containers is a tuple, innermost last, of
 # frozenset (an object's keys, or an array of unique strings' items) or None (an array); key is
 # the raw bytes of a key (or unique item) being written.
-KeyContext = tuple
-START: KeyContext = ((), None, False, False, False)
+class KeyContext(NamedTuple):
+    objs: tuple          # the open containers, innermost last: frozenset (keys or unique items) or None
+    key: bytes | None    # the raw bytes of a key (or unique item) being written
+    in_string: bool      # inside a string that is no key
+    escaped: bool        # right after a backslash
+    expect_key: bool     # a quote here opens a key
+
+
+START = KeyContext((), None, False, False, False)
+_ctx = KeyContext  # (step builds one per byte)
 
 
 def unescape(raw: bytes) -> bytes | None:
@@ -69,31 +78,31 @@ def step(ctx: KeyContext, b: int, unique: bool = False) -> KeyContext | None:
     objs, key, in_str, esc, expect_key = ctx
     if key is not None:
         if esc or b == BACKSLASH:
-            return objs, key + bytes([b]), False, not esc, False
+            return _ctx(objs, key + bytes([b]), False, not esc, False)
         if b != QUOTE:
-            return objs, key + bytes([b]), False, False, False
+            return _ctx(objs, key + bytes([b]), False, False, False)
         name = unescape(key)
         if name in objs[-1]:
             return None
-        return objs[:-1] + (objs[-1] | {name},), None, False, False, False
+        return _ctx(objs[:-1] + (objs[-1] | {name},), None, False, False, False)
     if in_str:
         if esc:
-            return objs, None, True, False, False
-        return objs, None, b != QUOTE, b == BACKSLASH, False
+            return _ctx(objs, None, True, False, False)
+        return _ctx(objs, None, b != QUOTE, b == BACKSLASH, False)
     if b == QUOTE:
         if expect_key:
-            return objs, b"", False, False, False
-        return objs, None, True, False, False
+            return _ctx(objs, b"", False, False, False)
+        return _ctx(objs, None, True, False, False)
     if b == 0x7B:                                   # {
-        return objs + (frozenset(),), None, False, False, True
+        return _ctx(objs + (frozenset(),), None, False, False, True)
     if b == 0x5B:                                   # [
-        return objs + ((frozenset(),) if unique else (None,)), None, False, False, unique
+        return _ctx(objs + ((frozenset(),) if unique else (None,)), None, False, False, unique)
     if b in (0x7D, 0x5D):                           # } ]
-        return objs[:-1], None, False, False, False
+        return _ctx(objs[:-1], None, False, False, False)
     if b == 0x2C:                                   # ,
-        return objs, None, False, False, objs[-1] is not None if objs else False
+        return _ctx(objs, None, False, False, objs[-1] is not None if objs else False)
     if b == 0x3A:                                   # :
-        return objs, None, False, False, False
+        return _ctx(objs, None, False, False, False)
     return ctx
 
 
@@ -109,7 +118,7 @@ def closes_repeat(ctx: KeyContext, data: bytes) -> bool:
 
 def written(ctx: KeyContext) -> tuple[frozenset, bytes | None]:
     """(the keys of the innermost object, the raw bytes of the key being written or None)."""
-    objs, key = ctx[0], ctx[1]
+    objs, key = ctx.objs, ctx.key
     return (objs[-1] if objs and objs[-1] is not None else frozenset()), key
 
 
@@ -238,14 +247,14 @@ class KeyIndex:
         varying = self.varying(ctx)
         if varying is None:
             return None
-        return np.concatenate([self.fixed[ctx[1] is not None]] + varying)  # (a token may repeat: the
+        return np.concatenate([self.fixed[ctx.key is not None]] + varying)  # (a token may repeat: the
         #                                                         caller filters, then dedupes)
 
     def varying(self, ctx: KeyContext) -> list[np.ndarray] | None:
-        """candidates(ctx) but for fixed[ctx[1] is not None] (a function of whether a key is being
+        """candidates(ctx) but for fixed[ctx.key is not None] (a function of whether a key is being
         written alone), in parts: the written keys quoted (named), and the tokens ending the key
         being written as a written one; None as candidates."""
-        objs, key = ctx[0], ctx[1]
+        objs, key = ctx.objs, ctx.key
         out = [self.named(objs)]
         if key is not None:
             prefix = unescape(key)
@@ -259,7 +268,7 @@ class KeyIndex:
     def may_close_repeat(self, tokens: list[int], ctx: KeyContext) -> list[int]:
         """Those of `tokens` (each with a quote) that are among candidates(ctx): the same test,
         token by token, for a mask of a few tokens rather than building the candidates."""
-        objs, key = ctx[0], ctx[1]
+        objs, key = ctx.objs, ctx.key
         written = [names for names in objs if names]
         prefix = None if key is None else unescape(key)
         if key is not None and prefix is None:

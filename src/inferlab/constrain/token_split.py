@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab.constrain.caches import CACHES
 from inferlab.constrain.index import _expand
 from inferlab.constrain.lru import LRU
 
@@ -580,6 +581,17 @@ def frame_cache(trie) -> LRU:
 
 def _nbytes(value) -> int:
     return value.nbytes
+
+
+def _clear_all(caches: weakref.WeakKeyDictionary) -> None:
+    for cache in list(caches.values()):
+        cache.clear()
+
+
+CACHES.register("region_shapes", "masks", lambda: _clear_all(_SHAPES), lambda: sum(map(len, list(_SHAPES.values()))),
+                "SHAPE_CACHE_BYTES per vocabulary")
+CACHES.register("frame_splits", "masks", lambda: _clear_all(_FRAMES), lambda: sum(map(len, list(_FRAMES.values()))),
+                "FRAME_CACHE_BYTES per vocabulary")
 
 
 def region(trans: np.ndarray, state: int) -> np.ndarray | None:

@@ -21,6 +21,7 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import inferlab
+from inferlab import engine
 
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
 _PACKAGE = Path(inferlab.__file__).resolve().parent  # where the running code lives (provenance)
@@ -155,7 +156,7 @@ def versions() -> dict:
     blas = [{k: lib[k] for k in ("internal_api", "version", "kernel", "threading_layer")}
             for lib in blas_info() if lib["user_api"] == "blas"]
     return {"python": platform.python_version(), "numpy": np.__version__,
-            "inferlab": inferlab.__version__, "blas": blas}
+            "inferlab": inferlab.__version__, "blas": blas, "mask_engine": engine.record()}
 
 
 def machine_info(threads: int | None) -> dict:
