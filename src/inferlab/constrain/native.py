@@ -1,8 +1,8 @@
 """The mask engine in use: the native one (_native.cpp, a C++17 extension built by `pip install .`)
 or the Python one (grammar.py), its reference and the fallback where no compiler built it.
 
-`INFERLAB_ENGINE=python|native` selects it; the default is native when the extension is built.
-Where the native one is asked for (or is the default) but was not built, masks use the Python
+`INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (python, for now).
+Where the native one is asked for but was not built, masks use the Python
 engine, and one stderr line says so, once, when the first mask is built (not at import).
 
 What is native (docs/native-engine.md): a configuration's token mask, by a walk of the
@@ -15,6 +15,7 @@ configuration interning and byte rows the text reads, the mask cache, and the wr
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 import weakref
@@ -33,11 +34,12 @@ _lock = threading.Lock()
 
 
 def _module():
+    # by name: `from inferlab.constrain import _native` reads, to the import graph (grimp), as an
+    # import of the package itself, whose __init__ imports the matcher that imports this module
     try:
-        from inferlab.constrain import _native
+        return importlib.import_module("inferlab.constrain._native")
     except ImportError:
         return None
-    return _native
 
 
 def built() -> bool:
@@ -46,12 +48,12 @@ def built() -> bool:
 
 
 def requested() -> str:
-    """The engine asked for: INFERLAB_ENGINE's, else native (the default; in_use says whether it is built)."""
+    """The engine asked for: INFERLAB_ENGINE's, else engine.DEFAULT (in_use says whether native is built)."""
     try:
         name = engines.asked()
     except ValueError as exc:
         raise InferlabError(str(exc)) from None
-    return name or "native"
+    return name or engines.DEFAULT
 
 
 def in_use(name: str | None = None) -> str:

@@ -316,12 +316,15 @@ class RefsMixin:
         sides = []
         for side in (a, b):
             rest = side.get("items", True)
-            if isinstance(rest, list):  # the tuple form beside prefixItems: two dialects in one allOf
-                self.refuse("allOf", ptr, "cannot merge a tuple-form 'items' with 'prefixItems'")
-                return
-            sides.append((side.get("prefixItems", []), rest))
+            if isinstance(rest, list):
+                # the tuple form beside prefixItems (schema.evaluated writes unevaluatedItems as
+                # prefixItems in any dialect): the same positions, its additionalItems past them
+                sides.append((rest, side.get("additionalItems", True)))
+            else:
+                sides.append((side.get("prefixItems", []), rest))
         if not all(isinstance(prefix, list) for prefix, _ in sides):
             raise self.error("prefixItems", ptr, "must be an array")
+        out.pop("additionalItems", None)  # (the merged rest is `items`, in prefixItems form)
         _merge_positions(out, *sides, "prefixItems", "items")
 
     def merge_objects(self, out, a, b, ptr: str) -> None:
