@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import re
 import sys
@@ -803,3 +804,14 @@ FIXTURES = [TREE, LIST, ANY, STRINGS,
             {"type": "array", "items": {"type": "number", "minimum": -5, "maximum": 12.5}, "maxItems": 4},
             {"type": "string", "minLength": 40, "maxLength": 70},
             {"type": "array", "items": {"type": "string", "pattern": "^[ab]{0,300}x$"}}]  # (> 256 states: splits not shared)
+
+
+def finite(value) -> bool:
+    """No NaN or infinity anywhere in a JSON value (JSON has none; jsonschema and our texts differ there)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(finite(x) for x in value)
+    if isinstance(value, dict):
+        return all(finite(x) for x in value.values())
+    return True

@@ -41,6 +41,7 @@ from inferlab.constrain.schema import SchemaError, canonical_json
 from inferlab.constrain.stack import compile_machine
 from inferlab.errors import InferlabError
 from inferlab.measure.bounded import TimeBoundExceeded, time_bound
+from oracles import finite
 
 NAMES = ["a", "b", "x", "y", "xy"]
 KEY_PATTERNS = ["x", "y", "^a", "b$", "^[ab]$", "^x.*y$"]
@@ -225,16 +226,6 @@ def _changed(v, rng: random.Random):
     return v
 
 
-def _finite(v) -> bool:
-    if isinstance(v, float):
-        return math.isfinite(v)
-    if isinstance(v, list):
-        return all(_finite(x) for x in v)
-    if isinstance(v, dict):
-        return all(_finite(x) for x in v.values())
-    return True
-
-
 def _keywords(node, out=None) -> set:
     out = set() if out is None else out
     if isinstance(node, dict):
@@ -334,7 +325,7 @@ def instances_for(schema, data, rng: random.Random, counts, *, valid_n: int, mut
     valid = _valid_examples(schema, data, valid_n, counts)
     drawn = [data.draw(VALUES) for _ in range(values)]
     out = valid + drawn + [mutate(rng.choice(valid + drawn), rng) for _ in range(mutations)]
-    return [x for x in out if _finite(x)]
+    return [x for x in out if finite(x)]
 
 
 def fuzz(n_schemas: int, rounds_seed: int, counts, disagreements, *, valid_n=3, mutations=8, values=6) -> None:

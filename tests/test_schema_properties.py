@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracles import NAMES, SCALARS, SCHEMAS, assert_refusals_bounded, sample, validator
+from oracles import NAMES, SCALARS, SCHEMAS, assert_refusals_bounded, finite, sample, validator
 
 from inferlab.constrain import regex as rx
 from inferlab.constrain.schema import SchemaError, canonical_json, compile_schema
@@ -62,7 +62,7 @@ def test_regex_strings_are_valid_json_instances(dialect):
             assert regex.fullmatch(text)
             instance = json.loads(text)  # soundness 1: it is JSON
             assert v.is_valid(instance), (schema, text)  # soundness 2: it validates
-            if not _finite(instance):
+            if not finite(instance):
                 continue
             canonical = canonical_json(instance, schema)
             assert regex.fullmatch(canonical), (schema, text, canonical)  # completeness on canonical texts
@@ -99,11 +99,3 @@ def test_random_values_accepted_only_if_valid(examples):
     assert_refusals_bounded(counts)
 
 
-def _finite(value) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_finite(x) for x in value)
-    if isinstance(value, dict):
-        return all(_finite(x) for x in value.values())
-    return True
