@@ -58,3 +58,29 @@ def test_clear_empties_what_the_owner_holds():
     before = g.allowed_ids(state)
     g.clear()
     assert len(g._masks) == len(g._advance) == 0 and np.array_equal(g.allowed_ids(state), before)
+
+
+def test_every_lru_cache_of_the_grammar_package_has_the_one_owner():
+    """Issue 49: one owner holds every cache kept across compiles. Found by walking the package's
+    modules for functools caches, not from the owner's own list; each is bounded (a maxsize) or
+    keyed by a fixed set of names, and CACHES.clear() empties it."""
+    import importlib
+    import pkgutil
+
+    import inferlab.constrain as package
+
+    found = {}
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if info.name.rsplit(".", 1)[-1] in ("hf", "_native"):  # (torch; the extension)
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if callable(obj) and hasattr(obj, "cache_info") and getattr(obj, "__module__", None) == info.name:
+                found[f"{info.name.rsplit('.', 1)[-1]}.{name}"] = obj
+    owned = CACHES.bounds()
+    lone = {"values._jsonschema", "common._known_keywords", "regex._parsed"}  # one value each, or cleared by regex_classes
+    assert set(found) - lone <= set(owned), set(found) - lone - set(owned)
+    for name, fn in found.items():
+        fn.cache_info()
+    CACHES.clear()
+    assert all(found[n].cache_info().currsize == 0 for n in found if n in owned)

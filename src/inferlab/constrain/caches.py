@@ -30,6 +30,14 @@ class CacheOwner:
     def register(self, name: str, group: str, clear: Callable[[], None], size: Callable[[], int], bound: str) -> None:
         self._caches[name] = Cache(name, group, clear, size, bound)
 
+    def register_lru(self, fn, group: str) -> None:
+        """A functools.lru_cache'd function, under its module and name; its maxsize is its bound
+        (None only where the keys are a fixed, finite set: class names, format names)."""
+        maxsize = fn.cache_parameters()["maxsize"]
+        bound = f"{maxsize:,} entries" if maxsize is not None else "one entry per fixed key (class or format name)"
+        self.register(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}", group, fn.cache_clear,
+                      lambda: fn.cache_info().currsize, bound)
+
     def clear(self, group: str | None = None) -> None:
         """Forget every registered cache, or those of one group."""
         for cache in self._caches.values():

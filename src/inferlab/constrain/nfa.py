@@ -15,6 +15,7 @@ from functools import lru_cache
 from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat
 from inferlab.errors import InferlabError
 from inferlab.nesting import REGEX_FRAMES, recursion_room
+from inferlab.constrain.caches import CACHES
 
 DEFAULT_MAX_NFA_STATES = 2_000_000  # ~200 MB of Python lists; beyond it a regex is a blow-up
 
@@ -228,3 +229,8 @@ def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
     with recursion_room(REGEX_FRAMES):  # one level per AST node: the parser bounds their nesting
         start = b.build(node, final)
     return NFA(b.eps, b.edges, start, final)
+
+
+# kept across compiles: the one owner names, sizes and clears them (caches.CACHES)
+CACHES.register_lru(utf8_sequences, "compile")
+CACHES.register_lru(charset_sequences, "compile")

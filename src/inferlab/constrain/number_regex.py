@@ -16,6 +16,8 @@ import math
 from decimal import Decimal
 from functools import lru_cache
 
+from inferlab.constrain.caches import CACHES
+
 _DIGIT = "[0-9]"
 
 
@@ -298,3 +300,7 @@ def integer_multiples(k: int) -> str:
     accepting[0] = accepting[k + 2] = True
     d = DFA(trans, k, accepting)
     return to_regex(product(d, d, "and"), max_chars=MULTIPLE_REGEX_CHARS)  # (the product is minimal)
+
+
+# kept across compiles: the one owner names, sizes and clears it (caches.CACHES)
+CACHES.register_lru(integer_multiples, "compile")

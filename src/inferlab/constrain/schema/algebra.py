@@ -27,6 +27,7 @@ from inferlab.constrain import dfa_algebra
 from inferlab.constrain.lru import LRU
 from inferlab.constrain.schema.common import EXPONENT_CUT, _CHAR, _TYPES, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
+from inferlab.constrain.caches import CACHES
 
 # canonical texts per type (what canonical_json writes); see the module docstring
 _FRACTION = "|".join([r"-?0\.0{0,15}[1-9](?:[0-9]{0,13}[1-9])?"]
@@ -200,3 +201,8 @@ def bounded_dfa(regex: str, lo: int, hi: int | None):
 def clear_bounded() -> None:
     """Forget the kept length-bounded DFAs (stack.clear_compile_caches: a cold compile)."""
     _BOUNDED.clear()
+
+
+# kept across compiles: the one owner names, sizes and clears them (caches.CACHES)
+CACHES.register_lru(_combined_or_error, "compile")
+CACHES.register_lru(_dfa, "compile")

@@ -15,6 +15,7 @@ from inferlab.constrain.schema.common import (MAX_DEPENDENCIES, MEMBER_BLOCK, _C
 from inferlab.constrain.schema.algebra import _combined
 from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
 from inferlab.errors import InferlabError
+from inferlab.constrain.caches import CACHES
 
 
 class ObjectsMixin:
@@ -495,3 +496,8 @@ def _keys_can_run_out(key_rx: str) -> bool:
     """Has some partial key finitely many completions (then a map may run out of unused keys)?"""
     dfa, counts = _key_completions(key_rx)
     return any(counts[s] != math.inf for s in range(dfa.n_states) if not dfa.accepting[s])
+
+
+# kept across compiles: the one owner names, sizes and clears them (caches.CACHES)
+CACHES.register_lru(_key_not_in, "compile")
+CACHES.register_lru(_key_completions, "compile")

@@ -13,6 +13,7 @@ from inferlab.nesting import MAX_REGEX_DEPTH
 
 from inferlab.constrain.schema.algebra import bounded_dfa
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
+from inferlab.constrain.caches import CACHES
 
 
 # Length bounds with a pattern: intersected by automaton product up to this length (beyond, the
@@ -655,3 +656,12 @@ def _searches(pattern: str, text: str) -> bool:
     except re.error:
         return False
 
+
+# kept across compiles: the one owner names, sizes and clears them (caches.CACHES)
+CACHES.register_lru(_unicode_class, "compile")
+CACHES.register_lru(_ecma_class, "compile")
+CACHES.register_lru(_narrow_class, "compile")
+CACHES.register_lru(_wide_class, "compile")
+CACHES.register_lru(_json_char_ranges, "compile")
+CACHES.register_lru(_pattern_ast, "compile")
+CACHES.register_lru(_format_ast, "compile")
