@@ -169,7 +169,7 @@ def test_decimal_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, digits,
 
 @pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 100])
 def test_integer_multiples_match_exactly_the_multiples(k):
-    from inferlab.constrain.numbers import integer_multiples
+    from inferlab.constrain.number_regex import integer_multiples
     regex = re.compile(integer_multiples(k))
     assert all(bool(regex.fullmatch(str(i))) == (i % k == 0) for i in range(-2_000, 2_000))
     assert not any(regex.fullmatch(t) for t in ("", "-", "00", "-0", "010", "2.0"))
