@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from inferlab.constrain.schema.common import _child
 
+_TYPES = ("null", "boolean", "number", "string", "array", "object")  # (integer is a number)
 MAX_CASES = 16  # cases (branch choices) of one unevaluated* keyword: each is compiled
 
 
@@ -78,7 +79,10 @@ class EvaluatedMixin:
         if len({c.evaluates() for c in cases}) > 1 and self._any_of_cases:
             self.narrow(f"{key} at #{ptr} beside anyOf: an instance valid against several branches has one "
                         "branch's evaluated set at a time (a subset)")
-        tail = extra[0] if len(extra) == 1 else {"anyOf": extra}
+        # the keyword constrains objects (arrays) alone: an instance of another type passes it
+        # whatever cases its branches take (the cases kept are those an object can take)
+        others = {"type": [t for t in _TYPES if t != ("array" if items else "object")]}
+        tail = {"anyOf": [others, *extra]}
         return {**rest, "allOf": [*rest.get("allOf", []), tail]}
 
     def _evaluated_part(self, case: Case, u, items: bool) -> dict:
