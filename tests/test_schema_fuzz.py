@@ -405,3 +405,22 @@ def test_slow_profile_agrees_with_jsonschema():
     assert not disagreements, _summary(counts, disagreements)
     assert counts["compiled"] >= MIN_COMPILED * counts["schemas"], _summary(counts, disagreements)
     assert counts["refused_named"] == counts["refused"], _summary(counts, disagreements)
+
+
+@pytest.mark.parametrize("schema, instances", [
+    # not over prefixItems beside items: items holds past the prefix only ([null] is valid against
+    # the operand, so invalid here; it was accepted)
+    ({"type": "array", "prefixItems": [{"type": "null"}], "not": {"type": "array", "items": False, "prefixItems": [{"minLength": 0}]}},
+     [[None], [None, None], []]),
+    ({"not": {"prefixItems": [{"type": "null"}], "items": False}}, [[None], [None, 1], [1], []]),
+    # unevaluatedProperties constrains objects only: [] and "x" were rejected
+    ({"unevaluatedProperties": False, "anyOf": [{"type": "object"}, {"type": "string"}]}, ["x", [], {}, {"a": 1}]),
+    ({"required": ["a"], "unevaluatedProperties": {"enum": [1]}, "anyOf": [{"type": "object", "required": ["a"]},
+                                                                          {"type": "array", "items": {"type": "array"}}]},
+     [[], [[1]], {"a": 1}, {"a": 2}, {"b": 1}]),
+])
+def test_found_by_the_slow_fuzz_after_the_merge(schema, instances):
+    """CI's slow profile on the merged compiler (conformance keywords beside the exact allOf)."""
+    counts, disagreements = Counter(), []
+    check_schema(schema, instances, counts, disagreements)
+    assert counts["compiled"] == 1 and counts["pairs"] == len(instances) and not disagreements, disagreements

@@ -493,6 +493,7 @@ _ANYTHING = NegationContext()
 _COUNTS = {"minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
            "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", 1)}
 _OBJECT_GROUP = {"properties", "required", "additionalProperties"}
+_ARRAY_GROUP = {"prefixItems", "items"}
 
 
 def _negation(neg, ctx: NegationContext = _ANYTHING):
@@ -512,7 +513,12 @@ def _negation(neg, ctx: NegationContext = _ANYTHING):
         return None
     node = {k: v for k, v in neg.items() if k in _known_keywords()}
     parts = [{k: node[k] for k in _OBJECT_GROUP if k in node}] if _OBJECT_GROUP & set(node) else []
-    parts += [{k: v} for k, v in node.items() if k not in _OBJECT_GROUP]
+    # prefixItems and items together: items holds only past the prefix, so neither alone says
+    # which items fail (CI's slow fuzz: not {items: false, prefixItems: [true]} accepted [null])
+    tuple_group = _ARRAY_GROUP <= set(node) and not isinstance(node["items"], list)
+    if tuple_group:
+        parts.append({k: node[k] for k in _ARRAY_GROUP})
+    parts += [{k: v} for k, v in node.items() if k not in _OBJECT_GROUP and not (tuple_group and k in _ARRAY_GROUP)]
     negs = []
     for part in parts:
         n = _negated_part(part, ctx)
@@ -561,9 +567,27 @@ def _negated_part(part: dict, ctx: NegationContext):
         fails = [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
                  for i, x in enumerate(value) if x is not True and x != {}]
         return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
+    if set(part) == _ARRAY_GROUP:
+        return _failing_arrays(part)
     if set(part) <= _OBJECT_GROUP:
         return _failing_objects(part, ctx)
     return None
+
+
+def _failing_arrays(part: dict):
+    """The arrays that fail prefixItems and items (its schema form, past the prefix) together:
+    some present item i < n fails prefixItems[i], or (items false) an item past the n; None
+    where items is another schema ("some item past n fails it" has no positive form here)."""
+    prefix, rest = part["prefixItems"], part["items"]
+    if not isinstance(prefix, list) or not all(isinstance(x, (dict, bool)) for x in prefix):
+        return None
+    fails = [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
+             for i, x in enumerate(prefix) if x is not True and x != {}]
+    if rest is False:
+        fails.append({"type": "array", "minItems": len(prefix) + 1})
+    elif rest is not True and rest != {}:
+        return None
+    return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
 
 
 def _failing_objects(part: dict, ctx: NegationContext):
