@@ -33,13 +33,19 @@ _NATIVE_TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # TokenT
 _lock = threading.Lock()
 
 
+_EXTENSION: list = []  # [the extension module, or None where it does not import], once looked up
+
+
 def _module():
-    # by name: `from inferlab.constrain import _native` reads, to the import graph (grimp), as an
-    # import of the package itself, whose __init__ imports the matcher that imports this module
-    try:
-        return importlib.import_module("inferlab.constrain._native")
-    except ImportError:
-        return None
+    # looked up once: every native fill asks for it, and a failed import searches the path again
+    if not _EXTENSION:
+        # by name: `from inferlab.constrain import _native` reads, to the import graph (grimp), as
+        # an import of the package itself, whose __init__ imports the matcher that imports this module
+        try:
+            _EXTENSION.append(importlib.import_module("inferlab.constrain._native"))
+        except ImportError:
+            _EXTENSION.append(None)
+    return _EXTENSION[0]
 
 
 def built() -> bool:
