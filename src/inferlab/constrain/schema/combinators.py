@@ -526,7 +526,7 @@ def _negation(neg, ctx: NegationContext = _ANYTHING):
             return None
         if n is not False:
             negs.append(n)
-    return False if not negs else negs[0] if len(negs) == 1 else {"anyOf": negs}
+    return _any_of(negs)
 
 
 def _negated_part(part: dict, ctx: NegationContext):
@@ -562,11 +562,8 @@ def _negated_part(part: dict, ctx: NegationContext):
         return {"type": "array", "items": {"not": value}} if isinstance(value, (dict, bool)) else None
     if len(part) == 1 and key in ("prefixItems", "items"):  # some item i (present) fails its schema
         # (items: the tuple form of drafts 4-2019, written as prefixItems, which compile_array reads)
-        if not isinstance(value, list) or not all(isinstance(x, (dict, bool)) for x in value):
-            return None
-        fails = [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
-                 for i, x in enumerate(value) if x is not True and x != {}]
-        return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
+        fails = _prefix_fails(value)
+        return None if fails is None else _any_of(fails)
     if set(part) == _ARRAY_GROUP:
         return _failing_arrays(part)
     if set(part) <= _OBJECT_GROUP:
@@ -579,14 +576,27 @@ def _failing_arrays(part: dict):
     some present item i < n fails prefixItems[i], or (items false) an item past the n; None
     where items is another schema ("some item past n fails it" has no positive form here)."""
     prefix, rest = part["prefixItems"], part["items"]
-    if not isinstance(prefix, list) or not all(isinstance(x, (dict, bool)) for x in prefix):
+    fails = _prefix_fails(prefix)
+    if fails is None:
         return None
-    fails = [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
-             for i, x in enumerate(prefix) if x is not True and x != {}]
     if rest is False:
         fails.append({"type": "array", "minItems": len(prefix) + 1})
     elif rest is not True and rest != {}:
         return None
+    return _any_of(fails)
+
+
+def _prefix_fails(prefix) -> list | None:
+    """The arrays whose present item i fails prefix[i], one schema per constrained position
+    (None where prefix is not a list of schemas)."""
+    if not isinstance(prefix, list) or not all(isinstance(x, (dict, bool)) for x in prefix):
+        return None
+    return [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
+            for i, x in enumerate(prefix) if x is not True and x != {}]
+
+
+def _any_of(fails: list):
+    """Any of these failing forms: false where there is none."""
     return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
 
 
