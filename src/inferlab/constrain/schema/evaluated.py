@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferlab.constrain.schema.common import _child
+from inferlab.constrain.schema.common import _TYPES, _child
 
-_TYPES = ("null", "boolean", "number", "string", "array", "object")  # (integer is a number)
 MAX_CASES = 16  # cases (branch choices) of one unevaluated* keyword: each is compiled
 
 
