@@ -181,7 +181,7 @@ def test_lab_measures_a_model_folder_with_its_own_vocabulary(tiny_vocab, tmp_pat
 
 # --- extra rounds: the budget buys rounds after the base ones, shared by vocabularies --
 
-def test_each_vocabulary_gets_a_share_of_what_the_ones_before_left(monkeypatch):
+def test_each_vocabulary_gets_a_weighted_share_of_what_the_ones_before_left(monkeypatch):
     spends = {"512": 0.5, "cl100k": 0.0, "qwen": 99.0}   # what each group's extra rounds would take
     shares = {}
 
@@ -193,8 +193,12 @@ def test_each_vocabulary_gets_a_share_of_what_the_ones_before_left(monkeypatch):
     monkeypatch.setattr(mo, "measure_vocab", fake_measure_vocab)
     table, left = mo.measure_vocabs(("512", "cl100k", "qwen"), mo.MaskLabConfig(budget_s=6.0), step=None)
     assert [e["vocab"] for e in table] == ["512", "cl100k", "qwen"]
-    assert shares == {"512": 2.0, "cl100k": 2.75, "qwen": 5.5}   # 6/3, (6-0.5)/2, (5.5-0)/1
+    # the seed's V=512 weighs 2 against 1 for each other: 6*2/4, then (6-0.5)/2 and (5.5-0)/1
+    assert shares == {"512": 3.0, "cl100k": 2.75, "qwen": 5.5}
     assert left == 0.0
+    shares.clear()
+    table, left = mo.measure_vocabs(("cl100k", "qwen"), mo.MaskLabConfig(budget_s=6.0), step=None)
+    assert shares == {"cl100k": 3.0, "qwen": 6.0}                 # no V=512: even shares, 6/2 then 6/1
 
 
 def _stats(*ms):

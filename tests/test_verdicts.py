@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from inferlab.measure.timing import Budget, measure_interleaved, summarize
+from inferlab.measure.timing import Budget, _chunks, measure_interleaved, summarize
 from inferlab.measure.verdicts import (Estimate, Interval, _u_cdf, decide, hodges_lehmann_rank, median_ci_rank,
                                        paired, paired_ratio, quotient, rounds_to_decide, unpaired)
 from verdict_checks import check_verdict
@@ -184,6 +184,26 @@ def test_the_order_within_a_round_is_shuffled_and_seeded():
     assert firsts(0) == first
 
 
+def test_a_rounds_samples_are_cut_into_chunks_shuffled_together():
+    # 1 ms calls at min_sample_s 0.05: about 55 calls a sample, in 10 chunks of about 5 ms; the two
+    # functions' chunks alternate within a round (runs of one name), where whole samples back to
+    # back would give exactly 2 runs a round
+    calls = []
+    stats = measure_interleaved(_sleepers(calls), samples=2, min_sample_s=0.05, warmup=0)
+    per_round = {name: s.iters_per_sample for name, s in stats.items()}
+    size = sum(per_round.values())
+    for r in (calls[-2 * size:-size], calls[-size:]):       # the two rounds, after the calibrations
+        assert r.count("a") == per_round["a"] and r.count("b") == per_round["b"]
+        assert sum(1 for x, y in zip(r, r[1:]) if x != y) >= 4
+
+
+@pytest.mark.parametrize("iters, min_sample_s, n", [(1, 0.05, 1), (7, 0.05, 7), (55, 0.05, 10), (1000, 0.05, 10),
+                                                    (30, 0.001, 1), (12, 0.02, 4)])
+def test_chunks_add_up_to_the_sample(iters, min_sample_s, n):
+    chunks = _chunks(iters, min_sample_s)
+    assert sum(chunks) == iters and len(chunks) == n and max(chunks) - min(chunks) <= 1
+
+
 def test_around_contexts_wrap_each_sample():
     entered = []
 
@@ -194,3 +214,16 @@ def test_around_contexts_wrap_each_sample():
 
     measure_interleaved({"a": lambda: None}, samples=3, min_sample_s=0.001, around={"a": ctx})
     assert len(entered) == 1 + 3   # calibration + one per sample
+
+
+def test_budget_shares_follow_their_weights_among_the_calls_still_to_come():
+    budget = Budget(8.0)
+    got = []
+    for share in budget.shares(3, [2, 1, 1]):
+        got.append(share.seconds)
+        share.charge(1.0)                        # each call spends 1 s of its share
+    assert got == [4.0, 3.5, 6.0]                # 8*2/4, (8-1)*1/2, (8-2)*1/1
+    with pytest.raises(ValueError):
+        list(Budget(1.0).shares(2, [1, 0]))
+    with pytest.raises(ValueError):
+        list(Budget(1.0).shares(2, [1]))

@@ -172,9 +172,11 @@ def roofline_dir(args) -> Path | None:
 non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 
 
-def add_budget_argument(p: argparse.ArgumentParser, *, default: float, quick: float) -> None:
+def add_budget_argument(p: argparse.ArgumentParser, *, default: float | str, quick: float) -> None:
     """--budget-s: extra seconds of interleaved rounds a lab may spend deciding its comparisons
-    (a round starts only while the seconds left pay for it: timing.Budget.afford)."""
+    (a round starts only while the seconds left pay for it: timing.Budget.afford). `default` is
+    the lab's seconds, or a phrase where several labs each keep their own."""
+    shown = f"{default:g}" if isinstance(default, (int, float)) else default
     p.add_argument("--budget-s", type=non_negative_float, default=None, metavar="SECONDS",
                    help=f"extra seconds of interleaved rounds while a comparison's 95%% CI is undecided "
-                        f"(default {default:g}; --quick {quick:g}; 0 = none)")
+                        f"(default {shown}; --quick {quick:g}; 0 = none)")

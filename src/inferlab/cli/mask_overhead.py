@@ -8,8 +8,8 @@ from inferlab.cli.common import (add_budget_argument, add_lab_arguments, add_roo
                                  print_json, print_skip_notes, roofline_dir)
 from inferlab.constrain import MASK_KINDS
 from inferlab.errors import InferlabError
-from inferlab.labs.mask_overhead import EXPERIMENT, MaskLabConfig, run_mask_overhead
-from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
+from inferlab.labs.mask_overhead import EXPERIMENT, MASK_BUDGET_S, MaskLabConfig, run_mask_overhead
+from inferlab.measure.timing import QUICK_BUDGET_S
 from inferlab.model.checkpoints import check_model_folder
 from inferlab.model.tokenizer_loaders import load_vocab, vocab_installed
 
@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--trials", type=positive_int, default=None,
                    help="interleaved rounds per configuration before any extra ones (default 10; --quick 5); "
                         "a warm-up call is discarded first")
-    add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)
+    add_budget_argument(p, default=MASK_BUDGET_S, quick=QUICK_BUDGET_S)
     p.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per generate() call (default 64)")
     p.add_argument("--vocab", nargs="+", default=None, metavar="VOCAB",
                    help="vocabularies: 512 (trained MiniGPT), cl100k, qwen, or a tokenizer.json path "

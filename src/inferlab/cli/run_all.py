@@ -12,6 +12,7 @@ from inferlab.cli.common import add_budget_argument, print_skip_notes, timestamp
 from inferlab.cli.roofline import add_memory_arguments, memory_flags
 from inferlab.errors import InferlabError
 from inferlab.labs import LabOptions, all_labs
+from inferlab.labs.mask_overhead import MASK_BUDGET_S
 from inferlab.measure.artifacts import check_writable
 from inferlab.measure.timing import DEFAULT_BUDGET_S, QUICK_BUDGET_S
 
@@ -40,7 +41,9 @@ def add_arguments(p):
                    help=f"root folder, one sub-folder per lab (default {DEFAULT_ROOT}; when it already holds "
                         f"these labs, a new {DEFAULT_ROOT}/runs/<UTC time>/)")
     p.add_argument("--force", action="store_true", help="replace existing experiment folders in --out")
-    add_budget_argument(p, default=DEFAULT_BUDGET_S, quick=QUICK_BUDGET_S)   # passed to every lab
+    # passed to every lab; without it each lab keeps its own default
+    add_budget_argument(p, default=f"each lab's own: {DEFAULT_BUDGET_S:g}, the mask lab {MASK_BUDGET_S:g}",
+                        quick=QUICK_BUDGET_S)
     add_memory_arguments(p)   # passed to the roofline, the lab that sizes arrays by them
 
 

@@ -49,6 +49,11 @@ from inferlab.roofline import Roofline
 EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
 MODEL = "model"                   # the `vocab` key of the --model row: the folder's own vocabulary
+# Twice the other labs' default: at V=512 the indexed and stack ratios sit within a few % of 1,
+# where a round's spread (p10-p90 about 0.8-1.3) leaves the 95% CI of the median wide enough to
+# straddle 1 +- 5% for ~100 rounds, and a decision must be confirmed on twice its rounds (Looks).
+MASK_BUDGET_S = 2 * DEFAULT_BUDGET_S
+SEED_VOCAB_WEIGHT = 2.0          # V=512's budget share against 1 for each other vocabulary (measure_vocabs)
 THROUGHPUT_HALVED = 2.0           # seed 000: Y/X < 0.5, i.e. a masked step over 2x the unmasked one
 # Equivalence margins, fixed before any run: the indexed and stack masks against no mask are the
 # seed's "does the mask cost anything?", answered "no more than 5%" when the 95% CI lies inside
@@ -77,7 +82,7 @@ class MaskLabConfig:
     naive_large_vocab_tokens: int = 8
     large_vocab: int = 4096
     roofline_dir: Path | None = None
-    budget_s: float = DEFAULT_BUDGET_S   # extra interleaved rounds while a comparison is unresolved
+    budget_s: float = MASK_BUDGET_S      # extra interleaved rounds while a comparison is unresolved
     # A Hugging Face folder (Llama family, GPT-2 or ours) measured with its own tokenizer.json, beside
     # MiniGPT. Its forward costs ~100x MiniGPT's at 0.5B, so its runs stop at model_max_new_tokens.
     model_dir: Path | None = None
@@ -432,10 +437,14 @@ def model_verdicts(table: list[dict]) -> list[dict]:
 
 
 def measure_vocabs(sources: tuple[str, ...], config: MaskLabConfig, step) -> tuple[list[dict], float]:
-    """(one entry per vocabulary, budget seconds left): each vocabulary gets an even share of what
-    the ones before left (Budget.shares), so the first cannot spend the large vocabularies' extra rounds."""
+    """(one entry per vocabulary, budget seconds left): each vocabulary gets a share of what the
+    ones before left (Budget.shares), so the first cannot spend the large vocabularies' extra
+    rounds. The seed's own vocabulary (V=512) weighs SEED_VOCAB_WEIGHT: its question (does the
+    mask change the step time?) is the lab's, and its ratios near 1 take the most rounds."""
     budget = Budget(config.budget_s)
-    table = [measure_vocab(vocab, config, step, share) for vocab, share in zip(sources, budget.shares(len(sources)))]
+    weights = [SEED_VOCAB_WEIGHT if vocab == DEFAULT_VOCAB else 1.0 for vocab in sources]
+    table = [measure_vocab(vocab, config, step, share)
+             for vocab, share in zip(sources, budget.shares(len(sources), weights))]
     return table, budget.left()
 
 

@@ -524,8 +524,8 @@ def readme_text(results: dict, manifest: dict) -> str:
         *verdict_lines(results["verdicts"]), "",
         "## Block A: ms per decode step", "",
         "ms/step = median wall time of one generate() call / decode steps of that call (prefill included, as the "
-        "seed's total / (trials x tokens)). Rounds take no mask, then each mask, back to back; the paired ratio is "
-        "the median over rounds of each round's own per-step ratio.", "",
+        "seed's total / (trials x tokens)). Each round times no mask and each mask, their calls in chunks of about 5 ms "
+        "shuffled together; the paired ratio is the median over rounds of each round's own per-step ratio.", "",
         *_block_a_table(results), "",
         "Vocabulary preprocessing (byte trie, once per tokenizer): "
         + ", ".join(f"V={e['vocab_size']:,}: {_f(e.get('vocab_preprocessing_ms'))} ms" for e in results["table"]) + ".", "",

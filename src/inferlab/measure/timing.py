@@ -14,7 +14,7 @@ import random
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -163,12 +163,15 @@ class Budget:
         if self.parent is not None:
             self.parent.charge(seconds)
 
-    def shares(self, parts: int) -> Iterator["Budget"]:
-        """`parts` budgets, one per call still to come, each an even share of what the calls
-        before it left (charged here too): a comparison that never decides cannot spend the
-        rounds of the ones after it."""
+    def shares(self, parts: int, weights: Sequence[float] | None = None) -> Iterator["Budget"]:
+        """`parts` budgets, one per call still to come, each a share of what the calls before it
+        left (charged here too), even or in proportion to `weights` among the calls still to
+        come: a comparison that never decides cannot spend the rounds of the ones after it."""
+        w = list(weights) if weights is not None else [1.0] * parts
+        if len(w) != parts or not all(x > 0 for x in w):
+            raise ValueError(f"shares needs {parts} positive weights, got {weights}")
         for i in range(parts):
-            yield Budget(self.left() / (parts - i), parent=self)
+            yield Budget(self.left() * w[i] / sum(w[i:]), parent=self)
 
 
 def adaptive_rounds(take_round: Callable[[], None], current: Callable[[], dict[str, Stats]],
@@ -195,6 +198,22 @@ def adaptive_rounds(take_round: Callable[[], None], current: Callable[[], dict[s
             return stats
 
 
+# A round's sample of each function is cut into chunks of about this many seconds, and the chunks
+# of all the functions are shuffled together: a slow spell (a neighbour's burst on a shared host
+# lasts tens of ms, as long as a whole 50 ms sample) then slows every function of the round about
+# alike, and drops out of their ratio, where whole samples back to back left it in one of them.
+# At 5 ms, the timer's two reads per chunk cost well under 0.01% of it.
+CHUNK_S = 0.005
+
+
+def _chunks(iters: int, min_sample_s: float) -> list[int]:
+    """A sample's `iters` calls as chunks of about CHUNK_S (iters was sized to take min_sample_s):
+    call counts that add up to iters, at most one chunk per call."""
+    n = max(1, min(iters, round(min_sample_s / CHUNK_S)))
+    base, extra = divmod(iters, n)
+    return [base + (i < extra) for i in range(n)]
+
+
 def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 30, min_sample_s: float = 0.05,
                         warmup: int = 1, noise_threshold: float = DEFAULT_NOISE_THRESHOLD,
                         around: dict[str, Callable[[], AbstractContextManager]] | None = None,
@@ -204,12 +223,14 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
 
     On a shared machine the load drifts during a run; measuring A's samples and then B's puts
     the drift into the ratio. Interleaving spreads it over both, and sample i of every function
-    comes from the same round, so per-round ratios (verdicts.paired) are paired. The order within
-    each round is shuffled (random.Random(seed)): a fixed A B order would put a first-in-round
-    effect (a cache the previous function left warm or cold) into every ratio.
+    comes from the same round, so per-round ratios (verdicts.paired) are paired. Within a round,
+    each function's sample is cut into chunks of about CHUNK_S and all the chunks are shuffled
+    together (random.Random(seed)): a fixed A B order would put a first-in-round effect (a cache
+    the previous function left warm or cold) into every ratio, and whole samples back to back
+    would leave a slow spell in one of them.
     Each function gets its own warm-up and calibration, as in measure(); gc is off throughout
     and restored after. around[name]() is a context entered outside the timer for each of that
-    function's samples (e.g. a BLAS thread limit), so one run can compare thread counts.
+    function's chunks (e.g. a BLAS thread limit), so one run can compare thread counts.
 
     Adaptive: after `samples` rounds, more(stats) (verdicts.Looks) says how many rounds in all the
     next look needs; rounds are taken while the budget pays for them (adaptive_rounds), and
@@ -229,12 +250,17 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], *, samples: int = 
                     fn()
                 iters[name] = _calibrate(fn, min_sample_s)
 
+        chunks = {name: _chunks(iters[name], min_sample_s) for name in fns}
+
         def one_round() -> None:
-            names = list(fns)
-            order.shuffle(names)
-            for name in names:
+            schedule = [(name, calls) for name in fns for calls in chunks[name]]
+            order.shuffle(schedule)
+            elapsed = dict.fromkeys(fns, 0)
+            for name, calls in schedule:
                 with enter(name):
-                    per_call[name].append(_time_calls(fns[name], iters[name]) / iters[name] / 1e9)
+                    elapsed[name] += _time_calls(fns[name], calls)
+            for name in fns:
+                per_call[name].append(elapsed[name] / iters[name] / 1e9)
 
         def stats() -> dict[str, Stats]:
             return {name: summarize(per_call[name], iters_per_sample=iters[name], noise_threshold=noise_threshold)
