@@ -75,6 +75,23 @@ struct Split {
     std::vector<std::pair<int64_t, int32_t>> leave;   // (node, exit index), in walk order
 };
 
+// The split of a counted or map top frame (token_split's frame split over StackMachine.frame_table
+// and exits, as the Python engine's _build_mask uses it for such frames), walked once per
+// (automaton, state): `tokens`, those whose bytes all walk inside the frame, each with the items it
+// begins after the frame's current one (a counted automaton's next item starts where an item
+// ends: frame_table's merged rows), sorted by items, so that a frame `left` items from its max
+// allows a prefix of them (token_split.counted_tokens); `kids`, the trie nodes read by a byte that
+// may follow a push or a pop at the state their parent reached (StackMachine.exits): their
+// subtrees are walked through the configuration. Every other token dies inside the frame,
+// whatever lies below.
+struct FrameWalk {
+    std::vector<std::pair<int32_t, int32_t>> tokens;  // (items begun, token), sorted
+    std::vector<int64_t> kids;
+    int32_t most = 0;  // the most items a token begins
+};
+constexpr size_t MAX_SLOT_FRAME_SPLITS = 1024;  // a slot's memo of (automaton, state) -> FrameWalk, and of
+                                                // (automaton, state, items left) -> its tokens' bits
+
 struct Shape {
     std::vector<int32_t> rows;   // (k, 256) codes: -1 dead, 2i plain state i, 2j + 1 exit j
     std::vector<int32_t> exits;  // the exits' local states (not part of the key: the user's own)
@@ -84,7 +101,21 @@ struct Shape {
 struct SplitCache {  // per trie, shared by its engines (threads: locked), bounded by bytes
     std::mutex lock;
     std::map<uint64_t, std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<const Split>>>> splits;
+    // counted and map frames' walks by their automaton's signature and state (Python's frame_cache
+    // by digest: a maxLength string's item automaton recurs in every schema)
+    std::map<uint64_t, std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<const FrameWalk>>>> frames;
     size_t bytes = 0;
+    void clear() {
+        splits.clear();
+        frames.clear();
+        bytes = 0;
+    }
+    size_t size() const {
+        size_t n = 0;
+        for (auto& [hash, entries] : splits) n += entries.size();
+        for (auto& [hash, entries] : frames) n += entries.size();
+        return n;
+    }
 };
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
 constexpr size_t SHAPE_STATES = 256;      // shapes up to this many plain states are shared
@@ -97,6 +128,13 @@ struct Machine {
     std::vector<int64_t> state_offset, call_offset, lo, hi;
     std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
     std::vector<uint8_t> accepting, productive, kind, unique, reads;
+    // StackMachine.exits, over global states: the row of the bytes that may be read right after a
+    // push or a pop at each state (-1: none may happen there), and whether a counted automaton's
+    // frame table is a DFA (StackMachine.frame_table: no accepting state reads a byte its start reads)
+    std::vector<int32_t> exit_row;
+    std::vector<std::array<uint64_t, 4>> exit_bytes;
+    std::vector<std::vector<uint8_t>> exit_list;  // each exit row's bytes, in order
+    std::vector<uint8_t> frame_dfa;
 
     int32_t n_states(int32_t a) const { return int32_t(state_offset[a + 1] - state_offset[a]); }
     int64_t g(int32_t a, int32_t s) const { return state_offset[a] + s; }
@@ -107,13 +145,19 @@ struct Machine {
     // closure's fast path: a plain automaton's state that can neither push nor pop
     bool plain(int32_t a, int32_t s, bool deep) const { return plain_at[deep][g(a, s)] != 0; }
     bool live_top(const Frame& f) const { return f.n != -1 || acc(f.a, f.s) || reads[g(f.a, f.s)]; }
+    bool may_act(int32_t a, int32_t q) const { return has_calls(a, q) || acc(a, q) || (numbered(a) && q == start[a]); }
+    bool exit_reads(int64_t gq, uint8_t b) const {
+        const int32_t r = exit_row[size_t(gq)];
+        return r >= 0 && (exit_bytes[size_t(r)][b >> 6] >> (b & 63) & 1);
+    }
 
     void check() const;
+    void derive();  // reads, plain_at, exit_row/exit_bytes, frame_dfa: from the checked tables
 };
 
 struct Trie {
     int64_t n_nodes = 0, n_roots = 0;
-    int32_t vocab_size = 0, eos = -1;
+    int32_t vocab_size = 0, eos = -1, depth = 0;  // depth: bytes of the longest token
     std::vector<int64_t> child_start, tok_offset, parent;  // parent: -1 for a root (check() fills it)
     std::vector<int32_t> child_count, tokens;
     std::vector<uint8_t> byte;
@@ -152,6 +196,60 @@ void Machine::check() const {
     }
 }
 
+void Machine::derive() {
+    reads.assign(size_t(S), 0);
+    for (int64_t i = 0; i < S * 256; ++i)
+        if (trans[size_t(i)] >= 0) reads[size_t(i / 256)] = 1;
+    for (int deep = 0; deep < 2; ++deep) {
+        plain_at[deep].assign(size_t(S), 0);
+        for (int32_t a = 0; a < A; ++a)
+            for (int32_t s = 0; s < n_states(a); ++s)
+                plain_at[deep][size_t(g(a, s))] = kind[a] == PLAIN && !has_calls(a, s) && !(deep && acc(a, s));
+    }
+    using Bytes = std::array<uint64_t, 4>;
+    const Bytes all{~0ull, ~0ull, ~0ull, ~0ull};
+    auto row_bytes = [&](int32_t a, int32_t q) {
+        Bytes out{0, 0, 0, 0};
+        for (int b = 0; b < 256; ++b)
+            if (target(a, q, uint8_t(b)) >= 0) out[size_t(b >> 6)] |= 1ull << (b & 63);
+        return out;
+    };
+    auto merge = [](Bytes& x, const Bytes& y) {
+        for (size_t i = 0; i < 4; ++i) x[i] |= y[i];
+    };
+    std::vector<Bytes> first(static_cast<size_t>(A)), follow(static_cast<size_t>(A), Bytes{0, 0, 0, 0});  // StackMachine._first, _follow
+    for (int32_t a = 0; a < A; ++a) first[size_t(a)] = may_act(a, start[a]) ? all : row_bytes(a, start[a]);
+    for (int32_t c = 0; c < A; ++c)
+        for (int32_t q = 0; q < n_states(c); ++q)
+            for (int64_t i = call_offset[size_t(g(c, q))]; i < call_offset[size_t(g(c, q)) + 1]; ++i)
+                merge(follow[size_t(callee[size_t(i)])], may_act(c, ret[size_t(i)]) ? all : row_bytes(c, ret[size_t(i)]));
+    exit_row.assign(size_t(S), -1);
+    exit_bytes.clear();
+    exit_list.clear();
+    frame_dfa.assign(size_t(A), 1);
+    for (int32_t a = 0; a < A; ++a) {
+        for (int32_t q = 0; q < n_states(a); ++q) {
+            if (!may_act(a, q)) continue;
+            Bytes b{0, 0, 0, 0};
+            if (kind[a] == MAP || (kind[a] == COUNTED && q == start[a])) {
+                b = all;
+            } else {
+                for (int64_t i = call_offset[size_t(g(a, q))]; i < call_offset[size_t(g(a, q)) + 1]; ++i)
+                    merge(b, first[size_t(callee[size_t(i)])]);
+                if (acc(a, q)) merge(b, follow[size_t(a)]);
+            }
+            exit_row[size_t(g(a, q))] = int32_t(exit_bytes.size());
+            exit_bytes.push_back(b);
+            exit_list.emplace_back();
+            for (int x = 0; x < 256; ++x)
+                if (b[size_t(x >> 6)] >> (x & 63) & 1) exit_list.back().push_back(uint8_t(x));
+            if (kind[a] == COUNTED && acc(a, q))
+                for (int x = 0; x < 256; ++x)
+                    if (target(a, q, uint8_t(x)) >= 0 && target(a, start[a], uint8_t(x)) >= 0) frame_dfa[size_t(a)] = 0;
+        }
+    }
+}
+
 void Trie::check() {
     require(vocab_size >= 0 && eos >= -1 && eos < std::max(vocab_size, 1), "trie: vocab_size/eos out of range");
     require(child_start.size() == size_t(n_nodes) && child_count.size() == size_t(n_nodes) &&
@@ -170,12 +268,15 @@ void Trie::check() {
     std::vector<int32_t> depth(size_t(n_nodes), -1);
     parent.assign(size_t(n_nodes), -1);
     for (int64_t v = 0; v < n_roots; ++v) depth[v] = 0;
+    this->depth = n_roots ? 1 : 0;
     for (int64_t v = 0; v < n_nodes; ++v) {
         require(depth[v] >= 0, "trie: a node that is no root and no node's child, or a child before its parent");
         for (int64_t c = child_start[v]; c < child_start[v] + child_count[v]; ++c) {
             require(depth[c] == -1, "trie: a node with two parents");
+            require(c == child_start[v] || byte[c] > byte[c - 1], "trie: a node's children not sorted by byte, one per byte");
             depth[c] = depth[v] + 1;
             parent[c] = v;
+            this->depth = std::max(this->depth, depth[c] + 1);
             require(depth[c] <= MAX_TRIE_DEPTH, "trie: deeper than MAX_TRIE_DEPTH bytes");
         }
     }
@@ -204,6 +305,8 @@ struct Slot {  // a table, the walk's node marks, and the lock of its one user a
     Table table;
     std::vector<uint8_t> marks;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>> splits;
+    std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>> frames;
+    std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>> frame_bits;
 };
 
 struct Engine {
@@ -224,10 +327,9 @@ struct Engine {
 
 class Walker {
   public:
-    Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks,
-           std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& splits,
-           uint32_t* words)
-        : m(e.m), t(e.t), tab(table), out(words), memo(splits), mark(marks) {
+    Walker(const Engine& e, Slot& slot, uint32_t* words)
+        : m(e.m), t(e.t), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
+          frame_bits(slot.frame_bits), mark(slot.marks) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
@@ -235,6 +337,8 @@ class Walker {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
         if (memo.size() > MAX_SLOT_SPLITS) memo.clear();
+        if (frames.size() > MAX_SLOT_FRAME_SPLITS) frames.clear();
+        if (frame_bits.size() > MAX_SLOT_FRAME_SPLITS) frame_bits.clear();
         const int32_t id = intern(std::move(config));
         const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
@@ -256,23 +360,34 @@ class Walker {
         // several stacks (or a top that may push or pop): each top's split, then the trie
         // paths that leave one walked through the whole configuration
         std::vector<int64_t> marked;
+        auto keep = [&](int64_t v) {
+            if (mark[v] == 2) return;
+            mark[v] = 2;  // below it: every node
+            marked.push_back(v);
+            for (int64_t u = t.parent[v]; u >= 0 && mark[u] == 0; u = t.parent[u]) {
+                mark[u] = 1;  // on a path to one
+                marked.push_back(u);
+            }
+        };
         for (auto& st : cl) {
             const Frame top = st.back();
-            if (m.numbered(top.a)) {  // (a count or a map decides at once: the whole walk)
-                walk(id, 0, t.n_roots);
-                return;
+            if (m.numbered(top.a)) {
+                if (m.kind[top.a] == COUNTED && !m.frame_dfa[top.a]) {  // (as the Python engine: the whole walk)
+                    for (int64_t v : marked) mark[v] = 0;
+                    walk(id, 0, t.n_roots);
+                    return;
+                }
+                const FrameWalk& split = frame_walk_of(top.a, top.s);
+                const std::vector<uint32_t>& inside = frame_inside(top, split);
+                for (size_t w = 0; w < inside.size(); ++w) out[w] |= inside[w];
+                for (int64_t v : split.kids) keep(v);
+                continue;
             }
             const auto& split = split_of(top.a, top.s, st.size() > 1).first;
             for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
             for (auto [v, j] : split->leave) {
                 (void)j;
-                if (mark[v] == 2) continue;
-                mark[v] = 2;  // below it: every node
-                marked.push_back(v);
-                for (int64_t u = t.parent[v]; u >= 0 && mark[u] == 0; u = t.parent[u]) {
-                    mark[u] = 1;  // on a path to one
-                    marked.push_back(u);
-                }
+                keep(v);
             }
         }
         if (!marked.empty()) walk_marked(id, 0, t.n_roots);
@@ -285,6 +400,8 @@ class Walker {
     Table& tab;
     uint32_t* out;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& memo;
+    std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>>& frames;
+    std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>>& frame_bits;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
 
     // The split of (automaton a, state q, deep) and its exits' local states: the slot's memo, else
@@ -311,15 +428,111 @@ class Walker {
             if (shared) {
                 std::lock_guard<std::mutex> guard(t.cache.lock);
                 const size_t bytes = made->inside.size() * 4 + made->leave.size() * 16 + shape.rows.size() * 4;
-                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) {
-                    t.cache.splits.clear();
-                    t.cache.bytes = 0;
-                }
+                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) t.cache.clear();
                 t.cache.bytes += bytes;
                 t.cache.splits[shape.hash].emplace_back(shape.rows, split);
             }
         }
         return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+    }
+
+    // The FrameWalk of a counted or map frame's (automaton, state): the slot's memo, else the
+    // trie's cache by the automaton's signature (up to SHAPE_STATES states), else walked now.
+    const FrameWalk& frame_walk_of(int32_t a, int32_t q) {
+        auto it = frames.find({a, q});
+        if (it != frames.end()) return *it->second;
+        std::vector<int32_t> sig;
+        uint64_t hash = 0;
+        const bool shared = size_t(m.n_states(a)) <= SHAPE_STATES;
+        std::shared_ptr<const FrameWalk> got;
+        if (shared) {
+            sig = {m.n_states(a), m.start[a], m.kind[a], q};
+            for (int32_t x = 0; x < m.n_states(a); ++x) {
+                const int64_t gx = m.g(a, x);
+                sig.insert(sig.end(), &m.trans[size_t(gx) * 256], &m.trans[size_t(gx) * 256] + 256);
+                sig.push_back(m.accepting[size_t(gx)]);
+                const int32_t row = m.exit_row[size_t(gx)];
+                sig.push_back(row >= 0);
+                if (row >= 0)
+                    for (uint64_t w : m.exit_bytes[size_t(row)]) {
+                        sig.push_back(int32_t(uint32_t(w)));
+                        sig.push_back(int32_t(uint32_t(w >> 32)));
+                    }
+            }
+            hash = 1469598103934665603ull;  // FNV-1a
+            for (int32_t x : sig) hash = (hash ^ uint32_t(x)) * 1099511628211ull;
+            std::lock_guard<std::mutex> guard(t.cache.lock);
+            auto hit = t.cache.frames.find(hash);
+            if (hit != t.cache.frames.end())
+                for (auto& [key, walk] : hit->second)
+                    if (key == sig) got = walk;
+        }
+        if (!got) {
+            auto made = std::make_shared<FrameWalk>();
+            frame_walk(*made, a, q, 0, 0, t.n_roots);
+            std::stable_sort(made->tokens.begin(), made->tokens.end(),
+                             [](auto& x, auto& y) { return x.first < y.first; });
+            got = made;
+            if (shared) {
+                std::lock_guard<std::mutex> guard(t.cache.lock);
+                const size_t bytes = made->tokens.size() * 8 + made->kids.size() * 8 + sig.size() * 4;
+                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) t.cache.clear();
+                t.cache.bytes += bytes;
+                t.cache.frames[hash].emplace_back(std::move(sig), got);
+            }
+        }
+        return *frames.emplace(std::make_pair(a, q), std::move(got)).first->second;
+    }
+
+    // The bits of the tokens a top frame allows inside it: those of its FrameWalk that begin at most
+    // the items its count leaves (a counted frame's hi - 1 - count; any for a map or no max).
+    const std::vector<uint32_t>& frame_inside(const Frame& top, const FrameWalk& split) {
+        int64_t left = split.most;
+        if (m.kind[top.a] == COUNTED && m.hi[top.a] != -1)
+            left = std::min<int64_t>(left, std::max<int64_t>(m.hi[top.a] - 1 - top.n, 0));
+        auto key = std::make_tuple(top.a, top.s, int32_t(left));
+        auto it = frame_bits.find(key);
+        if (it != frame_bits.end()) return it->second;
+        std::vector<uint32_t> bits(size_t((t.vocab_size + 31) / 32), 0);
+        for (auto [items, tok] : split.tokens) {
+            if (items > left) break;
+            bits[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31);
+        }
+        return frame_bits.emplace(key, std::move(bits)).first->second;
+    }
+
+    // The trie's nodes [c0, c0 + n) read from state q of a counted or map frame with `begun` items
+    // begun after the frame's current one (at an item's end, a byte its start reads begins the next).
+    void frame_walk(FrameWalk& split, int32_t a, int32_t q, int32_t begun, int64_t c0, int64_t n) const {
+        const bool restart = m.kind[a] == COUNTED && m.acc(a, q);
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const uint8_t b = t.byte[v];
+            int32_t to = m.target(a, q, b), items = begun;
+            if (to < 0 && restart) {
+                to = m.target(a, m.start[a], b);
+                ++items;
+            }
+            if (to < 0) continue;
+            split.most = std::max(split.most, items);
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) split.tokens.emplace_back(items, t.tokens[k]);
+            if (!t.child_count[v]) continue;
+            const int64_t gq = m.g(a, to);
+            const int32_t row = m.exit_row[size_t(gq)];
+            if (row >= 0) {
+                const int64_t lo = t.child_start[v], hi = lo + t.child_count[v];
+                const auto& few = m.exit_list[size_t(row)];
+                if (few.size() * 8 < size_t(hi - lo)) {  // (children are sorted by byte: find each exit byte)
+                    for (uint8_t x : few) {
+                        const uint8_t* at = std::lower_bound(&t.byte[size_t(lo)], &t.byte[size_t(hi)], x);
+                        if (at != &t.byte[size_t(hi)] && *at == x) split.kids.push_back(lo + (at - &t.byte[size_t(lo)]));
+                    }
+                } else {
+                    for (int64_t c = lo; c < hi; ++c)
+                        if (m.exit_reads(gq, t.byte[c])) split.kids.push_back(c);
+                }
+            }
+            frame_walk(split, a, to, items, t.child_start[v], t.child_count[v]);
+        }
     }
 
     // The plain states reachable from q (q first, whatever it is), breadth first, as codes.
@@ -653,13 +866,8 @@ PyObject* split_cache(PyObject*, PyObject* args) {
     if (!shared) return nullptr;
     SplitCache& cache = (*shared)->cache;
     std::lock_guard<std::mutex> guard(cache.lock);
-    size_t n = 0;
-    for (auto& [hash, entries] : cache.splits) n += entries.size();
-    PyObject* out = Py_BuildValue("(nn)", Py_ssize_t(n), Py_ssize_t(cache.bytes));
-    if (clear) {
-        cache.splits.clear();
-        cache.bytes = 0;
-    }
+    PyObject* out = Py_BuildValue("(nn)", Py_ssize_t(cache.size()), Py_ssize_t(cache.bytes));
+    if (clear) cache.clear();
     return out;
 }
 
@@ -693,15 +901,7 @@ PyObject* build(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, exc.what());
         return nullptr;
     }
-    m.reads.assign(size_t(m.S), 0);
-    for (int64_t i = 0; i < m.S * 256; ++i)
-        if (m.trans[i] >= 0) m.reads[i / 256] = 1;
-    for (int deep = 0; deep < 2; ++deep) {
-        m.plain_at[deep].assign(size_t(m.S), 0);
-        for (int32_t a = 0; a < m.A; ++a)
-            for (int32_t s = 0; s < m.n_states(a); ++s)
-                m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
-    }
+    m.derive();
     PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
     if (capsule) e.release();
     return capsule;
@@ -805,7 +1005,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::memset(words, 0, size_t(words_of(e)) * 4);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot.table, slot.marks, slot.splits, words).mask(std::move(config));
+        Walker(*e, slot, words).mask(std::move(config));
         allowed = count_bits(words, size_t(words_of(e)), COUNT_CAP);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -862,7 +1062,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
             try {  // (rows are distinct per configuration: no two threads write one)
                 uint32_t* w = base + rows[i] * words;
                 std::memset(w, 0, size_t(words) * 4);
-                Walker(*e, slot.table, slot.marks, slot.splits, w).mask(std::move(all[i]));
+                Walker(*e, slot, w).mask(std::move(all[i]));
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
             }
