@@ -24,15 +24,17 @@ from oracles import FIXTURES, MAX_REFUSED, SCHEMAS, STRINGS, TREE, recursive_sch
 
 built = pytest.mark.skipif(not native.built(), reason="the native extension is not built (no C++ compiler)")
 
-def pair(machine, vocab):
-    return (StackGrammar(machine.unbuilt(), vocab, engine="python"),
-            StackGrammar(machine.unbuilt(), vocab, engine="native"))
+def pair(machine, vocab, narrow: int = 400):
+    """(Python, native) grammars; narrow=0: no narrow walks (the Python engine splits every mask
+    by frames, the native one walks every plain split through its shared shape)."""
+    return (StackGrammar(machine.unbuilt(), vocab, engine="python", narrow_nodes=narrow),
+            StackGrammar(machine.unbuilt(), vocab, engine="native", narrow_nodes=narrow))
 
 
-def compare_walk(machine, vocab, rng: random.Random, steps: int = 30) -> int:
+def compare_walk(machine, vocab, rng: random.Random, steps: int = 30, narrow: int = 400) -> int:
     """Random token walk (allowed tokens, and now and then any token); both engines' masks
     compared at every filled step. Returns the steps compared."""
-    py, nat = pair(machine, vocab)
+    py, nat = pair(machine, vocab, narrow)
     sp, sn, n = py.initial_state(), nat.initial_state(), 0
     for _ in range(steps):
         ids, got = py.allowed_ids(sp), nat.allowed_ids(sn)
@@ -54,6 +56,15 @@ def test_native_masks_equal_python_on_fixtures(schema):
     machine = compile_machine(schema)[1]
     for seed in range(3):
         assert compare_walk(machine, small_vocab(seed), random.Random(seed)) >= 1
+
+
+@built
+@pytest.mark.parametrize("schema", FIXTURES, ids=range(len(FIXTURES)))
+def test_native_split_paths_equal_python_without_narrow_walks(schema):
+    """Every mask through the frame splits on both sides: the native plain splits by their shared
+    shapes, counted and map tops by their frame walks (a small vocabulary's walks are all narrow)."""
+    machine = compile_machine(schema)[1]
+    assert compare_walk(machine, small_vocab(1), random.Random(7), steps=20, narrow=0) >= 1
 
 
 @built
@@ -273,7 +284,7 @@ def test_engines_are_freed_with_their_grammars_and_splits_with_the_owner():
     before = native._module().engines()
     vocab = small_vocab(2)
     for schema in FIXTURES[:4]:
-        g = StackGrammar(compile_machine(schema)[1], vocab, engine="native")
+        g = StackGrammar(compile_machine(schema)[1], vocab, engine="native", narrow_nodes=0)  # (shared shapes)
         g.allowed_ids(g.initial_state())
         assert native._module().engines() == before + 1
         del g

@@ -311,6 +311,7 @@ struct Slot {  // a table, the walk's node marks, and the lock of its one user a
 
 struct Engine {
     Machine m;
+    int64_t narrow_nodes = 0;  // a plain split looking at fewer trie nodes is walked directly, with no shape
     std::shared_ptr<const Trie> trie;
     const Trie& t;
     explicit Engine(std::shared_ptr<const Trie> shared) : trie(std::move(shared)), t(*trie) { ++alive; }
@@ -328,7 +329,7 @@ struct Engine {
 class Walker {
   public:
     Walker(const Engine& e, Slot& slot, uint32_t* words)
-        : m(e.m), t(e.t), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
+        : m(e.m), t(e.t), narrow_nodes(e.narrow_nodes), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
           frame_bits(slot.frame_bits), mark(slot.marks) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
@@ -397,6 +398,7 @@ class Walker {
   private:
     const Machine& m;
     const Trie& t;
+    const int64_t narrow_nodes;
     Table& tab;
     uint32_t* out;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& memo;
@@ -410,6 +412,15 @@ class Walker {
         auto key = std::make_tuple(a, q, deep);
         auto it = memo.find(key);
         if (it != memo.end()) return it->second;
+        {  // a narrow state (structure, a key's name): walked directly, where its shape would cost more
+            auto made = std::make_shared<Split>();
+            std::vector<int32_t> exits, exit_of;
+            int64_t budget = narrow_nodes;
+            made->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
+            if (budget > 0 && narrow_walk(*made, exits, exit_of, a, q, deep, 0, t.n_roots, budget))
+                return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
+                    .first->second;
+        }
         Shape shape = shape_of(a, q, deep);
         std::shared_ptr<const Split> split;
         const bool shared = shape.rows.size() <= SHAPE_STATES * 256;
@@ -533,6 +544,32 @@ class Walker {
             }
             frame_walk(split, a, to, items, t.child_start[v], t.child_count[v]);
         }
+    }
+
+    // split_walk through automaton a's own rows from state q (exits numbered as met), while it looks
+    // at fewer than `budget` trie nodes: false past that (the walk is wide: its shape is shared).
+    bool narrow_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t q,
+                     bool deep, int64_t c0, int64_t n, int64_t& budget) const {
+        if ((budget -= n) < 0) return false;
+        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const int32_t x = row[t.byte[v]];
+            if (x < 0) continue;
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+            if (!t.child_count[v]) continue;
+            if (m.plain(a, x, deep)) {
+                if (!narrow_walk(split, exits, exit_of, a, x, deep, t.child_start[v], t.child_count[v], budget)) return false;
+                continue;
+            }
+            if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
+            if (exit_of[size_t(x)] < 0) {
+                exit_of[size_t(x)] = int32_t(exits.size());
+                exits.push_back(x);
+            }
+            split.leave.emplace_back(v, exit_of[size_t(x)]);
+        }
+        return true;
     }
 
     // The plain states reachable from q (q first, whatever it is), breadth first, as codes.
@@ -871,10 +908,11 @@ PyObject* split_cache(PyObject*, PyObject* args) {
     return out;
 }
 
-// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie) -> engine
+// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie, narrow_nodes=0) -> engine
 PyObject* build(PyObject*, PyObject* args) {
     PyObject *mt, *trie_capsule;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &mt, &trie_capsule)) return nullptr;
+    long long narrow_nodes = 0;
+    if (!PyArg_ParseTuple(args, "O!O|L", &PyTuple_Type, &mt, &trie_capsule, &narrow_nodes)) return nullptr;
     auto* shared = static_cast<std::shared_ptr<const Trie>*>(PyCapsule_GetPointer(trie_capsule, "inferlab.native.Trie"));
     if (!shared) return nullptr;
     if (PyTuple_GET_SIZE(mt) != 14) {
@@ -883,6 +921,7 @@ PyObject* build(PyObject*, PyObject* args) {
     }
     auto e = std::make_unique<Engine>(*shared);
     Machine& m = e->m;
+    e->narrow_nodes = narrow_nodes;
     auto item = [&](int i) { return PyTuple_GET_ITEM(mt, i); };
     if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_array(item(1), m.trans, false, "trans") ||
         !read_array(item(2), m.accepting, true, "accepting") || !read_array(item(3), m.start, false, "start") ||
@@ -1085,7 +1124,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
 
 PyMethodDef methods[] = {
     {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
-    {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
+    {"build", build, METH_VARARGS, "build(machine arrays, trie, narrow_nodes=0) -> engine"},
     {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
     {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
     {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed (up to 1,024): a configuration's mask"},

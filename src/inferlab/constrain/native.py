@@ -143,18 +143,37 @@ CACHES.register("native_splits", "masks", lambda: _split_caches(True), lambda: _
                 "SPLIT_CACHE_BYTES (64 MB) per vocabulary, in _native.cpp")
 
 
-class NativeMasks:
-    """A machine's tables and a vocabulary's trie in the native engine (built on first use)."""
+def row_tokens(row: np.ndarray) -> list[int]:
+    """The token ids set in a (words,) 32-bit row, ascending (a row of few tokens: its nonzero words
+    read bit by bit, where unpacking the whole row would cost more)."""
+    words = row.view(np.uint32)
+    out = []
+    for w in np.flatnonzero(words).tolist():
+        x = int(words[w])
+        while x:
+            low = x & -x
+            out.append(32 * w + low.bit_length() - 1)
+            x ^= low
+    return out
 
-    def __init__(self, machine, vocab):
-        self.machine, self.vocab = machine, vocab
+
+NARROW_SPLIT_NODES = 4096  # a frame split that looks at fewer trie nodes is walked directly (no shape)
+
+
+class NativeMasks:
+    """A machine's tables and a vocabulary's trie in the native engine (built on first use).
+    narrow: walk narrow frame splits directly (StackGrammar's narrow_nodes > 0; else every plain
+    split goes through its shape, as the Python engine's every mask through its frame splits)."""
+
+    def __init__(self, machine, vocab, narrow: bool = True):
+        self.machine, self.vocab, self.narrow = machine, vocab, narrow
         self.words = (vocab.vocab_size + 31) // 32
         self._engine = None
 
     def engine(self):
         if self._engine is None:
             tables = tuple(compiled_machine(self.machine).arrays().values())
-            self._engine = _module().build(tables, native_trie(self.vocab))
+            self._engine = _module().build(tables, native_trie(self.vocab), NARROW_SPLIT_NODES if self.narrow else 0)
         return self._engine
 
     def row(self, cid: int) -> tuple[np.ndarray, int]:
