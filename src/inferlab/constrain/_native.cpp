@@ -89,6 +89,10 @@ struct FrameWalk {
     std::vector<int64_t> kids;
     int32_t most = 0;  // the most items a token begins
 };
+struct FrameBits {  // a plain top's split as a configuration of several stacks uses it (kept_split_of)
+    std::vector<uint32_t> inside;  // (words,)
+    std::vector<int64_t> kids;
+};
 constexpr size_t MAX_SLOT_FRAME_SPLITS = 1024;  // a slot's memo of (automaton, state) -> FrameWalk, and of
                                                 // (automaton, state, items left) -> its tokens' bits
 
@@ -118,7 +122,9 @@ struct SplitCache {  // per trie, shared by its engines (threads: locked), bound
     }
 };
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
-constexpr size_t SHAPE_STATES = 256;      // shapes up to this many plain states are shared
+constexpr size_t SHAPE_STATES = 256;
+constexpr size_t REGION_STATES = 64;      // token_split.REGION_STATES
+constexpr int QUOTE = 0x22;      // shapes up to this many plain states are shared
 constexpr size_t MAX_SLOT_SPLITS = 1024;  // a slot's memo of (automaton, state, deep) -> split and exits
 
 struct Machine {
@@ -164,6 +170,12 @@ struct Trie {
     mutable SplitCache cache;
     void check();
 };
+
+uint64_t fnv(const std::vector<int32_t>& codes) {  // FNV-1a
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : codes) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    return h;
+}
 
 void require(bool ok, const char* what) {  // (a literal: no string built on the checks' paths)
     if (!ok) throw Bad(what);
@@ -307,6 +319,7 @@ struct Slot {  // a table, the walk's node marks, and the lock of its one user a
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>> splits;
     std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>> frames;
     std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>> frame_bits;
+    std::map<std::tuple<int32_t, int32_t, bool>, FrameBits> kept;
 };
 
 struct Engine {
@@ -330,7 +343,7 @@ class Walker {
   public:
     Walker(const Engine& e, Slot& slot, uint32_t* words)
         : m(e.m), t(e.t), narrow_nodes(e.narrow_nodes), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
-          frame_bits(slot.frame_bits), mark(slot.marks) {
+          frame_bits(slot.frame_bits), kept(slot.kept), mark(slot.marks) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
@@ -340,6 +353,7 @@ class Walker {
         if (memo.size() > MAX_SLOT_SPLITS) memo.clear();
         if (frames.size() > MAX_SLOT_FRAME_SPLITS) frames.clear();
         if (frame_bits.size() > MAX_SLOT_FRAME_SPLITS) frame_bits.clear();
+        if (kept.size() > MAX_SLOT_FRAME_SPLITS) kept.clear();
         const int32_t id = intern(std::move(config));
         const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
@@ -384,12 +398,9 @@ class Walker {
                 for (int64_t v : split.kids) keep(v);
                 continue;
             }
-            const auto& split = split_of(top.a, top.s, st.size() > 1).first;
-            for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
-            for (auto [v, j] : split->leave) {
-                (void)j;
-                keep(v);
-            }
+            const FrameBits& split = kept_split_of(top.a, top.s, st.size() > 1);
+            for (size_t w = 0; w < split.inside.size(); ++w) out[w] |= split.inside[w];
+            for (int64_t v : split.kids) keep(v);
         }
         if (!marked.empty()) walk_marked(id, 0, t.n_roots);
         for (int64_t v : marked) mark[v] = 0;
@@ -404,6 +415,7 @@ class Walker {
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& memo;
     std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>>& frames;
     std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>>& frame_bits;
+    std::map<std::tuple<int32_t, int32_t, bool>, FrameBits>& kept;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
 
     // The split of (automaton a, state q, deep) and its exits' local states: the slot's memo, else
@@ -421,9 +433,29 @@ class Walker {
                 return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
                     .first->second;
         }
+        std::vector<int32_t> region = region_of(a, q, deep);
+        if (!region.empty()) {  // the walk inside the region shared, the tokens leaving it walked on
+            Shape shape = region_shape(a, region, deep);
+            auto shared = cached_split(shape, [&](Split& made) { region_walk(made, shape.rows, 0, 0, t.n_roots); });
+            auto made = std::make_shared<Split>();
+            made->inside = shared->inside;
+            std::vector<int32_t> exits, exit_of;
+            int64_t budget = INT64_MAX;
+            for (auto [v, i] : shared->leave)
+                visit(*made, exits, exit_of, a, m.target(a, region[size_t(i)], t.byte[v]), deep, v, budget);
+            return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
+                .first->second;
+        }
         Shape shape = shape_of(a, q, deep);
+        auto split = cached_split(shape, [&](Split& made) { split_walk(made, shape.rows, 0, 0, t.n_roots); });
+        return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+    }
+
+    // The split of a shape: the trie's cache's (shapes up to SHAPE_STATES states), else walk(split) now.
+    template <typename Walk>
+    std::shared_ptr<const Split> cached_split(const Shape& shape, Walk walk) {
         std::shared_ptr<const Split> split;
-        const bool shared = shape.rows.size() <= SHAPE_STATES * 256;
+        const bool shared = shape.rows.size() <= SHAPE_STATES * 256 + 1;
         if (shared) {
             std::lock_guard<std::mutex> guard(t.cache.lock);
             auto hit = t.cache.splits.find(shape.hash);
@@ -434,7 +466,7 @@ class Walker {
         if (!split) {
             auto made = std::make_shared<Split>();
             made->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
-            split_walk(*made, shape.rows, 0, 0, t.n_roots);
+            walk(*made);
             split = made;
             if (shared) {
                 std::lock_guard<std::mutex> guard(t.cache.lock);
@@ -444,7 +476,58 @@ class Walker {
                 t.cache.splits[shape.hash].emplace_back(shape.rows, split);
             }
         }
-        return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+        return split;
+    }
+
+    // A region (token_split.region): the plain states reached from q by bytes other than a quote,
+    // breadth first by byte (q first), or none where they reach REGION_STATES. Inside a string, its
+    // content loop: thousands of states of a schema, and of every schema, share its walk.
+    std::vector<int32_t> region_of(int32_t a, int32_t q, bool deep) const {
+        std::vector<int32_t> order{q}, index(size_t(m.n_states(a)), -1);
+        index[size_t(q)] = 0;
+        for (size_t i = 0; i < order.size(); ++i) {
+            for (int b = 0; b < 256; ++b) {
+                const int32_t x = m.target(a, order[i], uint8_t(b));
+                if (b == QUOTE || x < 0 || !m.plain(a, x, deep) || index[size_t(x)] >= 0) continue;
+                if (order.size() == REGION_STATES) return {};
+                index[size_t(x)] = int32_t(order.size());
+                order.push_back(x);
+            }
+        }
+        return order;
+    }
+
+    // A region's shape: per region state, per byte, -1 dead, 2i region state i, 1 leaving the
+    // region (a quote, or a state outside it); then a -3 (no shape_of rows end so).
+    Shape region_shape(int32_t a, const std::vector<int32_t>& region, bool deep) const {
+        Shape shape;
+        std::vector<int32_t> index(size_t(m.n_states(a)), -1);
+        for (size_t i = 0; i < region.size(); ++i) index[size_t(region[i])] = int32_t(i);
+        for (int32_t q : region) {
+            for (int b = 0; b < 256; ++b) {
+                const int32_t x = m.target(a, q, uint8_t(b));
+                shape.rows.push_back(x < 0 ? -1 : b != QUOTE && m.plain(a, x, deep) && index[size_t(x)] >= 0 ? 2 * index[size_t(x)] : 1);
+            }
+        }
+        shape.rows.push_back(-3);
+        shape.hash = fnv(shape.rows);
+        return shape;
+    }
+
+    // The walk inside a region from its state i: leave = (node, region state it leaves from).
+    void region_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n) const {
+        const int32_t* row = &rows[size_t(i) * 256];
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const int32_t code = row[t.byte[v]];
+            if (code < 0) continue;
+            if (code == 1) {
+                split.leave.emplace_back(v, i);
+                continue;
+            }
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+            if (t.child_count[v]) region_walk(split, rows, code / 2, t.child_start[v], t.child_count[v]);
+        }
     }
 
     // The FrameWalk of a counted or map frame's (automaton, state): the slot's memo, else the
@@ -470,8 +553,7 @@ class Walker {
                         sig.push_back(int32_t(uint32_t(w >> 32)));
                     }
             }
-            hash = 1469598103934665603ull;  // FNV-1a
-            for (int32_t x : sig) hash = (hash ^ uint32_t(x)) * 1099511628211ull;
+            hash = fnv(sig);
             std::lock_guard<std::mutex> guard(t.cache.lock);
             auto hit = t.cache.frames.find(hash);
             if (hit != t.cache.frames.end())
@@ -480,7 +562,11 @@ class Walker {
         }
         if (!got) {
             auto made = std::make_shared<FrameWalk>();
-            frame_walk(*made, a, q, 0, 0, t.n_roots);
+            auto emit = [&made](int32_t items, int32_t tok) {
+                made->most = std::max(made->most, items);
+                made->tokens.emplace_back(items, tok);
+            };
+            frame_walk(emit, made->kids, a, q, 0, 0, t.n_roots);
             std::stable_sort(made->tokens.begin(), made->tokens.end(),
                              [](auto& x, auto& y) { return x.first < y.first; });
             got = made;
@@ -512,9 +598,12 @@ class Walker {
         return frame_bits.emplace(key, std::move(bits)).first->second;
     }
 
-    // The trie's nodes [c0, c0 + n) read from state q of a counted or map frame with `begun` items
-    // begun after the frame's current one (at an item's end, a byte its start reads begins the next).
-    void frame_walk(FrameWalk& split, int32_t a, int32_t q, int32_t begun, int64_t c0, int64_t n) const {
+    // The trie's nodes [c0, c0 + n) read from state q of a frame of automaton a with `begun` items
+    // begun after the frame's current one (a counted frame: at an item's end, a byte its start
+    // reads begins the next): emit(items, token) for each token inside it, and the kids (children
+    // read by an exit byte of the state their parent reached) into `kids`.
+    template <typename Emit>
+    void frame_walk(Emit& emit, std::vector<int64_t>& kids, int32_t a, int32_t q, int32_t begun, int64_t c0, int64_t n) const {
         const bool restart = m.kind[a] == COUNTED && m.acc(a, q);
         for (int64_t v = c0; v < c0 + n; ++v) {
             const uint8_t b = t.byte[v];
@@ -524,26 +613,47 @@ class Walker {
                 ++items;
             }
             if (to < 0) continue;
-            split.most = std::max(split.most, items);
-            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) split.tokens.emplace_back(items, t.tokens[k]);
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) emit(items, t.tokens[k]);
             if (!t.child_count[v]) continue;
-            const int64_t gq = m.g(a, to);
-            const int32_t row = m.exit_row[size_t(gq)];
-            if (row >= 0) {
-                const int64_t lo = t.child_start[v], hi = lo + t.child_count[v];
-                const auto& few = m.exit_list[size_t(row)];
-                if (few.size() * 8 < size_t(hi - lo)) {  // (children are sorted by byte: find each exit byte)
-                    for (uint8_t x : few) {
-                        const uint8_t* at = std::lower_bound(&t.byte[size_t(lo)], &t.byte[size_t(hi)], x);
-                        if (at != &t.byte[size_t(hi)] && *at == x) split.kids.push_back(lo + (at - &t.byte[size_t(lo)]));
-                    }
-                } else {
-                    for (int64_t c = lo; c < hi; ++c)
-                        if (m.exit_reads(gq, t.byte[c])) split.kids.push_back(c);
-                }
-            }
-            frame_walk(split, a, to, items, t.child_start[v], t.child_count[v]);
+            exit_kids(kids, m.g(a, to), v);
+            frame_walk(emit, kids, a, to, items, t.child_start[v], t.child_count[v]);
         }
+    }
+
+    // The children of trie node v read by a byte that may follow a push or a pop at global state gq.
+    void exit_kids(std::vector<int64_t>& kids, int64_t gq, int64_t v) const {
+        const int32_t row = m.exit_row[size_t(gq)];
+        if (row < 0) return;
+        const int64_t lo = t.child_start[v], hi = lo + t.child_count[v];
+        const auto& few = m.exit_list[size_t(row)];
+        if (few.size() * 8 < size_t(hi - lo)) {  // (children are sorted by byte: find each exit byte)
+            for (uint8_t x : few) {
+                const uint8_t* at = std::lower_bound(&t.byte[size_t(lo)], &t.byte[size_t(hi)], x);
+                if (at != &t.byte[size_t(hi)] && *at == x) kids.push_back(lo + (at - &t.byte[size_t(lo)]));
+            }
+        } else {
+            for (int64_t c = lo; c < hi; ++c)
+                if (m.exit_reads(gq, t.byte[c])) kids.push_back(c);
+        }
+    }
+
+    // A plain top's split for a configuration of several stacks: split_of's, each node where it
+    // leaves (a state that may push or pop) walked on inside the automaton, so that only the
+    // children read by an exit byte are walked through the configuration (token_split's frame
+    // split), not the leaving nodes' whole subtrees.
+    const FrameBits& kept_split_of(int32_t a, int32_t q, bool deep) {
+        auto key = std::make_tuple(a, q, deep);
+        auto it = kept.find(key);
+        if (it != kept.end()) return it->second;
+        const auto& [split, exits] = split_of(a, q, deep);
+        FrameBits out;
+        out.inside = split->inside;
+        auto emit = [&out](int32_t, int32_t tok) { out.inside[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31); };
+        for (auto [v, j] : split->leave) {
+            exit_kids(out.kids, m.g(a, exits[size_t(j)]), v);
+            frame_walk(emit, out.kids, a, exits[size_t(j)], 0, t.child_start[v], t.child_count[v]);
+        }
+        return kept.emplace(key, std::move(out)).first->second;
     }
 
     // split_walk through automaton a's own rows from state q (exits numbered as met), while it looks
@@ -554,21 +664,25 @@ class Walker {
         const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
         for (int64_t v = c0; v < c0 + n; ++v) {
             const int32_t x = row[t.byte[v]];
-            if (x < 0) continue;
-            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
-                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
-            if (!t.child_count[v]) continue;
-            if (m.plain(a, x, deep)) {
-                if (!narrow_walk(split, exits, exit_of, a, x, deep, t.child_start[v], t.child_count[v], budget)) return false;
-                continue;
-            }
-            if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
-            if (exit_of[size_t(x)] < 0) {
-                exit_of[size_t(x)] = int32_t(exits.size());
-                exits.push_back(x);
-            }
-            split.leave.emplace_back(v, exit_of[size_t(x)]);
+            if (x >= 0 && !visit(split, exits, exit_of, a, x, deep, v, budget)) return false;
         }
+        return true;
+    }
+
+    // Trie node v, read into state x of automaton a: its tokens, then its children walked on
+    // (narrow_walk) where x is plain, else v leaves at exit x.
+    bool visit(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t x, bool deep,
+               int64_t v, int64_t& budget) const {
+        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+            split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+        if (!t.child_count[v]) return true;
+        if (m.plain(a, x, deep)) return narrow_walk(split, exits, exit_of, a, x, deep, t.child_start[v], t.child_count[v], budget);
+        if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
+        if (exit_of[size_t(x)] < 0) {
+            exit_of[size_t(x)] = int32_t(exits.size());
+            exits.push_back(x);
+        }
+        split.leave.emplace_back(v, exit_of[size_t(x)]);
         return true;
     }
 
@@ -598,9 +712,7 @@ class Walker {
                 shape.rows.push_back(code);
             }
         }
-        uint64_t h = 1469598103934665603ull;  // FNV-1a over the codes
-        for (int32_t x : shape.rows) h = (h ^ uint32_t(x)) * 1099511628211ull;
-        shape.hash = h;
+        shape.hash = fnv(shape.rows);
         return shape;
     }
 
