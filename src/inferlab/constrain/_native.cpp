@@ -124,6 +124,8 @@ struct SplitCache {  // per trie, shared by its engines (threads: locked), bound
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
 constexpr size_t SHAPE_STATES = 256;
 constexpr size_t REGION_STATES = 64;      // token_split.REGION_STATES
+constexpr int REGION_MIN_BYTES = 32;      // token_split.REGION_MIN_BYTES
+constexpr int DELTA_BYTES = 16;           // token_split.DELTA_BYTES
 constexpr int QUOTE = 0x22;      // shapes up to this many plain states are shared
 constexpr size_t MAX_SLOT_SPLITS = 1024;  // a slot's memo of (automaton, state, deep) -> split and exits
 
@@ -315,7 +317,7 @@ constexpr size_t MAX_TABLE_CONFIGS = 1u << 12;  // (1 KB of steps each, and a cl
 struct Slot {  // a table, the walk's node marks, and the lock of its one user at a time
     std::mutex lock;
     Table table;
-    std::vector<uint8_t> marks;
+    std::vector<uint8_t> marks, scratch;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>> splits;
     std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>> frames;
     std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>> frame_bits;
@@ -343,7 +345,7 @@ class Walker {
   public:
     Walker(const Engine& e, Slot& slot, uint32_t* words)
         : m(e.m), t(e.t), narrow_nodes(e.narrow_nodes), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
-          frame_bits(slot.frame_bits), kept(slot.kept), mark(slot.marks) {
+          frame_bits(slot.frame_bits), kept(slot.kept), mark(slot.marks), scratch(slot.scratch) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
@@ -417,6 +419,7 @@ class Walker {
     std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>>& frame_bits;
     std::map<std::tuple<int32_t, int32_t, bool>, FrameBits>& kept;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
+    std::vector<uint8_t>& scratch;  // per trie node: delta_split's marks (0 after each)
 
     // The split of (automaton a, state q, deep) and its exits' local states: the slot's memo, else
     // the trie's cache by shape, else walked now.
@@ -432,6 +435,11 @@ class Walker {
             if (budget > 0 && narrow_walk(*made, exits, exit_of, a, q, deep, 0, t.n_roots, budget))
                 return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
                     .first->second;
+        }
+        const int32_t base = delta_base(a, q);
+        if (base >= 0) {
+            auto got = delta_split(a, q, base, deep);
+            return memo.emplace(key, std::move(got)).first->second;
         }
         std::vector<int32_t> region = region_of(a, q, deep);
         if (!region.empty()) {  // the walk inside the region shared, the tokens leaving it walked on
@@ -449,6 +457,97 @@ class Walker {
         Shape shape = shape_of(a, q, deep);
         auto split = cached_split(shape, [&](Split& made) { split_walk(made, shape.rows, 0, 0, t.n_roots); });
         return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+    }
+
+    // token_split.delta_base: the loop state whose split state q's derives from, or -1: the most
+    // frequent target of q's row (the lowest on a tie), where q's row differs from its row on at
+    // most DELTA_BYTES bytes and it is its own most frequent target (bases never chain).
+    int32_t delta_base(int32_t a, int32_t q) const {
+        auto most = [&](int32_t x, int& live) {
+            std::vector<int32_t> count(size_t(m.n_states(a)), 0);
+            live = 0;
+            for (int b = 0; b < 256; ++b) {
+                const int32_t y = m.target(a, x, uint8_t(b));
+                if (y >= 0) ++count[size_t(y)], ++live;
+            }
+            return int32_t(std::max_element(count.begin(), count.end()) - count.begin());
+        };
+        int live = 0, base_live = 0;
+        const int32_t base = most(q, live);
+        if (live < REGION_MIN_BYTES || base == q) return -1;
+        int differ = 0;
+        for (int b = 0; b < 256; ++b) differ += m.target(a, q, uint8_t(b)) != m.target(a, base, uint8_t(b));
+        if (differ > DELTA_BYTES || most(base, base_live) != base) return -1;
+        return base;
+    }
+
+    // token_split.delta_frame: q's split from its base's, walking only where q's walk differs from
+    // the base's at the same trie node (the subtrees of the differing first bytes, as deep as a
+    // declared name's prefix goes on); everywhere else the base's tokens and leaving nodes hold.
+    std::pair<std::shared_ptr<const Split>, std::vector<int32_t>> delta_split(int32_t a, int32_t q, int32_t base, bool deep) {
+        const auto got = split_of(a, base, deep);  // (a copy: split_of may add to the memo)
+        const Split& from = *got.first;
+        auto made = std::make_shared<Split>();
+        made->inside = from.inside;
+        std::vector<int32_t> exits, exit_of;
+        std::vector<int64_t> touched;  // scratch marks: 1 a node q's walk decides, 2 a subtree dead from q
+        if (scratch.size() != size_t(t.n_nodes)) scratch.assign(size_t(t.n_nodes), 0);
+        for (int64_t v = 0; v < t.n_roots; ++v) {
+            const int32_t x = m.target(a, q, t.byte[v]), y = m.target(a, base, t.byte[v]);
+            if (x != y) delta_walk(*made, exits, exit_of, touched, a, deep, v, x, y);
+        }
+        for (auto [u, j] : from.leave) {  // the base's leaving nodes where its walk still holds
+            bool holds = scratch[size_t(u)] == 0;
+            for (int64_t w = t.parent[u]; holds && w >= 0; w = t.parent[w]) holds = scratch[size_t(w)] != 2;
+            if (!holds) continue;
+            const int32_t x = got.second[size_t(j)];
+            if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
+            if (exit_of[size_t(x)] < 0) {
+                exit_of[size_t(x)] = int32_t(exits.size());
+                exits.push_back(x);
+            }
+            made->leave.emplace_back(u, exit_of[size_t(x)]);
+        }
+        for (int64_t v : touched) scratch[size_t(v)] = 0;
+        return {std::shared_ptr<const Split>(std::move(made)), std::move(exits)};
+    }
+
+    // Node v, read into state x by q's walk and y by the base's (-2: the base's walk did not get
+    // here, -1: dead), which differ: v's tokens are q's to decide, and below it what differs.
+    void delta_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, std::vector<int64_t>& touched,
+                    int32_t a, bool deep, int64_t v, int32_t x, int32_t y) {
+        const bool below = y >= 0 && m.plain(a, y, deep);  // the base walked v's children
+        touched.push_back(v);
+        scratch[size_t(v)] = 1;
+        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) {
+            const int32_t tok = t.tokens[k];
+            if (x >= 0) split.inside[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31);
+            else split.inside[size_t(tok >> 5)] &= ~(uint32_t(1) << (tok & 31));
+        }
+        if (!t.child_count[v]) return;
+        if (x < 0 || !m.plain(a, x, deep)) {  // q's walk stops here: the base's below v does not hold
+            scratch[size_t(v)] = 2;
+            if (below) clear_below(split, v);
+            if (x >= 0) {
+                int64_t budget = INT64_MAX;
+                visit(split, exits, exit_of, a, x, deep, v, budget);  // (v's leaving at exit x)
+            }
+            return;
+        }
+        for (int64_t c = t.child_start[v]; c < t.child_start[v] + t.child_count[v]; ++c) {
+            const int32_t xc = m.target(a, x, t.byte[c]), yc = below ? m.target(a, y, t.byte[c]) : -2;
+            if (xc == yc || (xc < 0 && yc == -2)) continue;  // (the walks meet, or neither has tokens below)
+            delta_walk(split, exits, exit_of, touched, a, deep, c, xc, yc);
+        }
+    }
+
+    // Clears the tokens of every node below v (the base's, where q's walk stops at v).
+    void clear_below(Split& split, int64_t v) const {
+        for (int64_t c = t.child_start[v]; c < t.child_start[v] + t.child_count[v]; ++c) {
+            for (int64_t k = t.tok_offset[c]; k < t.tok_offset[c + 1]; ++k)
+                split.inside[size_t(t.tokens[k] >> 5)] &= ~(uint32_t(1) << (t.tokens[k] & 31));
+            if (t.child_count[c]) clear_below(split, c);
+        }
     }
 
     // The split of a shape: the trie's cache's (shapes up to SHAPE_STATES states), else walk(split) now.
