@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inferlab.constrain import native
-from inferlab.constrain.schema import SchemaError
+from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.grammar import _write
-from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.stack import StackGrammar, build_machine, compile_machine
 from inferlab.constrain.tables import compiled_machine, config_arrays
 from inferlab.errors import InferlabError
 from oracles import FIXTURES, MAX_REFUSED, SCHEMAS, STRINGS, TREE, recursive_schemas, small_vocab
@@ -65,6 +65,29 @@ def test_native_split_paths_equal_python_without_narrow_walks(schema):
     shapes, counted and map tops by their frame walks (a small vocabulary's walks are all narrow)."""
     machine = compile_machine(schema)[1]
     assert compare_walk(machine, small_vocab(1), random.Random(7), steps=20, narrow=0) >= 1
+
+
+COUNTED = [  # counted frames near and far from their max, maps with bounds, each as a top frame
+    {"type": "string", "minLength": 2, "maxLength": 6},
+    {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1, "maxItems": 4},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"type": "integer"}}},
+    {"type": "object", "additionalProperties": {"type": "string", "maxLength": 4}, "maxProperties": 3},
+    {"type": "object", "propertyNames": {"pattern": "^[a-c]+$"}, "additionalProperties": {"type": "integer"},
+     "minProperties": 1, "maxProperties": 2},
+]
+
+
+@built
+@pytest.mark.parametrize("schema", COUNTED, ids=range(len(COUNTED)))
+@pytest.mark.parametrize("narrow", [400, 0])
+def test_native_counted_and_map_frames_equal_python(schema, narrow):
+    """Counted automata from two items on (count_min=2: a maxLength of 6 counts its characters),
+    so that walks meet counted tops near their max, where only the tokens beginning few enough
+    items stay inside (the native frame walk's items against token_split.counted_tokens)."""
+    machine = build_machine(compile_grammar(schema, count_min=2))
+    assert machine.numbered
+    for seed in range(2):
+        assert compare_walk(machine, small_vocab(seed), random.Random(seed), steps=25, narrow=narrow) >= 1
 
 
 @built
@@ -196,6 +219,13 @@ def test_malformed_trie_and_configurations_raise():
         mod.trie(tuple(cycle), vocab.vocab_size, vocab.eos_id)
     with pytest.raises(ValueError):
         mod.trie(trie, vocab.vocab_size, vocab.vocab_size + 5)
+    unsorted = list(trie)  # (the frame walks find a child by its byte: children sorted, one per byte)
+    unsorted[2] = trie[2].copy()
+    first = next(v for v in range(len(trie[1])) if trie[1][v] >= 2)
+    lo = int(trie[0][first])
+    unsorted[2][lo], unsorted[2][lo + 1] = trie[2][lo + 1], trie[2][lo]
+    with pytest.raises(ValueError, match="sorted"):
+        mod.trie(tuple(unsorted), vocab.vocab_size, vocab.eos_id)
     with pytest.raises(ValueError):  # (not a trie)
         mod.build(tables, mod.build(tables, native.native_trie(vocab)))
     engine = mod.build(tables, mod.trie(trie, vocab.vocab_size, vocab.eos_id))
