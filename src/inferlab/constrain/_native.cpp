@@ -349,6 +349,10 @@ class Walker {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
 
+    // Was the last mask its plain top frame's split alone (one stack; no token left the top's
+    // plain states)? Then every configuration with that top (automaton, state, a frame below) has it.
+    bool top_only = false;
+
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
@@ -372,6 +376,7 @@ class Walker {
                 moved.back().s = exits[j];
                 walk(intern(Config{std::move(moved)}), t.child_start[v], t.child_count[v]);
             }
+            top_only = split->leave.empty();
             return;
         }
         // several stacks (or a top that may push or pop): each top's split, then the trie
@@ -1231,7 +1236,8 @@ constexpr long long COUNT_CAP = 1024;  // fill's answer: the mask's tokens, up t
 
 Py_ssize_t words_of(const Engine* e) { return (e->t.vocab_size + 31) / 32; }
 
-// fill(engine, frames, stack_offset, out (words,) 32-bit) -> tokens allowed (up to COUNT_CAP): out = the mask
+// fill(engine, frames, stack_offset, out (words,) 32-bit) -> (tokens allowed (up to COUNT_CAP), top_only):
+// out = the mask; top_only: Walker::top_only
 PyObject* fill(PyObject*, PyObject* args) {
     PyObject *capsule, *frames, *offset, *out_obj;
     if (!PyArg_ParseTuple(args, "OOOO", &capsule, &frames, &offset, &out_obj)) return nullptr;
@@ -1248,6 +1254,7 @@ PyObject* fill(PyObject*, PyObject* args) {
     }
     std::string error;
     long long allowed = 0;
+    bool top_only = false;
     Py_BEGIN_ALLOW_THREADS
     try {
         // (straight into `out`: its buffer is held, and no Python code runs until the GIL is back)
@@ -1255,7 +1262,9 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::memset(words, 0, size_t(words_of(e)) * 4);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot, words).mask(std::move(config));
+        Walker walker(*e, slot, words);
+        walker.mask(std::move(config));
+        top_only = walker.top_only;
         allowed = count_bits(words, size_t(words_of(e)), COUNT_CAP);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -1265,7 +1274,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, error.c_str());
         return nullptr;
     }
-    return PyLong_FromLongLong(allowed);
+    return Py_BuildValue("(LO)", allowed, top_only ? Py_True : Py_False);
 }
 
 // fill_next_token_bitmask_par(engine, [(frames, stack_offset), ...], out (B, words), rows, threads):
@@ -1338,7 +1347,7 @@ PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "build(machine arrays, trie, narrow_nodes=0) -> engine"},
     {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
     {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
-    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed (up to 1,024): a configuration's mask"},
+    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> (tokens allowed (up to 1,024), top frame alone): a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
     {nullptr, nullptr, 0, nullptr}};

@@ -239,13 +239,21 @@ class StackGrammar:
         if self._native is None:
             native.announce_fallback(self.engine_asked)
             return self._build_mask(key)
+        top = self._plain_top(key) if self.narrow_nodes else None
+        got = self._plain_masks.get(top) if top is not None else None
+        if got is not None:  # (another configuration's with this plain top: _narrow_mask's cache)
+            self._note_quoted(key, got[1])
+            return got[0]
         self._native_made += 1
-        row, allowed = self._native.row(key)
-        if allowed < FEW_NATIVE_TOKENS:  # (as a narrow walk's row: _refused tests its quoted tokens alone)
-            tokens = native.row_tokens(row)
-            self._note_quoted(key, tokens)
-            return tuple(tokens) if allowed < SPARSE_TOKENS else row
-        return row
+        row, allowed, top_only = self._native.row(key)
+        if allowed >= FEW_NATIVE_TOKENS:
+            return row
+        tokens = native.row_tokens(row)  # (as a narrow walk's row: _refused tests its quoted tokens alone)
+        got = (tuple(tokens) if allowed < SPARSE_TOKENS else row), self._quoted_of(tokens)
+        self._note_quoted(key, got[1])
+        if top is not None and top_only:
+            self._keep_plain(top, got)
+        return got[0]
 
     def _sparse(self, row: np.ndarray) -> tuple[int, ...]:
         """A row of few tokens as their ids (_write sets them): a cached row costs its tokens, not 19 KB."""
@@ -430,11 +438,15 @@ class StackGrammar:
             got = (tuple(tokens) if len(tokens) < SPARSE_TOKENS else self._list_bits(tokens)), quoted
             self._narrow_made += 1
             if top is not None and not crossed:
-                if len(self._plain_masks) >= self._cache_rows:
-                    self._plain_masks.clear()
-                self._plain_masks[top] = got
+                self._keep_plain(top, got)
         self._note_quoted(cid, got[1])
         return got[0]
+
+    def _keep_plain(self, top: tuple[int, int, bool], got: tuple) -> None:
+        """Keep a plain top frame's (mask, quoted tokens), every configuration's with it on top."""
+        if len(self._plain_masks) >= self._cache_rows:
+            self._plain_masks.clear()
+        self._plain_masks[top] = got
 
     def _quoted_of(self, tokens: list[int]) -> tuple[list[int], list[int]]:
         """(those of a row's tokens with a quote, and of those, with a whole quoted string): what

@@ -176,10 +176,13 @@ class NativeMasks:
             self._engine = _module().build(tables, native_trie(self.vocab), NARROW_SPLIT_NODES if self.narrow else 0)
         return self._engine
 
-    def row(self, cid: int) -> tuple[np.ndarray, int]:
-        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count up to 1,024)."""
+    def row(self, cid: int) -> tuple[np.ndarray, int, bool]:
+        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count up
+        to 1,024, and whether it is its plain top frame's alone: one stack, no token left the top's
+        plain states, so every configuration with that top (StackGrammar._plain_top) has it)."""
         out = np.zeros(self.words, dtype=np.int32)
-        return out, _module().fill(self.engine(), self.machine.configs[cid], None, out)
+        allowed, top_only = _module().fill(self.engine(), self.machine.configs[cid], None, out)
+        return out, allowed, top_only
 
     def rows(self, cids: list[int], threads: int) -> np.ndarray:
         """(len(cids), words) int32: their masks, walked on up to `threads` threads at once."""
