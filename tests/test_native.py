@@ -281,7 +281,8 @@ def test_engine_selection(monkeypatch):
     with pytest.raises(InferlabError, match="INFERLAB_ENGINE"):
         native.requested()
     monkeypatch.delenv("INFERLAB_ENGINE")
-    assert native.requested() == "python" and native.in_use() == "python"  # the default, for now
+    assert native.requested() == "native"  # the default: native where built, else python
+    assert native.in_use() == ("native" if native.built() else "python")
     monkeypatch.setenv("INFERLAB_ENGINE", "native")
     assert native.in_use() == ("native" if native.built() else "python")
 

@@ -1,14 +1,16 @@
 """The mask engine in use: the native one (_native.cpp, a C++17 extension built by `pip install .`)
 or the Python one (grammar.py), its reference and the fallback where no compiler built it.
 
-`INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (python, for now).
-Where the native one is asked for but was not built, masks use the Python
+`INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (native, where built).
+Where the native one is asked for (or the default) but was not built, masks use the Python
 engine, and one stderr line says so, once, when the first mask is built (not at import).
 
-What is native (docs/native-engine.md): a configuration's token mask, by a walk of the
-vocabulary's trie (in arrays) through the stack machine: configuration stepping, closures
-(pushes, pops), counted and map frames, EOS; the GIL released; a batch's rows on parallel
-threads (fill_next_token_bitmask_par). In Python behind the same API (StackGrammar): the
+What is native (docs/native-engine.md): a configuration's token mask, by the Python engine's
+frame split (token_split: per top frame the tokens decided inside its automaton, cached and
+shared by shape, region, delta base or signature; counted and map frames' walks with the items
+each token begins), only the rest walked through the configuration: configuration stepping,
+closures (pushes, pops), counted and map frames, EOS; the GIL released; a batch's rows on
+parallel threads (fill_next_token_bitmask_par). In Python behind the same API (StackGrammar): the
 configuration interning and byte rows the text reads, the mask cache, and the written keys
 (keys.py: no repeated key, uniqueItems) resolved against the cached row per state.
 """
