@@ -449,7 +449,7 @@ class Walker {
         std::vector<int32_t> region = region_of(a, q, deep);
         if (!region.empty()) {  // the walk inside the region shared, the tokens leaving it walked on
             Shape shape = region_shape(a, region, deep);
-            auto shared = cached_split(shape, [&](Split& made) { region_walk(made, shape.rows, 0, 0, t.n_roots); });
+            auto shared = cached_split(shape, [&](Split& made) { shape_walk(made, shape.rows, 0, 0, t.n_roots, true); });
             auto made = std::make_shared<Split>();
             made->inside = shared->inside;
             std::vector<int32_t> exits, exit_of;
@@ -460,7 +460,7 @@ class Walker {
                 .first->second;
         }
         Shape shape = shape_of(a, q, deep);
-        auto split = cached_split(shape, [&](Split& made) { split_walk(made, shape.rows, 0, 0, t.n_roots); });
+        auto split = cached_split(shape, [&](Split& made) { shape_walk(made, shape.rows, 0, 0, t.n_roots, false); });
         return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
     }
 
@@ -618,22 +618,6 @@ class Walker {
         return shape;
     }
 
-    // The walk inside a region from its state i: leave = (node, region state it leaves from).
-    void region_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n) const {
-        const int32_t* row = &rows[size_t(i) * 256];
-        for (int64_t v = c0; v < c0 + n; ++v) {
-            const int32_t code = row[t.byte[v]];
-            if (code < 0) continue;
-            if (code == 1) {
-                split.leave.emplace_back(v, i);
-                continue;
-            }
-            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
-                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
-            if (t.child_count[v]) region_walk(split, rows, code / 2, t.child_start[v], t.child_count[v]);
-        }
-    }
-
     // The FrameWalk of a counted or map frame's (automaton, state): the slot's memo, else the
     // trie's cache by the automaton's signature (up to SHAPE_STATES states), else walked now.
     const FrameWalk& frame_walk_of(int32_t a, int32_t q) {
@@ -760,7 +744,7 @@ class Walker {
         return kept.emplace(key, std::move(out)).first->second;
     }
 
-    // split_walk through automaton a's own rows from state q (exits numbered as met), while it looks
+    // The split (shape_walk's) through automaton a's own rows from state q (exits numbered as met), while it looks
     // at fewer than `budget` trie nodes: false past that (the walk is wide: its shape is shared).
     bool narrow_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t q,
                      bool deep, int64_t c0, int64_t n, int64_t& budget) const {
@@ -777,8 +761,7 @@ class Walker {
     // (narrow_walk) where x is plain, else v leaves at exit x.
     bool visit(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t x, bool deep,
                int64_t v, int64_t& budget) const {
-        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
-            split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+        set_tokens(split.inside, v);
         if (!t.child_count[v]) return true;
         if (m.plain(a, x, deep)) return narrow_walk(split, exits, exit_of, a, x, deep, t.child_start[v], t.child_count[v], budget);
         if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
@@ -820,19 +803,30 @@ class Walker {
         return shape;
     }
 
-    void split_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n) const {
+    // The walk of a shape's codes from its state i: 2j goes on to state j; an odd code is an exit
+    // (shape_of's exit code / 2: the node's tokens inside, its children leaving there) or, in a
+    // region's shape, the node leaving the region from state i (its tokens the state's to decide).
+    void shape_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n, bool region) const {
         const int32_t* row = &rows[size_t(i) * 256];
         for (int64_t v = c0; v < c0 + n; ++v) {
             const int32_t code = row[t.byte[v]];
             if (code < 0) continue;
-            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
-                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+            if (region && code % 2) {
+                split.leave.emplace_back(v, i);
+                continue;
+            }
+            set_tokens(split.inside, v);
             if (!t.child_count[v]) continue;
             if (code % 2 == 0)
-                split_walk(split, rows, code / 2, t.child_start[v], t.child_count[v]);
+                shape_walk(split, rows, code / 2, t.child_start[v], t.child_count[v], region);
             else
                 split.leave.emplace_back(v, code / 2);
         }
+    }
+
+    void set_tokens(std::vector<uint32_t>& bits, int64_t v) const {
+        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+            bits[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
     }
 
     // walk() over the marked nodes only (mark 1: this node, its marked children; 2: everything below)
