@@ -455,11 +455,11 @@ class StackGrammar:
         quoted = [t for t in tokens if index.has_quote[t]]
         return quoted, [t for t in quoted if index.holds_key[t]]
 
-    def _note_quoted(self, key: int, quoted) -> None:
-        """Keep mask key `key`'s quoted tokens (_quoted_of's pair, or the row's tokens to take it from)."""
+    def _note_quoted(self, key: int, quoted: tuple[list[int], list[int]]) -> None:
+        """Keep mask key `key`'s quoted tokens (_quoted_of's pair) for _refused."""
         if len(self._quoted) >= QUOTED_ROWS:
             self._quoted.clear()
-        self._quoted[key] = quoted if type(quoted) is tuple else self._quoted_of(quoted)
+        self._quoted[key] = quoted
 
     def _list_bits(self, tokens: list[int]) -> np.ndarray:
         """(words,) int32 bits of a token list, duplicates included (with_duplicates)."""
