@@ -15,24 +15,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inferlab.constrain import native
-from inferlab.constrain.schema import SchemaError
+from inferlab.constrain.schema import SchemaError, compile_grammar
 from inferlab.constrain.grammar import _write
-from inferlab.constrain.stack import StackGrammar, compile_machine
+from inferlab.constrain.stack import StackGrammar, build_machine, compile_machine
 from inferlab.constrain.tables import compiled_machine, config_arrays
 from inferlab.errors import InferlabError
 from oracles import FIXTURES, MAX_REFUSED, SCHEMAS, STRINGS, TREE, recursive_schemas, small_vocab
 
 built = pytest.mark.skipif(not native.built(), reason="the native extension is not built (no C++ compiler)")
 
-def pair(machine, vocab):
-    return (StackGrammar(machine.unbuilt(), vocab, engine="python"),
-            StackGrammar(machine.unbuilt(), vocab, engine="native"))
+def pair(machine, vocab, narrow: int = 400):
+    """(Python, native) grammars; narrow=0: no narrow walks (the Python engine splits every mask
+    by frames, the native one walks every plain split through its shared shape)."""
+    return (StackGrammar(machine.unbuilt(), vocab, engine="python", narrow_nodes=narrow),
+            StackGrammar(machine.unbuilt(), vocab, engine="native", narrow_nodes=narrow))
 
 
-def compare_walk(machine, vocab, rng: random.Random, steps: int = 30) -> int:
+def compare_walk(machine, vocab, rng: random.Random, steps: int = 30, narrow: int = 400) -> int:
     """Random token walk (allowed tokens, and now and then any token); both engines' masks
     compared at every filled step. Returns the steps compared."""
-    py, nat = pair(machine, vocab)
+    py, nat = pair(machine, vocab, narrow)
     sp, sn, n = py.initial_state(), nat.initial_state(), 0
     for _ in range(steps):
         ids, got = py.allowed_ids(sp), nat.allowed_ids(sn)
@@ -54,6 +56,38 @@ def test_native_masks_equal_python_on_fixtures(schema):
     machine = compile_machine(schema)[1]
     for seed in range(3):
         assert compare_walk(machine, small_vocab(seed), random.Random(seed)) >= 1
+
+
+@built
+@pytest.mark.parametrize("schema", FIXTURES, ids=range(len(FIXTURES)))
+def test_native_split_paths_equal_python_without_narrow_walks(schema):
+    """Every mask through the frame splits on both sides: the native plain splits by their shared
+    shapes, counted and map tops by their frame walks (a small vocabulary's walks are all narrow)."""
+    machine = compile_machine(schema)[1]
+    assert compare_walk(machine, small_vocab(1), random.Random(7), steps=20, narrow=0) >= 1
+
+
+COUNTED = [  # counted frames near and far from their max, maps with bounds, each as a top frame
+    {"type": "string", "minLength": 2, "maxLength": 6},
+    {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1, "maxItems": 4},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"type": "integer"}}},
+    {"type": "object", "additionalProperties": {"type": "string", "maxLength": 4}, "maxProperties": 3},
+    {"type": "object", "propertyNames": {"pattern": "^[a-c]+$"}, "additionalProperties": {"type": "integer"},
+     "minProperties": 1, "maxProperties": 2},
+]
+
+
+@built
+@pytest.mark.parametrize("schema", COUNTED, ids=range(len(COUNTED)))
+@pytest.mark.parametrize("narrow", [400, 0])
+def test_native_counted_and_map_frames_equal_python(schema, narrow):
+    """Counted automata from two items on (count_min=2: a maxLength of 6 counts its characters),
+    so that walks meet counted tops near their max, where only the tokens beginning few enough
+    items stay inside (the native frame walk's items against token_split.counted_tokens)."""
+    machine = build_machine(compile_grammar(schema, count_min=2))
+    assert machine.numbered
+    for seed in range(2):
+        assert compare_walk(machine, small_vocab(seed), random.Random(seed), steps=25, narrow=narrow) >= 1
 
 
 @built
@@ -93,7 +127,7 @@ def test_fuzz_random_bytes_mid_token(seed):
             key = py._mask_key(cid)
             want = np.empty(py.words, dtype=np.int32)
             _write(want, py._row(key))
-            got, allowed = nat._native.row(key)
+            got, allowed, _ = nat._native.row(key)
             assert np.array_equal(got, want) and allowed == min(1024, int(np.bitwise_count(want.view(np.uint32)).sum()))
             row = machine.row(cid)
             live = np.flatnonzero(row >= 0)
@@ -185,6 +219,13 @@ def test_malformed_trie_and_configurations_raise():
         mod.trie(tuple(cycle), vocab.vocab_size, vocab.eos_id)
     with pytest.raises(ValueError):
         mod.trie(trie, vocab.vocab_size, vocab.vocab_size + 5)
+    unsorted = list(trie)  # (the frame walks find a child by its byte: children sorted, one per byte)
+    unsorted[2] = trie[2].copy()
+    first = next(v for v in range(len(trie[1])) if trie[1][v] >= 2)
+    lo = int(trie[0][first])
+    unsorted[2][lo], unsorted[2][lo + 1] = trie[2][lo + 1], trie[2][lo]
+    with pytest.raises(ValueError, match="sorted"):
+        mod.trie(tuple(unsorted), vocab.vocab_size, vocab.eos_id)
     with pytest.raises(ValueError):  # (not a trie)
         mod.build(tables, mod.build(tables, native.native_trie(vocab)))
     engine = mod.build(tables, mod.trie(trie, vocab.vocab_size, vocab.eos_id))
@@ -240,7 +281,8 @@ def test_engine_selection(monkeypatch):
     with pytest.raises(InferlabError, match="INFERLAB_ENGINE"):
         native.requested()
     monkeypatch.delenv("INFERLAB_ENGINE")
-    assert native.requested() == "python" and native.in_use() == "python"  # the default, for now
+    assert native.requested() == "native"  # the default: native where built, else python
+    assert native.in_use() == ("native" if native.built() else "python")
     monkeypatch.setenv("INFERLAB_ENGINE", "native")
     assert native.in_use() == ("native" if native.built() else "python")
 
@@ -273,7 +315,7 @@ def test_engines_are_freed_with_their_grammars_and_splits_with_the_owner():
     before = native._module().engines()
     vocab = small_vocab(2)
     for schema in FIXTURES[:4]:
-        g = StackGrammar(compile_machine(schema)[1], vocab, engine="native")
+        g = StackGrammar(compile_machine(schema)[1], vocab, engine="native", narrow_nodes=0)  # (shared shapes)
         g.allowed_ids(g.initial_state())
         assert native._module().engines() == before + 1
         del g

@@ -79,7 +79,7 @@ def add_arguments(p):
                         f"the start built for this long, in the time to first mask (0: every mask lazily; default {WARM_MS:g})")
     add_policy_arguments(p)
     p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="our mask engine: python (the reference, the default) or native (C++, where built); "
+                   help="our mask engine: native (C++, the default where built) or python (the reference); "
                         "sets INFERLAB_ENGINE for the run")
     p.add_argument("--json", action="store_true", help="print the full results as JSON on stdout")
     p.add_argument("--out", type=Path, default=None, help="also write results.json, summary.png, masks.png, manifest.json here")

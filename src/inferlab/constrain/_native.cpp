@@ -75,6 +75,27 @@ struct Split {
     std::vector<std::pair<int64_t, int32_t>> leave;   // (node, exit index), in walk order
 };
 
+// The split of a counted or map top frame (token_split's frame split over StackMachine.frame_table
+// and exits, as the Python engine's _build_mask uses it for such frames), walked once per
+// (automaton, state): `tokens`, those whose bytes all walk inside the frame, each with the items it
+// begins after the frame's current one (a counted automaton's next item starts where an item
+// ends: frame_table's merged rows), sorted by items, so that a frame `left` items from its max
+// allows a prefix of them (token_split.counted_tokens); `kids`, the trie nodes read by a byte that
+// may follow a push or a pop at the state their parent reached (StackMachine.exits): their
+// subtrees are walked through the configuration. Every other token dies inside the frame,
+// whatever lies below.
+struct FrameWalk {
+    std::vector<std::pair<int32_t, int32_t>> tokens;  // (items begun, token), sorted
+    std::vector<int64_t> kids;
+    int32_t most = 0;  // the most items a token begins
+};
+struct FrameBits {  // a plain top's split as a configuration of several stacks uses it (kept_split_of)
+    std::vector<uint32_t> inside;  // (words,)
+    std::vector<int64_t> kids;
+};
+constexpr size_t MAX_SLOT_FRAME_SPLITS = 1024;  // a slot's memo of (automaton, state) -> FrameWalk, and of
+                                                // (automaton, state, items left) -> its tokens' bits
+
 struct Shape {
     std::vector<int32_t> rows;   // (k, 256) codes: -1 dead, 2i plain state i, 2j + 1 exit j
     std::vector<int32_t> exits;  // the exits' local states (not part of the key: the user's own)
@@ -84,10 +105,28 @@ struct Shape {
 struct SplitCache {  // per trie, shared by its engines (threads: locked), bounded by bytes
     std::mutex lock;
     std::map<uint64_t, std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<const Split>>>> splits;
+    // counted and map frames' walks by their automaton's signature and state (Python's frame_cache
+    // by digest: a maxLength string's item automaton recurs in every schema)
+    std::map<uint64_t, std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<const FrameWalk>>>> frames;
     size_t bytes = 0;
+    void clear() {
+        splits.clear();
+        frames.clear();
+        bytes = 0;
+    }
+    size_t size() const {
+        size_t n = 0;
+        for (auto& [hash, entries] : splits) n += entries.size();
+        for (auto& [hash, entries] : frames) n += entries.size();
+        return n;
+    }
 };
 constexpr size_t SPLIT_CACHE_BYTES = size_t(64) << 20;
-constexpr size_t SHAPE_STATES = 256;      // shapes up to this many plain states are shared
+constexpr size_t SHAPE_STATES = 256;
+constexpr size_t REGION_STATES = 64;      // token_split.REGION_STATES
+constexpr int REGION_MIN_BYTES = 32;      // token_split.REGION_MIN_BYTES
+constexpr int DELTA_BYTES = 16;           // token_split.DELTA_BYTES
+constexpr int QUOTE = 0x22;      // shapes up to this many plain states are shared
 constexpr size_t MAX_SLOT_SPLITS = 1024;  // a slot's memo of (automaton, state, deep) -> split and exits
 
 struct Machine {
@@ -97,6 +136,13 @@ struct Machine {
     std::vector<int64_t> state_offset, call_offset, lo, hi;
     std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
     std::vector<uint8_t> accepting, productive, kind, unique, reads;
+    // StackMachine.exits, over global states: the row of the bytes that may be read right after a
+    // push or a pop at each state (-1: none may happen there), and whether a counted automaton's
+    // frame table is a DFA (StackMachine.frame_table: no accepting state reads a byte its start reads)
+    std::vector<int32_t> exit_row;
+    std::vector<std::array<uint64_t, 4>> exit_bytes;
+    std::vector<std::vector<uint8_t>> exit_list;  // each exit row's bytes, in order
+    std::vector<uint8_t> frame_dfa;
 
     int32_t n_states(int32_t a) const { return int32_t(state_offset[a + 1] - state_offset[a]); }
     int64_t g(int32_t a, int32_t s) const { return state_offset[a] + s; }
@@ -107,19 +153,31 @@ struct Machine {
     // closure's fast path: a plain automaton's state that can neither push nor pop
     bool plain(int32_t a, int32_t s, bool deep) const { return plain_at[deep][g(a, s)] != 0; }
     bool live_top(const Frame& f) const { return f.n != -1 || acc(f.a, f.s) || reads[g(f.a, f.s)]; }
+    bool may_act(int32_t a, int32_t q) const { return has_calls(a, q) || acc(a, q) || (numbered(a) && q == start[a]); }
+    bool exit_reads(int64_t gq, uint8_t b) const {
+        const int32_t r = exit_row[size_t(gq)];
+        return r >= 0 && (exit_bytes[size_t(r)][b >> 6] >> (b & 63) & 1);
+    }
 
     void check() const;
+    void derive();  // reads, plain_at, exit_row/exit_bytes, frame_dfa: from the checked tables
 };
 
 struct Trie {
     int64_t n_nodes = 0, n_roots = 0;
-    int32_t vocab_size = 0, eos = -1;
+    int32_t vocab_size = 0, eos = -1, depth = 0;  // depth: bytes of the longest token
     std::vector<int64_t> child_start, tok_offset, parent;  // parent: -1 for a root (check() fills it)
     std::vector<int32_t> child_count, tokens;
     std::vector<uint8_t> byte;
     mutable SplitCache cache;
     void check();
 };
+
+uint64_t fnv(const std::vector<int32_t>& codes) {  // FNV-1a
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : codes) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    return h;
+}
 
 void require(bool ok, const char* what) {  // (a literal: no string built on the checks' paths)
     if (!ok) throw Bad(what);
@@ -152,6 +210,60 @@ void Machine::check() const {
     }
 }
 
+void Machine::derive() {
+    reads.assign(size_t(S), 0);
+    for (int64_t i = 0; i < S * 256; ++i)
+        if (trans[size_t(i)] >= 0) reads[size_t(i / 256)] = 1;
+    for (int deep = 0; deep < 2; ++deep) {
+        plain_at[deep].assign(size_t(S), 0);
+        for (int32_t a = 0; a < A; ++a)
+            for (int32_t s = 0; s < n_states(a); ++s)
+                plain_at[deep][size_t(g(a, s))] = kind[a] == PLAIN && !has_calls(a, s) && !(deep && acc(a, s));
+    }
+    using Bytes = std::array<uint64_t, 4>;
+    const Bytes all{~0ull, ~0ull, ~0ull, ~0ull};
+    auto row_bytes = [&](int32_t a, int32_t q) {
+        Bytes out{0, 0, 0, 0};
+        for (int b = 0; b < 256; ++b)
+            if (target(a, q, uint8_t(b)) >= 0) out[size_t(b >> 6)] |= 1ull << (b & 63);
+        return out;
+    };
+    auto merge = [](Bytes& x, const Bytes& y) {
+        for (size_t i = 0; i < 4; ++i) x[i] |= y[i];
+    };
+    std::vector<Bytes> first(static_cast<size_t>(A)), follow(static_cast<size_t>(A), Bytes{0, 0, 0, 0});  // StackMachine._first, _follow
+    for (int32_t a = 0; a < A; ++a) first[size_t(a)] = may_act(a, start[a]) ? all : row_bytes(a, start[a]);
+    for (int32_t c = 0; c < A; ++c)
+        for (int32_t q = 0; q < n_states(c); ++q)
+            for (int64_t i = call_offset[size_t(g(c, q))]; i < call_offset[size_t(g(c, q)) + 1]; ++i)
+                merge(follow[size_t(callee[size_t(i)])], may_act(c, ret[size_t(i)]) ? all : row_bytes(c, ret[size_t(i)]));
+    exit_row.assign(size_t(S), -1);
+    exit_bytes.clear();
+    exit_list.clear();
+    frame_dfa.assign(size_t(A), 1);
+    for (int32_t a = 0; a < A; ++a) {
+        for (int32_t q = 0; q < n_states(a); ++q) {
+            if (!may_act(a, q)) continue;
+            Bytes b{0, 0, 0, 0};
+            if (kind[a] == MAP || (kind[a] == COUNTED && q == start[a])) {
+                b = all;
+            } else {
+                for (int64_t i = call_offset[size_t(g(a, q))]; i < call_offset[size_t(g(a, q)) + 1]; ++i)
+                    merge(b, first[size_t(callee[size_t(i)])]);
+                if (acc(a, q)) merge(b, follow[size_t(a)]);
+            }
+            exit_row[size_t(g(a, q))] = int32_t(exit_bytes.size());
+            exit_bytes.push_back(b);
+            exit_list.emplace_back();
+            for (int x = 0; x < 256; ++x)
+                if (b[size_t(x >> 6)] >> (x & 63) & 1) exit_list.back().push_back(uint8_t(x));
+            if (kind[a] == COUNTED && acc(a, q))
+                for (int x = 0; x < 256; ++x)
+                    if (target(a, q, uint8_t(x)) >= 0 && target(a, start[a], uint8_t(x)) >= 0) frame_dfa[size_t(a)] = 0;
+        }
+    }
+}
+
 void Trie::check() {
     require(vocab_size >= 0 && eos >= -1 && eos < std::max(vocab_size, 1), "trie: vocab_size/eos out of range");
     require(child_start.size() == size_t(n_nodes) && child_count.size() == size_t(n_nodes) &&
@@ -170,12 +282,15 @@ void Trie::check() {
     std::vector<int32_t> depth(size_t(n_nodes), -1);
     parent.assign(size_t(n_nodes), -1);
     for (int64_t v = 0; v < n_roots; ++v) depth[v] = 0;
+    this->depth = n_roots ? 1 : 0;
     for (int64_t v = 0; v < n_nodes; ++v) {
         require(depth[v] >= 0, "trie: a node that is no root and no node's child, or a child before its parent");
         for (int64_t c = child_start[v]; c < child_start[v] + child_count[v]; ++c) {
             require(depth[c] == -1, "trie: a node with two parents");
+            require(c == child_start[v] || byte[c] > byte[c - 1], "trie: a node's children not sorted by byte, one per byte");
             depth[c] = depth[v] + 1;
             parent[c] = v;
+            this->depth = std::max(this->depth, depth[c] + 1);
             require(depth[c] <= MAX_TRIE_DEPTH, "trie: deeper than MAX_TRIE_DEPTH bytes");
         }
     }
@@ -202,12 +317,16 @@ constexpr size_t MAX_TABLE_CONFIGS = 1u << 12;  // (1 KB of steps each, and a cl
 struct Slot {  // a table, the walk's node marks, and the lock of its one user at a time
     std::mutex lock;
     Table table;
-    std::vector<uint8_t> marks;
+    std::vector<uint8_t> marks, scratch;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>> splits;
+    std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>> frames;
+    std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>> frame_bits;
+    std::map<std::tuple<int32_t, int32_t, bool>, FrameBits> kept;
 };
 
 struct Engine {
     Machine m;
+    int64_t narrow_nodes = 0;  // a plain split looking at fewer trie nodes is walked directly, with no shape
     std::shared_ptr<const Trie> trie;
     const Trie& t;
     explicit Engine(std::shared_ptr<const Trie> shared) : trie(std::move(shared)), t(*trie) { ++alive; }
@@ -224,17 +343,23 @@ struct Engine {
 
 class Walker {
   public:
-    Walker(const Engine& e, Table& table, std::vector<uint8_t>& marks,
-           std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& splits,
-           uint32_t* words)
-        : m(e.m), t(e.t), tab(table), out(words), memo(splits), mark(marks) {
+    Walker(const Engine& e, Slot& slot, uint32_t* words)
+        : m(e.m), t(e.t), narrow_nodes(e.narrow_nodes), tab(slot.table), out(words), memo(slot.splits), frames(slot.frames),
+          frame_bits(slot.frame_bits), kept(slot.kept), mark(slot.marks), scratch(slot.scratch) {
         if (mark.size() != size_t(t.n_nodes)) mark.assign(size_t(t.n_nodes), 0);
     }
+
+    // Was the last mask its plain top frame's split alone (one stack; no token left the top's
+    // plain states)? Then every configuration with that top (automaton, state, a frame below) has it.
+    bool top_only = false;
 
     void mask(Config config) {
         for (auto& st : config) check_stack(st);
         if (tab.ids.size() > MAX_TABLE_CONFIGS) tab.clear();
         if (memo.size() > MAX_SLOT_SPLITS) memo.clear();
+        if (frames.size() > MAX_SLOT_FRAME_SPLITS) frames.clear();
+        if (frame_bits.size() > MAX_SLOT_FRAME_SPLITS) frame_bits.clear();
+        if (kept.size() > MAX_SLOT_FRAME_SPLITS) kept.clear();
         const int32_t id = intern(std::move(config));
         const Config cl = tab.closed[id];  // (a copy: the table may grow under the walk)
         if (t.eos >= 0) {
@@ -251,29 +376,38 @@ class Walker {
                 moved.back().s = exits[j];
                 walk(intern(Config{std::move(moved)}), t.child_start[v], t.child_count[v]);
             }
+            top_only = split->leave.empty();
             return;
         }
         // several stacks (or a top that may push or pop): each top's split, then the trie
         // paths that leave one walked through the whole configuration
         std::vector<int64_t> marked;
+        auto keep = [&](int64_t v) {
+            if (mark[v] == 2) return;
+            mark[v] = 2;  // below it: every node
+            marked.push_back(v);
+            for (int64_t u = t.parent[v]; u >= 0 && mark[u] == 0; u = t.parent[u]) {
+                mark[u] = 1;  // on a path to one
+                marked.push_back(u);
+            }
+        };
         for (auto& st : cl) {
             const Frame top = st.back();
-            if (m.numbered(top.a)) {  // (a count or a map decides at once: the whole walk)
-                walk(id, 0, t.n_roots);
-                return;
-            }
-            const auto& split = split_of(top.a, top.s, st.size() > 1).first;
-            for (size_t w = 0; w < split->inside.size(); ++w) out[w] |= split->inside[w];
-            for (auto [v, j] : split->leave) {
-                (void)j;
-                if (mark[v] == 2) continue;
-                mark[v] = 2;  // below it: every node
-                marked.push_back(v);
-                for (int64_t u = t.parent[v]; u >= 0 && mark[u] == 0; u = t.parent[u]) {
-                    mark[u] = 1;  // on a path to one
-                    marked.push_back(u);
+            if (m.numbered(top.a)) {
+                if (m.kind[top.a] == COUNTED && !m.frame_dfa[top.a]) {  // (as the Python engine: the whole walk)
+                    for (int64_t v : marked) mark[v] = 0;
+                    walk(id, 0, t.n_roots);
+                    return;
                 }
+                const FrameWalk& split = frame_walk_of(top.a, top.s);
+                const std::vector<uint32_t>& inside = frame_inside(top, split);
+                for (size_t w = 0; w < inside.size(); ++w) out[w] |= inside[w];
+                for (int64_t v : split.kids) keep(v);
+                continue;
             }
+            const FrameBits& split = kept_split_of(top.a, top.s, st.size() > 1);
+            for (size_t w = 0; w < split.inside.size(); ++w) out[w] |= split.inside[w];
+            for (int64_t v : split.kids) keep(v);
         }
         if (!marked.empty()) walk_marked(id, 0, t.n_roots);
         for (int64_t v : marked) mark[v] = 0;
@@ -282,10 +416,15 @@ class Walker {
   private:
     const Machine& m;
     const Trie& t;
+    const int64_t narrow_nodes;
     Table& tab;
     uint32_t* out;
     std::map<std::tuple<int32_t, int32_t, bool>, std::pair<std::shared_ptr<const Split>, std::vector<int32_t>>>& memo;
+    std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const FrameWalk>>& frames;
+    std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint32_t>>& frame_bits;
+    std::map<std::tuple<int32_t, int32_t, bool>, FrameBits>& kept;
     std::vector<uint8_t>& mark;  // per trie node: 1 on a path to a leaving node, 2 a leaving node (0 after a mask)
+    std::vector<uint8_t>& scratch;  // per trie node: delta_split's marks (0 after each)
 
     // The split of (automaton a, state q, deep) and its exits' local states: the slot's memo, else
     // the trie's cache by shape, else walked now.
@@ -293,9 +432,134 @@ class Walker {
         auto key = std::make_tuple(a, q, deep);
         auto it = memo.find(key);
         if (it != memo.end()) return it->second;
+        {  // a narrow state (structure, a key's name): walked directly, where its shape would cost more
+            auto made = std::make_shared<Split>();
+            std::vector<int32_t> exits, exit_of;
+            int64_t budget = narrow_nodes;
+            made->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
+            if (budget > 0 && narrow_walk(*made, exits, exit_of, a, q, deep, 0, t.n_roots, budget))
+                return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
+                    .first->second;
+        }
+        const int32_t base = delta_base(a, q);
+        if (base >= 0) {
+            auto got = delta_split(a, q, base, deep);
+            return memo.emplace(key, std::move(got)).first->second;
+        }
+        std::vector<int32_t> region = region_of(a, q, deep);
+        if (!region.empty()) {  // the walk inside the region shared, the tokens leaving it walked on
+            Shape shape = region_shape(a, region, deep);
+            auto shared = cached_split(shape, [&](Split& made) { shape_walk(made, shape.rows, 0, 0, t.n_roots, true); });
+            auto made = std::make_shared<Split>();
+            made->inside = shared->inside;
+            std::vector<int32_t> exits, exit_of;
+            int64_t budget = INT64_MAX;
+            for (auto [v, i] : shared->leave)
+                visit(*made, exits, exit_of, a, m.target(a, region[size_t(i)], t.byte[v]), deep, v, budget);
+            return memo.emplace(key, std::make_pair(std::shared_ptr<const Split>(std::move(made)), std::move(exits)))
+                .first->second;
+        }
         Shape shape = shape_of(a, q, deep);
+        auto split = cached_split(shape, [&](Split& made) { shape_walk(made, shape.rows, 0, 0, t.n_roots, false); });
+        return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+    }
+
+    // token_split.delta_base: the loop state whose split state q's derives from, or -1: the most
+    // frequent target of q's row (the lowest on a tie), where q's row differs from its row on at
+    // most DELTA_BYTES bytes and it is its own most frequent target (bases never chain).
+    int32_t delta_base(int32_t a, int32_t q) const {
+        auto most = [&](int32_t x, int& live) {
+            std::vector<int32_t> count(size_t(m.n_states(a)), 0);
+            live = 0;
+            for (int b = 0; b < 256; ++b) {
+                const int32_t y = m.target(a, x, uint8_t(b));
+                if (y >= 0) ++count[size_t(y)], ++live;
+            }
+            return int32_t(std::max_element(count.begin(), count.end()) - count.begin());
+        };
+        int live = 0, base_live = 0;
+        const int32_t base = most(q, live);
+        if (live < REGION_MIN_BYTES || base == q) return -1;
+        int differ = 0;
+        for (int b = 0; b < 256; ++b) differ += m.target(a, q, uint8_t(b)) != m.target(a, base, uint8_t(b));
+        if (differ > DELTA_BYTES || most(base, base_live) != base) return -1;
+        return base;
+    }
+
+    // token_split.delta_frame: q's split from its base's, walking only where q's walk differs from
+    // the base's at the same trie node (the subtrees of the differing first bytes, as deep as a
+    // declared name's prefix goes on); everywhere else the base's tokens and leaving nodes hold.
+    std::pair<std::shared_ptr<const Split>, std::vector<int32_t>> delta_split(int32_t a, int32_t q, int32_t base, bool deep) {
+        const auto got = split_of(a, base, deep);  // (a copy: split_of may add to the memo)
+        const Split& from = *got.first;
+        auto made = std::make_shared<Split>();
+        made->inside = from.inside;
+        std::vector<int32_t> exits, exit_of;
+        std::vector<int64_t> touched;  // scratch marks: 1 a node q's walk decides, 2 a subtree dead from q
+        if (scratch.size() != size_t(t.n_nodes)) scratch.assign(size_t(t.n_nodes), 0);
+        for (int64_t v = 0; v < t.n_roots; ++v) {
+            const int32_t x = m.target(a, q, t.byte[v]), y = m.target(a, base, t.byte[v]);
+            if (x != y) delta_walk(*made, exits, exit_of, touched, a, deep, v, x, y);
+        }
+        for (auto [u, j] : from.leave) {  // the base's leaving nodes where its walk still holds
+            bool holds = scratch[size_t(u)] == 0;
+            for (int64_t w = t.parent[u]; holds && w >= 0; w = t.parent[w]) holds = scratch[size_t(w)] != 2;
+            if (!holds) continue;
+            const int32_t x = got.second[size_t(j)];
+            if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
+            if (exit_of[size_t(x)] < 0) {
+                exit_of[size_t(x)] = int32_t(exits.size());
+                exits.push_back(x);
+            }
+            made->leave.emplace_back(u, exit_of[size_t(x)]);
+        }
+        for (int64_t v : touched) scratch[size_t(v)] = 0;
+        return {std::shared_ptr<const Split>(std::move(made)), std::move(exits)};
+    }
+
+    // Node v, read into state x by q's walk and y by the base's (-2: the base's walk did not get
+    // here, -1: dead), which differ: v's tokens are q's to decide, and below it what differs.
+    void delta_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, std::vector<int64_t>& touched,
+                    int32_t a, bool deep, int64_t v, int32_t x, int32_t y) {
+        const bool below = y >= 0 && m.plain(a, y, deep);  // the base walked v's children
+        touched.push_back(v);
+        scratch[size_t(v)] = 1;
+        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) {
+            const int32_t tok = t.tokens[k];
+            if (x >= 0) split.inside[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31);
+            else split.inside[size_t(tok >> 5)] &= ~(uint32_t(1) << (tok & 31));
+        }
+        if (!t.child_count[v]) return;
+        if (x < 0 || !m.plain(a, x, deep)) {  // q's walk stops here: the base's below v does not hold
+            scratch[size_t(v)] = 2;
+            if (below) clear_below(split, v);
+            if (x >= 0) {
+                int64_t budget = INT64_MAX;
+                visit(split, exits, exit_of, a, x, deep, v, budget);  // (v's leaving at exit x)
+            }
+            return;
+        }
+        for (int64_t c = t.child_start[v]; c < t.child_start[v] + t.child_count[v]; ++c) {
+            const int32_t xc = m.target(a, x, t.byte[c]), yc = below ? m.target(a, y, t.byte[c]) : -2;
+            if (xc == yc || (xc < 0 && yc == -2)) continue;  // (the walks meet, or neither has tokens below)
+            delta_walk(split, exits, exit_of, touched, a, deep, c, xc, yc);
+        }
+    }
+
+    // Clears the tokens of every node below v (the base's, where q's walk stops at v).
+    void clear_below(Split& split, int64_t v) const {
+        for (int64_t c = t.child_start[v]; c < t.child_start[v] + t.child_count[v]; ++c) {
+            for (int64_t k = t.tok_offset[c]; k < t.tok_offset[c + 1]; ++k)
+                split.inside[size_t(t.tokens[k] >> 5)] &= ~(uint32_t(1) << (t.tokens[k] & 31));
+            if (t.child_count[c]) clear_below(split, c);
+        }
+    }
+
+    // The split of a shape: the trie's cache's (shapes up to SHAPE_STATES states), else walk(split) now.
+    template <typename Walk>
+    std::shared_ptr<const Split> cached_split(const Shape& shape, Walk walk) {
         std::shared_ptr<const Split> split;
-        const bool shared = shape.rows.size() <= SHAPE_STATES * 256;
+        const bool shared = shape.rows.size() <= SHAPE_STATES * 256 + 1;
         if (shared) {
             std::lock_guard<std::mutex> guard(t.cache.lock);
             auto hit = t.cache.splits.find(shape.hash);
@@ -306,20 +570,207 @@ class Walker {
         if (!split) {
             auto made = std::make_shared<Split>();
             made->inside.assign(size_t((t.vocab_size + 31) / 32), 0);
-            split_walk(*made, shape.rows, 0, 0, t.n_roots);
+            walk(*made);
             split = made;
             if (shared) {
                 std::lock_guard<std::mutex> guard(t.cache.lock);
                 const size_t bytes = made->inside.size() * 4 + made->leave.size() * 16 + shape.rows.size() * 4;
-                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) {
-                    t.cache.splits.clear();
-                    t.cache.bytes = 0;
-                }
+                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) t.cache.clear();
                 t.cache.bytes += bytes;
                 t.cache.splits[shape.hash].emplace_back(shape.rows, split);
             }
         }
-        return memo.emplace(key, std::make_pair(split, std::move(shape.exits))).first->second;
+        return split;
+    }
+
+    // A region (token_split.region): the plain states reached from q by bytes other than a quote,
+    // breadth first by byte (q first), or none where they reach REGION_STATES. Inside a string, its
+    // content loop: thousands of states of a schema, and of every schema, share its walk.
+    std::vector<int32_t> region_of(int32_t a, int32_t q, bool deep) const {
+        std::vector<int32_t> order{q}, index(size_t(m.n_states(a)), -1);
+        index[size_t(q)] = 0;
+        for (size_t i = 0; i < order.size(); ++i) {
+            for (int b = 0; b < 256; ++b) {
+                const int32_t x = m.target(a, order[i], uint8_t(b));
+                if (b == QUOTE || x < 0 || !m.plain(a, x, deep) || index[size_t(x)] >= 0) continue;
+                if (order.size() == REGION_STATES) return {};
+                index[size_t(x)] = int32_t(order.size());
+                order.push_back(x);
+            }
+        }
+        return order;
+    }
+
+    // A region's shape: per region state, per byte, -1 dead, 2i region state i, 1 leaving the
+    // region (a quote, or a state outside it); then a -3 (no shape_of rows end so).
+    Shape region_shape(int32_t a, const std::vector<int32_t>& region, bool deep) const {
+        Shape shape;
+        std::vector<int32_t> index(size_t(m.n_states(a)), -1);
+        for (size_t i = 0; i < region.size(); ++i) index[size_t(region[i])] = int32_t(i);
+        for (int32_t q : region) {
+            for (int b = 0; b < 256; ++b) {
+                const int32_t x = m.target(a, q, uint8_t(b));
+                shape.rows.push_back(x < 0 ? -1 : b != QUOTE && m.plain(a, x, deep) && index[size_t(x)] >= 0 ? 2 * index[size_t(x)] : 1);
+            }
+        }
+        shape.rows.push_back(-3);
+        shape.hash = fnv(shape.rows);
+        return shape;
+    }
+
+    // The FrameWalk of a counted or map frame's (automaton, state): the slot's memo, else the
+    // trie's cache by the automaton's signature (up to SHAPE_STATES states), else walked now.
+    const FrameWalk& frame_walk_of(int32_t a, int32_t q) {
+        auto it = frames.find({a, q});
+        if (it != frames.end()) return *it->second;
+        std::vector<int32_t> sig;
+        uint64_t hash = 0;
+        const bool shared = size_t(m.n_states(a)) <= SHAPE_STATES;
+        std::shared_ptr<const FrameWalk> got;
+        if (shared) {
+            sig = {m.n_states(a), m.start[a], m.kind[a], q};
+            for (int32_t x = 0; x < m.n_states(a); ++x) {
+                const int64_t gx = m.g(a, x);
+                sig.insert(sig.end(), &m.trans[size_t(gx) * 256], &m.trans[size_t(gx) * 256] + 256);
+                sig.push_back(m.accepting[size_t(gx)]);
+                const int32_t row = m.exit_row[size_t(gx)];
+                sig.push_back(row >= 0);
+                if (row >= 0)
+                    for (uint64_t w : m.exit_bytes[size_t(row)]) {
+                        sig.push_back(int32_t(uint32_t(w)));
+                        sig.push_back(int32_t(uint32_t(w >> 32)));
+                    }
+            }
+            hash = fnv(sig);
+            std::lock_guard<std::mutex> guard(t.cache.lock);
+            auto hit = t.cache.frames.find(hash);
+            if (hit != t.cache.frames.end())
+                for (auto& [key, walk] : hit->second)
+                    if (key == sig) got = walk;
+        }
+        if (!got) {
+            auto made = std::make_shared<FrameWalk>();
+            auto emit = [&made](int32_t items, int32_t tok) {
+                made->most = std::max(made->most, items);
+                made->tokens.emplace_back(items, tok);
+            };
+            frame_walk(emit, made->kids, a, q, 0, 0, t.n_roots);
+            std::stable_sort(made->tokens.begin(), made->tokens.end(),
+                             [](auto& x, auto& y) { return x.first < y.first; });
+            got = made;
+            if (shared) {
+                std::lock_guard<std::mutex> guard(t.cache.lock);
+                const size_t bytes = made->tokens.size() * 8 + made->kids.size() * 8 + sig.size() * 4;
+                if (t.cache.bytes + bytes > SPLIT_CACHE_BYTES) t.cache.clear();
+                t.cache.bytes += bytes;
+                t.cache.frames[hash].emplace_back(std::move(sig), got);
+            }
+        }
+        return *frames.emplace(std::make_pair(a, q), std::move(got)).first->second;
+    }
+
+    // The bits of the tokens a top frame allows inside it: those of its FrameWalk that begin at most
+    // the items its count leaves (a counted frame's hi - 1 - count; any for a map or no max).
+    const std::vector<uint32_t>& frame_inside(const Frame& top, const FrameWalk& split) {
+        int64_t left = split.most;
+        if (m.kind[top.a] == COUNTED && m.hi[top.a] != -1)
+            left = std::min<int64_t>(left, std::max<int64_t>(m.hi[top.a] - 1 - top.n, 0));
+        auto key = std::make_tuple(top.a, top.s, int32_t(left));
+        auto it = frame_bits.find(key);
+        if (it != frame_bits.end()) return it->second;
+        std::vector<uint32_t> bits(size_t((t.vocab_size + 31) / 32), 0);
+        for (auto [items, tok] : split.tokens) {
+            if (items > left) break;
+            bits[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31);
+        }
+        return frame_bits.emplace(key, std::move(bits)).first->second;
+    }
+
+    // The trie's nodes [c0, c0 + n) read from state q of a frame of automaton a with `begun` items
+    // begun after the frame's current one (a counted frame: at an item's end, a byte its start
+    // reads begins the next): emit(items, token) for each token inside it, and the kids (children
+    // read by an exit byte of the state their parent reached) into `kids`.
+    template <typename Emit>
+    void frame_walk(Emit& emit, std::vector<int64_t>& kids, int32_t a, int32_t q, int32_t begun, int64_t c0, int64_t n) const {
+        const bool restart = m.kind[a] == COUNTED && m.acc(a, q);
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const uint8_t b = t.byte[v];
+            int32_t to = m.target(a, q, b), items = begun;
+            if (to < 0 && restart) {
+                to = m.target(a, m.start[a], b);
+                ++items;
+            }
+            if (to < 0) continue;
+            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k) emit(items, t.tokens[k]);
+            if (!t.child_count[v]) continue;
+            exit_kids(kids, m.g(a, to), v);
+            frame_walk(emit, kids, a, to, items, t.child_start[v], t.child_count[v]);
+        }
+    }
+
+    // The children of trie node v read by a byte that may follow a push or a pop at global state gq.
+    void exit_kids(std::vector<int64_t>& kids, int64_t gq, int64_t v) const {
+        const int32_t row = m.exit_row[size_t(gq)];
+        if (row < 0) return;
+        const int64_t lo = t.child_start[v], hi = lo + t.child_count[v];
+        const auto& few = m.exit_list[size_t(row)];
+        if (few.size() * 8 < size_t(hi - lo)) {  // (children are sorted by byte: find each exit byte)
+            for (uint8_t x : few) {
+                const uint8_t* at = std::lower_bound(&t.byte[size_t(lo)], &t.byte[size_t(hi)], x);
+                if (at != &t.byte[size_t(hi)] && *at == x) kids.push_back(lo + (at - &t.byte[size_t(lo)]));
+            }
+        } else {
+            for (int64_t c = lo; c < hi; ++c)
+                if (m.exit_reads(gq, t.byte[c])) kids.push_back(c);
+        }
+    }
+
+    // A plain top's split for a configuration of several stacks: split_of's, each node where it
+    // leaves (a state that may push or pop) walked on inside the automaton, so that only the
+    // children read by an exit byte are walked through the configuration (token_split's frame
+    // split), not the leaving nodes' whole subtrees.
+    const FrameBits& kept_split_of(int32_t a, int32_t q, bool deep) {
+        auto key = std::make_tuple(a, q, deep);
+        auto it = kept.find(key);
+        if (it != kept.end()) return it->second;
+        const auto& [split, exits] = split_of(a, q, deep);
+        FrameBits out;
+        out.inside = split->inside;
+        auto emit = [&out](int32_t, int32_t tok) { out.inside[size_t(tok >> 5)] |= uint32_t(1) << (tok & 31); };
+        for (auto [v, j] : split->leave) {
+            exit_kids(out.kids, m.g(a, exits[size_t(j)]), v);
+            frame_walk(emit, out.kids, a, exits[size_t(j)], 0, t.child_start[v], t.child_count[v]);
+        }
+        return kept.emplace(key, std::move(out)).first->second;
+    }
+
+    // The split (shape_walk's) through automaton a's own rows from state q (exits numbered as met), while it looks
+    // at fewer than `budget` trie nodes: false past that (the walk is wide: its shape is shared).
+    bool narrow_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t q,
+                     bool deep, int64_t c0, int64_t n, int64_t& budget) const {
+        if ((budget -= n) < 0) return false;
+        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        for (int64_t v = c0; v < c0 + n; ++v) {
+            const int32_t x = row[t.byte[v]];
+            if (x >= 0 && !visit(split, exits, exit_of, a, x, deep, v, budget)) return false;
+        }
+        return true;
+    }
+
+    // Trie node v, read into state x of automaton a: its tokens, then its children walked on
+    // (narrow_walk) where x is plain, else v leaves at exit x.
+    bool visit(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t x, bool deep,
+               int64_t v, int64_t& budget) const {
+        set_tokens(split.inside, v);
+        if (!t.child_count[v]) return true;
+        if (m.plain(a, x, deep)) return narrow_walk(split, exits, exit_of, a, x, deep, t.child_start[v], t.child_count[v], budget);
+        if (exit_of.empty()) exit_of.assign(size_t(m.n_states(a)), -1);
+        if (exit_of[size_t(x)] < 0) {
+            exit_of[size_t(x)] = int32_t(exits.size());
+            exits.push_back(x);
+        }
+        split.leave.emplace_back(v, exit_of[size_t(x)]);
+        return true;
     }
 
     // The plain states reachable from q (q first, whatever it is), breadth first, as codes.
@@ -348,25 +799,34 @@ class Walker {
                 shape.rows.push_back(code);
             }
         }
-        uint64_t h = 1469598103934665603ull;  // FNV-1a over the codes
-        for (int32_t x : shape.rows) h = (h ^ uint32_t(x)) * 1099511628211ull;
-        shape.hash = h;
+        shape.hash = fnv(shape.rows);
         return shape;
     }
 
-    void split_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n) const {
+    // The walk of a shape's codes from its state i: 2j goes on to state j; an odd code is an exit
+    // (shape_of's exit code / 2: the node's tokens inside, its children leaving there) or, in a
+    // region's shape, the node leaving the region from state i (its tokens the state's to decide).
+    void shape_walk(Split& split, const std::vector<int32_t>& rows, int32_t i, int64_t c0, int64_t n, bool region) const {
         const int32_t* row = &rows[size_t(i) * 256];
         for (int64_t v = c0; v < c0 + n; ++v) {
             const int32_t code = row[t.byte[v]];
             if (code < 0) continue;
-            for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
-                split.inside[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
+            if (region && code % 2) {
+                split.leave.emplace_back(v, i);
+                continue;
+            }
+            set_tokens(split.inside, v);
             if (!t.child_count[v]) continue;
             if (code % 2 == 0)
-                split_walk(split, rows, code / 2, t.child_start[v], t.child_count[v]);
+                shape_walk(split, rows, code / 2, t.child_start[v], t.child_count[v], region);
             else
                 split.leave.emplace_back(v, code / 2);
         }
+    }
+
+    void set_tokens(std::vector<uint32_t>& bits, int64_t v) const {
+        for (int64_t k = t.tok_offset[v]; k < t.tok_offset[v + 1]; ++k)
+            bits[size_t(t.tokens[k] >> 5)] |= uint32_t(1) << (t.tokens[k] & 31);
     }
 
     // walk() over the marked nodes only (mark 1: this node, its marked children; 2: everything below)
@@ -653,20 +1113,16 @@ PyObject* split_cache(PyObject*, PyObject* args) {
     if (!shared) return nullptr;
     SplitCache& cache = (*shared)->cache;
     std::lock_guard<std::mutex> guard(cache.lock);
-    size_t n = 0;
-    for (auto& [hash, entries] : cache.splits) n += entries.size();
-    PyObject* out = Py_BuildValue("(nn)", Py_ssize_t(n), Py_ssize_t(cache.bytes));
-    if (clear) {
-        cache.splits.clear();
-        cache.bytes = 0;
-    }
+    PyObject* out = Py_BuildValue("(nn)", Py_ssize_t(cache.size()), Py_ssize_t(cache.bytes));
+    if (clear) cache.clear();
     return out;
 }
 
-// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie) -> engine
+// build(machine: tuple of the 14 CompiledMachine arrays in its field order, trie, narrow_nodes=0) -> engine
 PyObject* build(PyObject*, PyObject* args) {
     PyObject *mt, *trie_capsule;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &mt, &trie_capsule)) return nullptr;
+    long long narrow_nodes = 0;
+    if (!PyArg_ParseTuple(args, "O!O|L", &PyTuple_Type, &mt, &trie_capsule, &narrow_nodes)) return nullptr;
     auto* shared = static_cast<std::shared_ptr<const Trie>*>(PyCapsule_GetPointer(trie_capsule, "inferlab.native.Trie"));
     if (!shared) return nullptr;
     if (PyTuple_GET_SIZE(mt) != 14) {
@@ -675,6 +1131,7 @@ PyObject* build(PyObject*, PyObject* args) {
     }
     auto e = std::make_unique<Engine>(*shared);
     Machine& m = e->m;
+    e->narrow_nodes = narrow_nodes;
     auto item = [&](int i) { return PyTuple_GET_ITEM(mt, i); };
     if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_array(item(1), m.trans, false, "trans") ||
         !read_array(item(2), m.accepting, true, "accepting") || !read_array(item(3), m.start, false, "start") ||
@@ -693,15 +1150,7 @@ PyObject* build(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, exc.what());
         return nullptr;
     }
-    m.reads.assign(size_t(m.S), 0);
-    for (int64_t i = 0; i < m.S * 256; ++i)
-        if (m.trans[i] >= 0) m.reads[i / 256] = 1;
-    for (int deep = 0; deep < 2; ++deep) {
-        m.plain_at[deep].assign(size_t(m.S), 0);
-        for (int32_t a = 0; a < m.A; ++a)
-            for (int32_t s = 0; s < m.n_states(a); ++s)
-                m.plain_at[deep][m.g(a, s)] = m.kind[a] == PLAIN && !m.has_calls(a, s) && !(deep && m.acc(a, s));
-    }
+    m.derive();
     PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
     if (capsule) e.release();
     return capsule;
@@ -781,7 +1230,8 @@ constexpr long long COUNT_CAP = 1024;  // fill's answer: the mask's tokens, up t
 
 Py_ssize_t words_of(const Engine* e) { return (e->t.vocab_size + 31) / 32; }
 
-// fill(engine, frames, stack_offset, out (words,) 32-bit) -> tokens allowed (up to COUNT_CAP): out = the mask
+// fill(engine, frames, stack_offset, out (words,) 32-bit) -> (tokens allowed (up to COUNT_CAP), top_only):
+// out = the mask; top_only: Walker::top_only
 PyObject* fill(PyObject*, PyObject* args) {
     PyObject *capsule, *frames, *offset, *out_obj;
     if (!PyArg_ParseTuple(args, "OOOO", &capsule, &frames, &offset, &out_obj)) return nullptr;
@@ -798,6 +1248,7 @@ PyObject* fill(PyObject*, PyObject* args) {
     }
     std::string error;
     long long allowed = 0;
+    bool top_only = false;
     Py_BEGIN_ALLOW_THREADS
     try {
         // (straight into `out`: its buffer is held, and no Python code runs until the GIL is back)
@@ -805,7 +1256,9 @@ PyObject* fill(PyObject*, PyObject* args) {
         std::memset(words, 0, size_t(words_of(e)) * 4);
         Slot& slot = e->slot(0);
         std::lock_guard<std::mutex> guard(slot.lock);
-        Walker(*e, slot.table, slot.marks, slot.splits, words).mask(std::move(config));
+        Walker walker(*e, slot, words);
+        walker.mask(std::move(config));
+        top_only = walker.top_only;
         allowed = count_bits(words, size_t(words_of(e)), COUNT_CAP);
     } catch (const std::exception& exc) {
         error = exc.what();
@@ -815,7 +1268,7 @@ PyObject* fill(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, error.c_str());
         return nullptr;
     }
-    return PyLong_FromLongLong(allowed);
+    return Py_BuildValue("(LO)", allowed, top_only ? Py_True : Py_False);
 }
 
 // fill_next_token_bitmask_par(engine, [(frames, stack_offset), ...], out (B, words), rows, threads):
@@ -862,7 +1315,7 @@ PyObject* fill_par(PyObject*, PyObject* args) {
             try {  // (rows are distinct per configuration: no two threads write one)
                 uint32_t* w = base + rows[i] * words;
                 std::memset(w, 0, size_t(words) * 4);
-                Walker(*e, slot.table, slot.marks, slot.splits, w).mask(std::move(all[i]));
+                Walker(*e, slot, w).mask(std::move(all[i]));
             } catch (const std::exception& exc) {
                 errors[i] = exc.what();
             }
@@ -885,10 +1338,10 @@ PyObject* fill_par(PyObject*, PyObject* args) {
 
 PyMethodDef methods[] = {
     {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
-    {"build", build, METH_VARARGS, "build(machine arrays, trie) -> engine"},
+    {"build", build, METH_VARARGS, "build(machine arrays, trie, narrow_nodes=0) -> engine"},
     {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
     {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
-    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> tokens allowed (up to 1,024): a configuration's mask"},
+    {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> (tokens allowed (up to 1,024), top frame alone): a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
     {nullptr, nullptr, 0, nullptr}};

@@ -48,6 +48,7 @@ FEW_CANDIDATES = 64               # the keys' candidates are filtered by the row
 KEPT_PY_NODES = 256               # a keep walk over at most this many trie nodes is walked in Python
 KEPT_ROWS = 1024                  # kept walks cached per clamped configuration (_kept_walk; a row each)
 STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
+FEW_NATIVE_TOKENS = 256           # a native row of fewer tokens is read as their ids (its quoted ones kept, _refused)
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
 WARM_MS = 30.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
 
@@ -74,7 +75,7 @@ class StackGrammar:
         self.machine = machine
         self.engine_asked = engine or native.requested()  # INFERLAB_ENGINE's, where the caller names none
         self.engine = native.in_use(self.engine_asked)    # "native", or "python" (asked, or not built)
-        self._native = native.NativeMasks(machine, vocab) if self.engine == "native" else None
+        self._native = native.NativeMasks(machine, vocab, narrow_nodes > 0) if self.engine == "native" else None
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
         self.eos_id = vocab.eos_id
@@ -238,9 +239,21 @@ class StackGrammar:
         if self._native is None:
             native.announce_fallback(self.engine_asked)
             return self._build_mask(key)
+        top = self._plain_top(key) if self.narrow_nodes else None
+        got = self._plain_masks.get(top) if top is not None else None
+        if got is not None:  # (another configuration's with this plain top: _narrow_mask's cache)
+            self._note_quoted(key, got[1])
+            return got[0]
         self._native_made += 1
-        row, allowed = self._native.row(key)
-        return self._sparse(row) if allowed < SPARSE_TOKENS else row
+        row, allowed, top_only = self._native.row(key)
+        if allowed >= FEW_NATIVE_TOKENS:
+            return row
+        tokens = native.row_tokens(row)  # (as a narrow walk's row: _refused tests its quoted tokens alone)
+        got = (tuple(tokens) if allowed < SPARSE_TOKENS else row), self._quoted_of(tokens)
+        self._note_quoted(key, got[1])
+        if top is not None and top_only:
+            self._keep_plain(top, got)
+        return got[0]
 
     def _sparse(self, row: np.ndarray) -> tuple[int, ...]:
         """A row of few tokens as their ids (_write sets them): a cached row costs its tokens, not 19 KB."""
@@ -419,21 +432,34 @@ class StackGrammar:
             if tokens is None:
                 return None
             tokens = token_split.with_duplicates(tokens, trie)
-            index = self.key_index
-            quoted = [t for t in tokens if index.has_quote[t]]
-            quoted = quoted, [t for t in quoted if index.holds_key[t]]
+            quoted = self._quoted_of(tokens)
             if self.eos_id >= 0 and m.can_end(cid):
                 tokens.append(self.eos_id)
             got = (tuple(tokens) if len(tokens) < SPARSE_TOKENS else self._list_bits(tokens)), quoted
             self._narrow_made += 1
             if top is not None and not crossed:
-                if len(self._plain_masks) >= self._cache_rows:
-                    self._plain_masks.clear()
-                self._plain_masks[top] = got
+                self._keep_plain(top, got)
+        self._note_quoted(cid, got[1])
+        return got[0]
+
+    def _keep_plain(self, top: tuple[int, int, bool], got: tuple) -> None:
+        """Keep a plain top frame's (mask, quoted tokens), every configuration's with it on top."""
+        if len(self._plain_masks) >= self._cache_rows:
+            self._plain_masks.clear()
+        self._plain_masks[top] = got
+
+    def _quoted_of(self, tokens: list[int]) -> tuple[list[int], list[int]]:
+        """(those of a row's tokens with a quote, and of those, with a whole quoted string): what
+        _refused tests of a row whose tokens are known."""
+        index = self.key_index
+        quoted = [t for t in tokens if index.has_quote[t]]
+        return quoted, [t for t in quoted if index.holds_key[t]]
+
+    def _note_quoted(self, key: int, quoted: tuple[list[int], list[int]]) -> None:
+        """Keep mask key `key`'s quoted tokens (_quoted_of's pair) for _refused."""
         if len(self._quoted) >= QUOTED_ROWS:
             self._quoted.clear()
-        self._quoted[cid] = got[1]
-        return got[0]
+        self._quoted[key] = quoted
 
     def _list_bits(self, tokens: list[int]) -> np.ndarray:
         """(words,) int32 bits of a token list, duplicates included (with_duplicates)."""

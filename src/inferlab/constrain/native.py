@@ -1,14 +1,16 @@
 """The mask engine in use: the native one (_native.cpp, a C++17 extension built by `pip install .`)
 or the Python one (grammar.py), its reference and the fallback where no compiler built it.
 
-`INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (python, for now).
-Where the native one is asked for but was not built, masks use the Python
+`INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (native, where built).
+Where the native one is asked for (or the default) but was not built, masks use the Python
 engine, and one stderr line says so, once, when the first mask is built (not at import).
 
-What is native (docs/native-engine.md): a configuration's token mask, by a walk of the
-vocabulary's trie (in arrays) through the stack machine: configuration stepping, closures
-(pushes, pops), counted and map frames, EOS; the GIL released; a batch's rows on parallel
-threads (fill_next_token_bitmask_par). In Python behind the same API (StackGrammar): the
+What is native (docs/native-engine.md): a configuration's token mask, by the Python engine's
+frame split (token_split: per top frame the tokens decided inside its automaton, cached and
+shared by shape, region, delta base or signature; counted and map frames' walks with the items
+each token begins), only the rest walked through the configuration: configuration stepping,
+closures (pushes, pops), counted and map frames, EOS; the GIL released; a batch's rows on
+parallel threads (fill_next_token_bitmask_par). In Python behind the same API (StackGrammar): the
 configuration interning and byte rows the text reads, the mask cache, and the written keys
 (keys.py: no repeated key, uniqueItems) resolved against the cached row per state.
 """
@@ -143,24 +145,46 @@ CACHES.register("native_splits", "masks", lambda: _split_caches(True), lambda: _
                 "SPLIT_CACHE_BYTES (64 MB) per vocabulary, in _native.cpp")
 
 
-class NativeMasks:
-    """A machine's tables and a vocabulary's trie in the native engine (built on first use)."""
+def row_tokens(row: np.ndarray) -> list[int]:
+    """The token ids set in a (words,) 32-bit row, ascending (a row of few tokens: its nonzero words
+    read bit by bit, where unpacking the whole row would cost more)."""
+    words = row.view(np.uint32)
+    out = []
+    for w in np.flatnonzero(words).tolist():
+        x = int(words[w])
+        while x:
+            low = x & -x
+            out.append(32 * w + low.bit_length() - 1)
+            x ^= low
+    return out
 
-    def __init__(self, machine, vocab):
-        self.machine, self.vocab = machine, vocab
+
+NARROW_SPLIT_NODES = 4096  # a frame split that looks at fewer trie nodes is walked directly (no shape)
+
+
+class NativeMasks:
+    """A machine's tables and a vocabulary's trie in the native engine (built on first use).
+    narrow: walk narrow frame splits directly (StackGrammar's narrow_nodes > 0; else every plain
+    split goes through its shape, as the Python engine's every mask through its frame splits)."""
+
+    def __init__(self, machine, vocab, narrow: bool = True):
+        self.machine, self.vocab, self.narrow = machine, vocab, narrow
         self.words = (vocab.vocab_size + 31) // 32
         self._engine = None
 
     def engine(self):
         if self._engine is None:
             tables = tuple(compiled_machine(self.machine).arrays().values())
-            self._engine = _module().build(tables, native_trie(self.vocab))
+            self._engine = _module().build(tables, native_trie(self.vocab), NARROW_SPLIT_NODES if self.narrow else 0)
         return self._engine
 
-    def row(self, cid: int) -> tuple[np.ndarray, int]:
-        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count up to 1,024)."""
+    def row(self, cid: int) -> tuple[np.ndarray, int, bool]:
+        """((words,) int32 configuration `cid`'s mask (the written keys aside), its tokens' count up
+        to 1,024, and whether it is its plain top frame's alone: one stack, no token left the top's
+        plain states, so every configuration with that top (StackGrammar._plain_top) has it)."""
         out = np.zeros(self.words, dtype=np.int32)
-        return out, _module().fill(self.engine(), self.machine.configs[cid], None, out)
+        allowed, top_only = _module().fill(self.engine(), self.machine.configs[cid], None, out)
+        return out, allowed, top_only
 
     def rows(self, cids: list[int], threads: int) -> np.ndarray:
         """(len(cids), words) int32: their masks, walked on up to `threads` threads at once."""
