@@ -22,6 +22,18 @@ class StateLimit(InferlabError):
     """The subset construction reached its max_states."""
 
 
+def _native_module():
+    """The C++ construction (_dfa_native.cpp), or None where the extension is not built."""
+    try:
+        from inferlab.constrain import _dfa_native
+    except ImportError:
+        return None
+    return _dfa_native
+
+
+_NATIVE = _native_module()
+
+
 @dataclass(frozen=True, eq=False)
 class DFA:
     trans: np.ndarray      # (S, 256) int32, -1 = dead
@@ -103,8 +115,7 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         sid = ids.get(key)
         if sid is None:
             if len(sets) >= max_states:
-                raise StateLimit(f"the schema's automaton exceeds {max_states} states; "
-                                    "simplify the schema or raise max_states")
+                raise StateLimit(_limit_message(max_states))
             sid = ids[key] = len(sets)
             sets.append(key)
             accepting.append(final in key)
@@ -127,6 +138,10 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         rows.append(row)
         i += 1
     return rows, accepting
+
+
+def _limit_message(max_states: int) -> str:
+    return f"the schema's automaton exceeds {max_states} states; simplify the schema or raise max_states"
 
 
 def _group(pair_lists) -> dict[int, list[int]]:
@@ -231,9 +246,20 @@ def _minimize(rows: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.n
     return new_rows, accepting[reps], 0
 
 
-def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True) -> DFA:
-    """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA."""
+def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True,
+                native: bool = True) -> DFA:
+    """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA.
+
+    The minimal DFA is built by the C++ extension _dfa_native where it is built (native=False:
+    this module's Python construction, its reference; the same arrays either way)."""
     nfa = build_nfa(node, max_states=max(20 * max_states, 1_000_000))
+    if minimize and native and _NATIVE is not None:
+        got = _NATIVE.minimal_dfa(nfa.eps, nfa.edges, nfa.start, nfa.final, max_states)
+        if got is None:
+            raise StateLimit(_limit_message(max_states))
+        trans, accepting = got
+        return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
+                   np.frombuffer(accepting, dtype=bool))                       # (S,)
     class_of = byte_classes(nfa)
     rows_l, acc_l = _determinize(nfa, class_of, max_states)
     rows = np.asarray(rows_l, dtype=np.int64).reshape(len(rows_l), -1)  # (S, C)
