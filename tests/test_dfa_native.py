@@ -71,3 +71,23 @@ def test_malformed_nfa_refused():
     for args in bad:
         with pytest.raises(ValueError):
             native.minimal_dfa(*args)
+
+
+def test_limits_and_fallbacks_as_python():
+    """Past the NFA limit both raise the same NfaLimit; an AST deeper than the extension's
+    recursion, or a call target past the marker digits, is left to nfa.py (the same DFA, the same
+    error)."""
+    from inferlab.constrain.nfa import NfaLimit
+    from inferlab.errors import InferlabError
+
+    # 1.1 M NFA states (the Python construction's refusal of it takes ~10 s: only the count is checked there)
+    with pytest.raises(NfaLimit, match="NFA exceeds 1000000 states"):
+        dfa.compile_ast(rx.parse("(?:a{1100}){1000}"), max_states=1000)
+    assert same("(?:a{100}){10}") == 1001
+    deep = "a"
+    for k in range(1200):  # Alt inside Concat inside Alt ...: 2,400 AST levels
+        deep = f"(?:b{k % 7}|{deep}c)"
+    assert same(deep) > 1
+    for native_ in (True, False):
+        with pytest.raises(InferlabError, match="call target"):
+            dfa.compile_ast(rx.parse("(?&99999999)"), native=native_)

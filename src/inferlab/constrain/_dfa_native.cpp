@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <array>
 #include <cstring>
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <unordered_map>
@@ -397,6 +399,345 @@ Result minimal_dfa(const Nfa& a, int64_t max_states) {
     return r;
 }
 
+
+// nfa.py's _Builder, on regex.py's AST (read with the GIL held): Thompson's construction run
+// backwards, a fragment built once per (structural id, continuation). The same NFA as nfa.py's,
+// state for state in number (so the same NFA limit); only the minimal DFA leaves this file.
+struct NfaLimit {};
+struct Unsupported {};  // (a call target past the marker digits, or an unknown node: left to nfa.py)
+
+constexpr int CALL_MARK = 0xF8, CALL_BASE = 7, CALL_DIGITS = 5;
+
+struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& v) const noexcept {
+        uint64_t h = 1469598103934665603ull ^ v.size();
+        for (int64_t x : v) {
+            h ^= static_cast<uint64_t>(x);
+            h *= 1099511628211ull;
+        }
+        return static_cast<size_t>(h ^ (h >> 29));
+    }
+};
+
+struct AstBuilder {
+    PyObject* types[5];  // CharSet, Concat, Alt, Repeat, Call
+    PyObject* sequences;  // nfa.charset_sequences
+    int64_t max_states;
+    static constexpr int MAX_DEPTH = 1000;  // AST levels (sid and build recurse; regex.py allows 4,000 groups)
+    int depth = 0;
+    std::vector<std::vector<int32_t>> eps;
+    std::vector<std::vector<std::array<int32_t, 3>>> edges;  // (lo, hi, target)
+    std::unordered_map<PyObject*, int32_t> ids;
+    std::unordered_map<std::vector<int64_t>, int32_t, KeyHash> table;
+    std::unordered_map<uint64_t, int32_t> built;  // (structural id, continuation) -> entry
+    std::unordered_map<int32_t, std::vector<std::vector<std::pair<int32_t, int32_t>>>> seqs;  // charset sid -> byte-range sequences
+
+    int32_t state() {
+        if (static_cast<int64_t>(eps.size()) >= max_states) throw NfaLimit();
+        eps.emplace_back();
+        edges.emplace_back();
+        return static_cast<int32_t>(eps.size() - 1);
+    }
+
+    int kind(PyObject* node) const {
+        for (int k = 0; k < 5; ++k)
+            if (Py_TYPE(node) == reinterpret_cast<PyTypeObject*>(types[k])) return k;
+        throw Unsupported();  // (a node this file does not know: nfa.py builds it, or names it)
+    }
+
+    static PyObject* attr(PyObject* node, const char* name) {  // a new reference
+        PyObject* v = PyObject_GetAttrString(node, name);
+        if (!v) throw Bad(std::string("an AST node without ") + name);
+        return v;
+    }
+
+    static int64_t as_int(PyObject* o) {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) throw Bad("an AST int is not an int");
+        return v;
+    }
+
+    PyObject* items(PyObject* node) {  // a new reference to a tuple
+        PyObject* t = attr(node, "items");
+        if (!PyTuple_Check(t)) {
+            Py_DECREF(t);
+            throw Bad("items must be a tuple");
+        }
+        return t;
+    }
+
+    int32_t sid(PyObject* node) {
+        auto it = ids.find(node);
+        if (it != ids.end()) return it->second;
+        if (depth >= 2 * MAX_DEPTH) throw Unsupported();  // (called from build: its levels count too)
+        ++depth;
+        struct Undo {
+            int& d;
+            ~Undo() { --d; }
+        } undo{depth};
+        int k = kind(node);
+        std::vector<int64_t> key{k};
+        if (k == 0) {
+            PyObject* r = attr(node, "ranges");
+            bool ok = PyTuple_Check(r);
+            for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(r); ++i) {
+                PyObject* pair = PyTuple_GET_ITEM(r, i);
+                ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+                if (ok) {
+                    key.push_back(as_int(PyTuple_GET_ITEM(pair, 0)));
+                    key.push_back(as_int(PyTuple_GET_ITEM(pair, 1)));
+                }
+            }
+            Py_DECREF(r);
+            if (!ok) throw Bad("ranges must be a tuple of (lo, hi)");
+        } else if (k == 1 || k == 2) {
+            PyObject* t = items(node);
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) key.push_back(sid(PyTuple_GET_ITEM(t, i)));
+            Py_DECREF(t);
+        } else if (k == 3) {
+            PyObject* item = attr(node, "item");
+            key.push_back(sid(item));  // (the node holds it: the pointer stays valid)
+            Py_DECREF(item);
+            PyObject* lo = attr(node, "min");
+            PyObject* hi = attr(node, "max");
+            key.push_back(as_int(lo));
+            key.push_back(hi == Py_None ? -1 : as_int(hi));
+            Py_DECREF(lo);
+            Py_DECREF(hi);
+        } else {
+            PyObject* t = attr(node, "target");
+            key.push_back(as_int(t));
+            Py_DECREF(t);
+        }
+        int32_t out = table.emplace(std::move(key), static_cast<int32_t>(table.size())).first->second;
+        ids.emplace(node, out);
+        return out;
+    }
+
+    int32_t build(PyObject* node, int32_t end) {
+        struct Level {  // (the C stack: deeper ASTs are left to nfa.py)
+            int& d;
+            explicit Level(int& depth) : d(depth) {
+                if (++d > MAX_DEPTH) throw Unsupported();
+            }
+            ~Level() { --d; }
+        } level(depth);
+        if (kind(node) == 1) {
+            PyObject* t = items(node);
+            for (Py_ssize_t i = PyTuple_GET_SIZE(t) - 1; i >= 0; --i) end = build(PyTuple_GET_ITEM(t, i), end);
+            Py_DECREF(t);
+            return end;
+        }
+        uint64_t key = (static_cast<uint64_t>(sid(node)) << 32) | static_cast<uint32_t>(end);
+        auto it = built.find(key);
+        if (it != built.end()) return it->second;
+        int32_t entry = build_new(node, end);
+        built.emplace(key, entry);
+        return entry;
+    }
+
+    int32_t build_new(PyObject* node, int32_t end) {
+        int k = kind(node);
+        if (k == 0) return charset(node, end);
+        if (k == 2) {
+            int32_t entry = state();
+            PyObject* t = items(node);
+            std::vector<int32_t> outs;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
+                int32_t e = build(PyTuple_GET_ITEM(t, i), end);
+                if (std::find(outs.begin(), outs.end(), e) == outs.end()) outs.push_back(e);
+            }
+            Py_DECREF(t);
+            eps[entry] = std::move(outs);
+            return entry;
+        }
+        if (k == 3) return repeat(node, end);
+        PyObject* t = attr(node, "target");
+        int64_t target = as_int(t);
+        Py_DECREF(t);
+        int64_t limit = 1;
+        for (int i = 0; i < CALL_DIGITS; ++i) limit *= CALL_BASE;
+        if (target < 0 || target >= limit) throw Unsupported();
+        int marks[1 + CALL_DIGITS];
+        marks[0] = CALL_MARK;
+        for (int i = 0; i < CALL_DIGITS; ++i) {
+            marks[1 + i] = CALL_MARK + 1 + static_cast<int>(target % CALL_BASE);
+            target /= CALL_BASE;
+        }
+        for (int i = CALL_DIGITS; i >= 0; --i) {
+            int32_t prev = state();
+            edges[prev].push_back({marks[i], marks[i], end});
+            end = prev;
+        }
+        return end;
+    }
+
+    const std::vector<std::vector<std::pair<int32_t, int32_t>>>& sequences_of(PyObject* node) {
+        int32_t s = sid(node);
+        auto it = seqs.find(s);
+        if (it != seqs.end()) return it->second;
+        PyObject* r = attr(node, "ranges");
+        PyObject* got = PyObject_CallOneArg(sequences, r);
+        Py_DECREF(r);
+        if (!got) throw Bad("charset_sequences failed");
+        std::vector<std::vector<std::pair<int32_t, int32_t>>> out;
+        bool ok = PyTuple_Check(got);
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(got); ++i) {
+            PyObject* seq = PyTuple_GET_ITEM(got, i);
+            ok = PyTuple_Check(seq) && PyTuple_GET_SIZE(seq) > 0;
+            out.emplace_back();
+            for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(seq); ++j) {
+                PyObject* pair = PyTuple_GET_ITEM(seq, j);
+                ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+                if (ok) {
+                    int64_t lo = as_int(PyTuple_GET_ITEM(pair, 0)), hi = as_int(PyTuple_GET_ITEM(pair, 1));
+                    ok = 0 <= lo && lo <= hi && hi < 256;
+                    out.back().emplace_back(static_cast<int32_t>(lo), static_cast<int32_t>(hi));
+                }
+            }
+        }
+        Py_DECREF(got);
+        if (!ok) throw Bad("charset_sequences gave no byte-range sequences");
+        return seqs.emplace(s, std::move(out)).first->second;
+    }
+
+    int32_t charset(PyObject* node, int32_t end) {
+        const auto& all = sequences_of(node);
+        int32_t start = state();
+        std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> prefix_state;  // a trie over the sequences
+        std::vector<std::pair<int32_t, int32_t>> key;
+        for (const auto& seq : all) {
+            int32_t cur = start;
+            key.clear();
+            for (size_t k = 0; k < seq.size(); ++k) {
+                auto [lo, hi] = seq[k];
+                if (k + 1 == seq.size()) {
+                    edges[cur].push_back({lo, hi, end});
+                    break;
+                }
+                key.push_back(seq[k]);
+                auto it = prefix_state.find(key);
+                int32_t nxt;
+                if (it == prefix_state.end()) {
+                    nxt = state();
+                    prefix_state.emplace(key, nxt);
+                    edges[cur].push_back({lo, hi, nxt});
+                } else {
+                    nxt = it->second;
+                }
+                cur = nxt;
+            }
+        }
+        return start;
+    }
+
+    int32_t repeat(PyObject* node, int32_t end) {
+        PyObject* item = attr(node, "item");
+        Py_DECREF(item);  // (the node holds it)
+        PyObject* lo_o = attr(node, "min");
+        PyObject* hi_o = attr(node, "max");
+        int64_t lo = as_int(lo_o);
+        int64_t hi = hi_o == Py_None ? -1 : as_int(hi_o);
+        Py_DECREF(lo_o);
+        Py_DECREF(hi_o);
+        int32_t cur;
+        if (hi < 0) {  // a Kleene star, looping through a state of its own
+            cur = state();
+            int32_t body = build(item, cur);
+            eps[cur] = {body, end};
+        } else {  // x{0,k} as nested optionals: every exit goes to `end`
+            cur = end;
+            for (int64_t i = 0; i < hi - lo; ++i) {
+                int32_t opt = state();
+                int32_t body = build(item, cur);
+                eps[opt] = {body, end};
+                cur = opt;
+            }
+        }
+        for (int64_t i = 0; i < lo; ++i) cur = build(item, cur);
+        return cur;
+    }
+
+    Nfa nfa(int32_t start, int32_t final_) const {
+        Nfa a;
+        a.n = static_cast<int32_t>(eps.size());
+        a.start = start;
+        a.final_ = final_;
+        a.eps_off.assign(a.n + 1, 0);
+        a.edge_off.assign(a.n + 1, 0);
+        for (int32_t s = 0; s < a.n; ++s) {
+            a.eps.insert(a.eps.end(), eps[s].begin(), eps[s].end());
+            a.eps_off[s + 1] = static_cast<int64_t>(a.eps.size());
+            for (const auto& e : edges[s]) {
+                a.lo.push_back(static_cast<uint8_t>(e[0]));
+                a.hi.push_back(static_cast<uint8_t>(e[1]));
+                a.tgt.push_back(e[2]);
+            }
+            a.edge_off[s + 1] = static_cast<int64_t>(a.tgt.size());
+        }
+        return a;
+    }
+};
+
+PyObject* result_object(Result& r) {
+    if (r.states < 0) return PyErr_NoMemory();
+    if (r.limit) return PyLong_FromLong(2);
+    PyObject* trans = PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.trans.data()),
+                                                    static_cast<Py_ssize_t>(r.trans.size() * sizeof(int32_t)));
+    PyObject* acc = trans ? PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.accepting.data()),
+                                                          static_cast<Py_ssize_t>(r.accepting.size()))
+                          : nullptr;
+    if (!acc) {
+        Py_XDECREF(trans);
+        return nullptr;
+    }
+    return Py_BuildValue("(NN)", trans, acc);
+}
+
+Result run_minimal(const Nfa& a, int64_t max_states) {
+    Result r;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        r = minimal_dfa(a, max_states);
+    } catch (...) {  // (std::bad_alloc: reported with the GIL)
+        r.limit = false;
+        r.states = -1;
+    }
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+PyObject* py_regex_dfa(PyObject*, PyObject* args) {
+    PyObject *node, *types, *sequences;
+    long long max_nfa, max_states;
+    if (!PyArg_ParseTuple(args, "OLLO!O", &node, &max_nfa, &max_states, &PyTuple_Type, &types, &sequences)) return nullptr;
+    if (PyTuple_GET_SIZE(types) != 5) {
+        PyErr_SetString(PyExc_ValueError, "types must be (CharSet, Concat, Alt, Repeat, Call)");
+        return nullptr;
+    }
+    try {
+        AstBuilder b;
+        for (int k = 0; k < 5; ++k) b.types[k] = PyTuple_GET_ITEM(types, k);
+        b.sequences = sequences;
+        b.max_states = max_nfa;
+        int32_t final_ = b.state();
+        int32_t start = b.build(node, final_);
+        Nfa a = b.nfa(start, final_);
+        b = AstBuilder();  // (its maps freed before the construction)
+        Result r = run_minimal(a, max_states);
+        return result_object(r);
+    } catch (const NfaLimit&) {
+        return PyLong_FromLong(1);
+    } catch (const Unsupported&) {
+        return PyLong_FromLong(3);
+    } catch (const Bad& e) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, e.what());
+        return nullptr;
+    } catch (const std::bad_alloc&) {
+        return PyErr_NoMemory();
+    }
+}
+
 PyObject* py_minimal_dfa(PyObject*, PyObject* args) {
     PyObject *eps, *edges;
     long start, final_;
@@ -404,27 +745,9 @@ PyObject* py_minimal_dfa(PyObject*, PyObject* args) {
     if (!PyArg_ParseTuple(args, "OOllL", &eps, &edges, &start, &final_, &max_states)) return nullptr;
     try {
         Nfa a = read_nfa(eps, edges, start, final_);
-        Result r;
-        Py_BEGIN_ALLOW_THREADS
-        try {
-            r = minimal_dfa(a, max_states);
-        } catch (...) {
-            r.limit = false;
-            r.states = -1;  // (std::bad_alloc: reported below, with the GIL)
-        }
-        Py_END_ALLOW_THREADS
-        if (r.states < 0) return PyErr_NoMemory();
+        Result r = run_minimal(a, max_states);
         if (r.limit) Py_RETURN_NONE;
-        PyObject* trans = PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.trans.data()),
-                                                        static_cast<Py_ssize_t>(r.trans.size() * sizeof(int32_t)));
-        PyObject* acc = trans ? PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.accepting.data()),
-                                                              static_cast<Py_ssize_t>(r.accepting.size()))
-                              : nullptr;
-        if (!acc) {
-            Py_XDECREF(trans);
-            return nullptr;
-        }
-        return Py_BuildValue("(NN)", trans, acc);
+        return result_object(r);
     } catch (const Bad& e) {
         PyErr_Clear();  // (a TypeError of PyLong_AsLong's, named instead)
         PyErr_SetString(PyExc_ValueError, e.what());
@@ -438,6 +761,11 @@ PyMethodDef methods[] = {
     {"minimal_dfa", py_minimal_dfa, METH_VARARGS,
      "minimal_dfa(eps, edges, start, final, max_states) -> (trans bytearray (S*256 int32), accepting bytearray (S,))"
      " or None past max_states: nfa.NFA's lists -> dfa.compile_ast's minimal DFA (start state 0)"},
+    {"regex_dfa", py_regex_dfa, METH_VARARGS,
+     "regex_dfa(ast, max_nfa_states, max_states, (CharSet, Concat, Alt, Repeat, Call), charset_sequences) ->"
+     " (trans, accepting) as minimal_dfa's, or 1 past max_nfa_states, 2 past max_states, 3 what nfa.py"
+     " must build (a call target past the marker digits, a node type unknown here): regex.py's AST -> nfa.py's"
+     " NFA -> the minimal DFA"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dfa_native", "inferlab's compile path in C++17: NFA -> minimal DFA", -1,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain.nfa import NFA, build_nfa
-from inferlab.constrain.regex import Node, parse
+from inferlab.constrain.nfa import NFA, NfaLimit, build_nfa, charset_sequences
+from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat, parse
 from inferlab.errors import InferlabError
 
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
@@ -252,14 +252,18 @@ def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: b
 
     The minimal DFA is built by the C++ extension _dfa_native where it is built (native=False:
     this module's Python construction, its reference; the same arrays either way)."""
-    nfa = build_nfa(node, max_states=max(20 * max_states, 1_000_000))
+    max_nfa = max(20 * max_states, 1_000_000)
     if minimize and native and _NATIVE is not None:
-        got = _NATIVE.minimal_dfa(nfa.eps, nfa.edges, nfa.start, nfa.final, max_states)
-        if got is None:
+        got = _NATIVE.regex_dfa(node, max_nfa, max_states, (CharSet, Concat, Alt, Repeat, Call), charset_sequences)
+        if got == 1:
+            raise NfaLimit(max_nfa)
+        if got == 2:
             raise StateLimit(_limit_message(max_states))
-        trans, accepting = got
-        return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
-                   np.frombuffer(accepting, dtype=bool))                       # (S,)
+        if got != 3:  # (3: nfa.py's to build, below: a node type or depth the extension leaves to it)
+            trans, accepting = got
+            return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
+                       np.frombuffer(accepting, dtype=bool))                       # (S,)
+    nfa = build_nfa(node, max_states=max_nfa)
     class_of = byte_classes(nfa)
     rows_l, acc_l = _determinize(nfa, class_of, max_states)
     rows = np.asarray(rows_l, dtype=np.int64).reshape(len(rows_l), -1)  # (S, C)
