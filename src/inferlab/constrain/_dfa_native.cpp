@@ -407,6 +407,9 @@ struct NfaLimit {};
 struct Unsupported {};  // (a call target past the marker digits, or an unknown node: left to nfa.py)
 
 constexpr int CALL_MARK = 0xF8, CALL_BASE = 7, CALL_DIGITS = 5;
+constexpr int N_NAMES = 6;
+const char* const NAME_TEXT[N_NAMES] = {"items", "ranges", "item", "min", "max", "target"};
+PyObject* NAMES[N_NAMES];  // the AST's attribute names, interned once (PyInit__dfa_native)
 
 struct KeyHash {
     size_t operator()(const std::vector<int64_t>& v) const noexcept {
@@ -446,7 +449,10 @@ struct AstBuilder {
     }
 
     static PyObject* attr(PyObject* node, const char* name) {  // a new reference
-        PyObject* v = PyObject_GetAttrString(node, name);
+        PyObject* key = nullptr;
+        for (int i = 0; i < N_NAMES; ++i)
+            if (std::strcmp(NAME_TEXT[i], name) == 0) key = NAMES[i];
+        PyObject* v = key ? PyObject_GetAttr(node, key) : PyObject_GetAttrString(node, name);
         if (!v) throw Bad(std::string("an AST node without ") + name);
         return v;
     }
@@ -773,4 +779,8 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dfa_native", "inferlab's compile 
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__dfa_native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__dfa_native(void) {
+    for (int i = 0; i < N_NAMES; ++i)
+        if (!(NAMES[i] = PyUnicode_InternFromString(NAME_TEXT[i]))) return nullptr;
+    return PyModule_Create(&module);
+}
