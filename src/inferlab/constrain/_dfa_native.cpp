@@ -29,11 +29,12 @@ struct Bad : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const noexcept {
+struct VecHash {  // FNV-1a over a vector's ints
+    template <typename T>
+    size_t operator()(const std::vector<T>& v) const noexcept {
         uint64_t h = 1469598103934665603ull ^ v.size();
-        for (int32_t x : v) {
-            h ^= static_cast<uint32_t>(x);
+        for (T x : v) {
+            h ^= static_cast<uint64_t>(x);
             h *= 1099511628211ull;
         }
         return static_cast<size_t>(h ^ (h >> 29));
@@ -411,17 +412,6 @@ constexpr int N_NAMES = 6;
 const char* const NAME_TEXT[N_NAMES] = {"items", "ranges", "item", "min", "max", "target"};
 PyObject* NAMES[N_NAMES];  // the AST's attribute names, interned once (PyInit__dfa_native)
 
-struct KeyHash {
-    size_t operator()(const std::vector<int64_t>& v) const noexcept {
-        uint64_t h = 1469598103934665603ull ^ v.size();
-        for (int64_t x : v) {
-            h ^= static_cast<uint64_t>(x);
-            h *= 1099511628211ull;
-        }
-        return static_cast<size_t>(h ^ (h >> 29));
-    }
-};
-
 struct AstBuilder {
     PyObject* types[5];  // CharSet, Concat, Alt, Repeat, Call
     PyObject* sequences;  // nfa.charset_sequences
@@ -431,7 +421,7 @@ struct AstBuilder {
     std::vector<std::vector<int32_t>> eps;
     std::vector<std::vector<std::array<int32_t, 3>>> edges;  // (lo, hi, target)
     std::unordered_map<PyObject*, int32_t> ids;
-    std::unordered_map<std::vector<int64_t>, int32_t, KeyHash> table;
+    std::unordered_map<std::vector<int64_t>, int32_t, VecHash> table;
     std::unordered_map<uint64_t, int32_t> built;  // (structural id, continuation) -> entry
     std::unordered_map<int32_t, std::vector<std::vector<std::pair<int32_t, int32_t>>>> seqs;  // charset sid -> byte-range sequences
 
