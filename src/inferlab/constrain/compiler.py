@@ -83,8 +83,6 @@ CACHES.register("bounded_dfas", "compile", lambda: _bounded_cache().clear_bounde
                 lambda: len(_bounded_cache()._BOUNDED), "schema.algebra.BOUNDED_CACHE_BYTES of DFA tables")
 CACHES.register("regex_classes", "compile", lambda: rx.clear_memo(), lambda: len(rx._CLASS_MEMO),
                 "regex._CLASS_MEMO_MAX class texts")
-CACHES.register("regex_groups", "compile", lambda: rx.clear_groups(), lambda: len(rx._GROUP_MEMO),
-                "regex._GROUP_MEMO_CHARS characters of group text")
 
 
 def _keep_small(key: tuple, dfa: DFA) -> None:

@@ -139,13 +139,6 @@ _SPANS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
 _CLASS = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", re.S)
 _CLASS_MEMO: dict[str, "CharSet"] = {}  # class text -> its CharSet, across patterns
 _CLASS_MEMO_MAX = 50_000
-# Group text -> (its node, groups nested in it), across patterns and schemas: most schemas'
-# automata hold the same groups (a string's characters, a number, a date), parsed once per
-# process instead of once per pattern. Cleared whole once its texts pass _GROUP_MEMO_CHARS.
-_GROUP_MEMO: dict[str, tuple["Node", int]] = {}
-_GROUP_MEMO_CHARS = 1 << 22     # (4 Mi characters: the 200-schema sample's groups up to 256 characters hold 3.9 M)
-_GROUP_MEMO_TEXT = 256          # longer groups are kept per pattern only: they rarely recur across patterns
-_group_memo_chars = [0]
 
 
 class _Parser:
@@ -273,7 +266,7 @@ class _Parser:
         open_pos = self.i
         end = self.close.get(open_pos)
         text = self.p[open_pos:end] if end is not None else None
-        hit = self.groups.get(text) or _GROUP_MEMO.get(text) if text is not None else None
+        hit = self.groups.get(text) if text is not None else None
         if hit is not None and self.depth + hit[1] <= MAX_REGEX_DEPTH:
             self.i = end
             self.deepest = max(self.deepest, self.depth + hit[1])
@@ -284,11 +277,6 @@ class _Parser:
         self.deepest = max(outer, self.deepest)
         if text is not None and self.i == end:
             self.groups[text] = (node, inner)
-            if len(text) <= _GROUP_MEMO_TEXT:
-                _GROUP_MEMO[text] = (node, inner)
-                _group_memo_chars[0] += len(text)
-                if _group_memo_chars[0] > _GROUP_MEMO_CHARS:
-                    clear_groups()
         return node
 
     def _group(self) -> Node:
@@ -422,15 +410,9 @@ def parse(pattern: str) -> Node:
 
 
 def clear_memo() -> None:
-    """Forget the class texts, groups and patterns parsed so far (a cold parse)."""
+    """Forget the class texts and patterns parsed so far (a cold parse)."""
     _CLASS_MEMO.clear()
-    clear_groups()
     _parsed.cache_clear()
-
-
-def clear_groups() -> None:
-    _GROUP_MEMO.clear()
-    _group_memo_chars[0] = 0
 
 
 @lru_cache(maxsize=16)
