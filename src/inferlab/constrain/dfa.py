@@ -7,6 +7,7 @@ state of the result is live (some accepting state is reachable from it), so "not
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +25,12 @@ class StateLimit(InferlabError):
 
 def _native_module():
     """The C++ construction (_dfa_native.cpp), or None where the extension is not built."""
+    # by name, as native.py's: `from inferlab.constrain import _dfa_native` reads, to the import
+    # graph (grimp), as an import of the package itself, whose __init__ imports this module
     try:
-        from inferlab.constrain import _dfa_native
+        return importlib.import_module("inferlab.constrain._dfa_native")
     except ImportError:
         return None
-    return _dfa_native
 
 
 _NATIVE = _native_module()
