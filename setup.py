@@ -77,5 +77,8 @@ def _version(cc: str) -> str | None:
 setup(
     cmdclass={"build_py": BuildPyWithCommit, "build_ext": BuildNative},
     ext_modules=[Extension("inferlab.constrain._native", ["src/inferlab/constrain/_native.cpp"], language="c++",
-                           extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True)],
+                           extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True),
+                 # the compile path's NFA -> minimal DFA (dfa.py falls back to its Python construction)
+                 Extension("inferlab.constrain._dfa_native", ["src/inferlab/constrain/_dfa_native.cpp"],
+                           language="c++", extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True)],
 )

@@ -7,12 +7,13 @@ state of the result is live (some accepting state is reachable from it), so "not
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain.nfa import NFA, build_nfa
-from inferlab.constrain.regex import Node, parse
+from inferlab.constrain.nfa import NFA, NfaLimit, build_nfa, charset_sequences
+from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat, parse
 from inferlab.errors import InferlabError
 
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
@@ -20,6 +21,19 @@ DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it
 
 class StateLimit(InferlabError):
     """The subset construction reached its max_states."""
+
+
+def _native_module():
+    """The C++ construction (_dfa_native.cpp), or None where the extension is not built."""
+    # by name, as native.py's: `from inferlab.constrain import _dfa_native` reads, to the import
+    # graph (grimp), as an import of the package itself, whose __init__ imports this module
+    try:
+        return importlib.import_module("inferlab.constrain._dfa_native")
+    except ImportError:
+        return None
+
+
+_NATIVE = _native_module()
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,8 +117,7 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         sid = ids.get(key)
         if sid is None:
             if len(sets) >= max_states:
-                raise StateLimit(f"the schema's automaton exceeds {max_states} states; "
-                                    "simplify the schema or raise max_states")
+                raise StateLimit(_limit_message(max_states))
             sid = ids[key] = len(sets)
             sets.append(key)
             accepting.append(final in key)
@@ -127,6 +140,10 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
         rows.append(row)
         i += 1
     return rows, accepting
+
+
+def _limit_message(max_states: int) -> str:
+    return f"the schema's automaton exceeds {max_states} states; simplify the schema or raise max_states"
 
 
 def _group(pair_lists) -> dict[int, list[int]]:
@@ -231,9 +248,24 @@ def _minimize(rows: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.n
     return new_rows, accepting[reps], 0
 
 
-def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True) -> DFA:
-    """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA."""
-    nfa = build_nfa(node, max_states=max(20 * max_states, 1_000_000))
+def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True,
+                native: bool = True) -> DFA:
+    """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA.
+
+    The minimal DFA is built by the C++ extension _dfa_native where it is built (native=False:
+    this module's Python construction, its reference; the same arrays either way)."""
+    max_nfa = max(20 * max_states, 1_000_000)
+    if minimize and native and _NATIVE is not None:
+        got = _NATIVE.regex_dfa(node, max_nfa, max_states, (CharSet, Concat, Alt, Repeat, Call), charset_sequences)
+        if got == 1:
+            raise NfaLimit(max_nfa)
+        if got == 2:
+            raise StateLimit(_limit_message(max_states))
+        if got != 3:  # (3: nfa.py's to build, below: a node type or depth the extension leaves to it)
+            trans, accepting = got
+            return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
+                       np.frombuffer(accepting, dtype=bool))                       # (S,)
+    nfa = build_nfa(node, max_states=max_nfa)
     class_of = byte_classes(nfa)
     rows_l, acc_l = _determinize(nfa, class_of, max_states)
     rows = np.asarray(rows_l, dtype=np.int64).reshape(len(rows_l), -1)  # (S, C)

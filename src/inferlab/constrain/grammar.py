@@ -50,7 +50,11 @@ KEPT_ROWS = 1024                  # kept walks cached per clamped configuration 
 STEPPED_READS = 8                 # a walk's byte-by-byte reads of an unbuilt row before it builds the row
 FEW_NATIVE_TOKENS = 256           # a native row of fewer tokens is read as their ids (its quoted ones kept, _refused)
 NARROW_NODES = 400                # a mask is walked node by node in Python while it looks at fewer trie children
-WARM_MS = 30.0                    # compile_json_schema's grammar builds the masks nearest its start this long (warm)
+# compile_json_schema's and schema-bench's warm-up (warm) by default: none, every mask built when
+# first asked. A warm-up is paid in full in the time to first mask (TTFM = compile + first mask),
+# which issue 48 holds to llguidance's median; 30 ms before it put our TTFM median over 30 ms
+# whatever the compile. A caller whose compile overlaps the prompt's prefill may pass warm_ms.
+WARM_MS = 0.0
 
 _UNSEEN = object()  # (advance's cache: None is a value, a dead token)
 _BIT = np.uint32(1) << np.arange(32, dtype=np.uint32)  # (32,) a token's bit within its word

@@ -42,6 +42,14 @@ def call_bytes(target: int) -> bytes:
     return bytes([CALL_MARK, *digits])
 
 
+class NfaLimit(InferlabError):
+    """The Thompson construction reached its max_states."""
+
+    def __init__(self, max_states: int):
+        super().__init__(f"the regex's NFA exceeds {max_states} states; "
+                         "simplify the schema (smaller repeat counts / maxLength / enums)")
+
+
 def _encode(cp: int) -> bytes:
     return chr(cp).encode("utf-8")
 
@@ -131,8 +139,7 @@ class _Builder:
 
     def state(self) -> int:
         if len(self.eps) >= self.max_states:
-            raise InferlabError(f"the regex's NFA exceeds {self.max_states} states; "
-                                "simplify the schema (smaller repeat counts / maxLength / enums)")
+            raise NfaLimit(self.max_states)
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1

@@ -1,0 +1,93 @@
+"""The compile path's C++ construction (_dfa_native.cpp: NFA -> minimal DFA) against dfa.py's Python
+one, its reference: the same arrays (transitions, accepting states, start) on drawn regexes, the
+same state limit, and malformed NFAs refused with ValueError, never a crash."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.constrain import dfa
+from inferlab.constrain import regex as rx
+from inferlab.constrain.nfa import build_nfa
+from oracles import small_regex
+
+native = pytest.importorskip("inferlab.constrain._dfa_native")
+
+ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "[^a]", ".", "(?:ab)", "\\d", "[a-z0-9_]", '"', "(?&3)", "(?&40)"])
+
+
+def same(pattern: str, max_states: int = dfa.DEFAULT_MAX_STATES) -> int:
+    ast = rx.parse(pattern)
+    try:
+        ours = dfa.compile_ast(ast, max_states=max_states)
+    except dfa.StateLimit as exc:
+        with pytest.raises(dfa.StateLimit, match=str(exc)):
+            dfa.compile_ast(ast, max_states=max_states, native=False)
+        return -1
+    ref = dfa.compile_ast(ast, max_states=max_states, native=False)
+    assert ours.start == ref.start
+    np.testing.assert_array_equal(ours.trans, ref.trans)
+    np.testing.assert_array_equal(ours.accepting, ref.accepting)
+    assert ours.trans.dtype == np.int32 and ours.accepting.dtype == bool
+    ours.trans[0, 0] = ours.trans[0, 0]  # writable, as the Python construction's
+    return ours.n_states
+
+
+@settings(max_examples=100, deadline=None)
+@given(small_regex(depth=3, atoms=ATOMS))
+def test_same_dfa_as_python(pattern):
+    same(pattern)
+
+
+@pytest.mark.parametrize("pattern", ["", "a", "(?:a|b)*abb", '"(?:[^"\\\\]|\\\\.)*"', "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?",
+                                     "(?:ab|ac|ad)*(?:x{2,5})?", "[^\\x00-\\x1f]{0,3}", "(?:\\{(?&1)\\})?"])
+def test_same_dfa_on_fixed_patterns(pattern):
+    assert same(pattern) >= 1
+
+
+def test_state_limit_the_same():
+    pattern = "(?:a|b)*a(?:a|b){7}"  # 2^8 states
+    assert same(pattern) == 256
+    assert same(pattern, max_states=100) == -1
+    assert same(pattern, max_states=600) == 256
+
+
+def test_malformed_nfa_refused():
+    nfa = build_nfa(rx.parse("ab"))
+    good = (nfa.eps, nfa.edges, nfa.start, nfa.final, 100)
+    assert native.minimal_dfa(*good) is not None
+    bad = [
+        ([], [], 0, 0, 100),                                            # no states
+        (nfa.eps, nfa.edges[:-1], nfa.start, nfa.final, 100),           # lengths differ
+        (nfa.eps, nfa.edges, len(nfa.eps), nfa.final, 100),             # start out of range
+        (nfa.eps[:-1] + [[len(nfa.eps)]], nfa.edges, nfa.start, nfa.final, 100),   # epsilon target out of range
+        (nfa.eps, nfa.edges[:-1] + [[(0, 300, 0)]], nfa.start, nfa.final, 100),    # byte out of range
+        (nfa.eps, nfa.edges[:-1] + [[(9, 3, 0)]], nfa.start, nfa.final, 100),      # hi below lo
+        (nfa.eps, nfa.edges[:-1] + [[(0, 1)]], nfa.start, nfa.final, 100),         # not a triple
+        (nfa.eps, nfa.edges[:-1] + [[("a", 1, 0)]], nfa.start, nfa.final, 100),    # not an int
+        (nfa.eps[:-1] + [None], nfa.edges, nfa.start, nfa.final, 100),            # not a list
+    ]
+    for args in bad:
+        with pytest.raises(ValueError):
+            native.minimal_dfa(*args)
+
+
+def test_limits_and_fallbacks_as_python():
+    """Past the NFA limit both raise the same NfaLimit; an AST deeper than the extension's
+    recursion, or a call target past the marker digits, is left to nfa.py (the same DFA, the same
+    error)."""
+    from inferlab.constrain.nfa import NfaLimit
+    from inferlab.errors import InferlabError
+
+    # 1.1 M NFA states (the Python construction's refusal of it takes ~10 s: only the count is checked there)
+    with pytest.raises(NfaLimit, match="NFA exceeds 1000000 states"):
+        dfa.compile_ast(rx.parse("(?:a{1100}){1000}"), max_states=1000)
+    assert same("(?:a{100}){10}") == 1001
+    deep = "a"
+    for k in range(1200):  # Alt inside Concat inside Alt ...: 2,400 AST levels
+        deep = f"(?:b{k % 7}|{deep}c)"
+    assert same(deep) > 1
+    for native_ in (True, False):
+        with pytest.raises(InferlabError, match="call target"):
+            dfa.compile_ast(rx.parse("(?&99999999)"), native=native_)
