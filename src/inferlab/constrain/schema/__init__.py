@@ -58,12 +58,17 @@ Supported keywords
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.number_regex); multipleOf 1, and an integer k >= 2 whose
   residue automaton reads back as a regex of at most number_regex.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
-  8, 10, 15, 20, 25, 100, ...; 7 is refused), intersected with the bounds, on a number too (its
-  multiples are integers); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
+  8, 10, 15, 20, 25, 100, ...; 7 is refused unless both bounds leave at most numbers.LISTED_MULTIPLES
+  multiples, then listed), intersected with the bounds, on a number too (its multiples are
+  integers); a decimal p/10^q on an integer is the integer p/gcd(p, 10^q) (1.5: 3); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
 - number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant
-  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
+  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1,
+  an integer as above, or a decimal p * 10^-q (0.01, 0.25, 1.5, 1e-8) with p <= 10,000, exactly on
+  the number's decimal text as the specification divides (not Python jsonschema's float division,
+  which rejects 0.07 as a multiple of 0.01; jsonschema-rs agrees), in plain decimal notation (a
+  narrowing, recorded) and intersected with the bounds;
 - boolean, null;
 - anyOf; oneOf when no text generated for one branch validates another (types, enum/const
   values, also listed values the reference validator finds invalid on the other side, numeric
