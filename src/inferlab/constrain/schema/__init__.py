@@ -186,7 +186,10 @@ that call each other, which lifts these narrowings and limits:
 - length bounds with a pattern or format that the regex product cannot hold (over
   strings.INTERSECT_LENGTH_MAX characters) are exact too: an automaton of its own whose DFA is
   the pattern's times a character counter (dfa_algebra.length_bounded; CompiledGrammar.lengths),
-  up to algebra.LENGTH_STATES states, where compile_schema records a subset or refuses;
+  up to algebra.LENGTH_STATES states, where compile_schema records a subset or refuses; past
+  that (an e-mail format under maxLength 1024), where no subset shape applies, the strings up to
+  the most characters whose product fits, at least strings.CAPPED_LENGTH_MIN (a narrowing naming
+  maxLength, its pointer and the cap), else an error;
 - a string's regex over 60 characters (strings.STRING_OUTLINE_CHARS: the UTF-8 character class
   alone is more) is an automaton of its own, one per distinct text, not a copy per use;
 - a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over

@@ -11,7 +11,7 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
-from inferlab.constrain.schema.algebra import bounded_dfa
+from inferlab.constrain.schema.algebra import LENGTH_STATES, bounded_dfa, operand_dfa
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 from inferlab.constrain.caches import CACHES
 
@@ -20,6 +20,7 @@ from inferlab.constrain.caches import CACHES
 # product counts characters in thousands of states, costs seconds and is over the regex limits).
 INTERSECT_LENGTH_MAX = 16
 STRING_OUTLINE_CHARS = 60  # stack mode: a longer string regex is an automaton of its own
+CAPPED_LENGTH_MIN = 64  # a maxLength with a pattern capped (capped_length) below this many characters is refused
 
 
 class StringsMixin:
@@ -54,7 +55,7 @@ class StringsMixin:
                                           f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                 if both is None and (lo > 0 or hi is not None):  # the lengths counted apart
                     both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"'], ptr)
-                    both = both and self.length_bounded(both, lo, hi, ptr)
+                    both = both and (self.length_bounded(both, lo, hi, ptr) or self.capped_length(both, lo, hi, ptr))
                 if both is not None:
                     return both
                 self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
@@ -83,6 +84,9 @@ class StringsMixin:
                     limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
                     if limited is None:
+                        capped = self.capped_length(f'"{_emit_json(ast)}"', lo, hi, ptr)
+                        if capped is not None:
+                            return capped
                         self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format "
                                     "cannot be intersected")
                         limited = ast
@@ -111,6 +115,35 @@ class StringsMixin:
         if not dfa.accepting.any():
             raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
         return self.bounded(regex, lo, hi)
+
+    def capped_length(self, regex: str, lo: int, hi: int | None, ptr: str) -> str | None:
+        """Stack mode, where the exact product of `regex` with lo..hi characters is over
+        algebra.LENGTH_STATES (an e-mail format under maxLength 1024: ~60 DFA states times 1,024
+        counts): the strings of lo to `cap` characters, `cap` < hi the most that fits (the product
+        is about the DFA's states times the counts), exact up to it. A narrowing, recorded, naming
+        maxLength and the cap; None with calls off, without maxLength, or where no cap of at least
+        max(lo, CAPPED_LENGTH_MIN) characters fits or admits a string."""
+        if not self.calls_on() or hi is None:
+            return None
+        try:
+            states = operand_dfa(regex).n_states
+        except InferlabError:
+            return None
+        cap = min(hi - 1, LENGTH_STATES // max(states, 1))
+        for _ in range(3):  # each try that is over the limit costs a product of LENGTH_STATES triples
+            if cap < max(lo, CAPPED_LENGTH_MIN):
+                return None
+            try:
+                dfa = bounded_dfa(regex, lo, cap)
+            except InferlabError:
+                cap //= 2
+                continue
+            if not dfa.accepting.any():
+                return None
+            self.narrow(f"maxLength at #{_child(ptr, 'maxLength')} with a pattern/format: strings of at most {cap} "
+                        f"characters are generated, not {hi} (the exact automaton is over the size limit)")
+            return self.bounded(regex, lo, cap)
+        return None
 
     def pattern_ast(self, pattern, ptr):
         if not isinstance(pattern, str):
