@@ -182,7 +182,9 @@ that call each other, which lifts these narrowings and limits:
 - $ref (whose siblings do not constrain, or in drafts 4-7) is a call of its target's automaton,
   compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
 - unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
-- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame; so are an
+  array's items past its first where minItems or maxItems is >= COUNT_MIN and the item calls no
+  automaton (arrays.repeated_items: maxItems 1000 of a 24-character id is one small counted DFA);
 - length bounds with a pattern or format that the regex product cannot hold (over
   strings.INTERSECT_LENGTH_MAX characters) are exact too: an automaton of its own whose DFA is
   the pattern's times a character counter (dfa_algebra.length_bounded; CompiledGrammar.lengths),
