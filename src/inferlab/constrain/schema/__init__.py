@@ -157,17 +157,18 @@ subschemas (a $ref chain included) are compiled at most that deep; a pattern's g
 most nesting.MAX_REGEX_DEPTH (4,000). Deeper is a SchemaError naming the JSON pointer and the
 limit. These limits, not Python's recursion limit, decide: the compiler makes room for them.
 
-Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
+Pattern subset (ECMA-262 as JSON Schema says; the syntax checked by Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
 `(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
 intersected with, or stripped of, the lookahead's language followed by anything, by automaton
-product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean
-the code points both ECMA-262's and Python's classes hold (ASCII digits and word characters; for
-\\s ECMA's white space and line terminators but U+FEFF, which Python's lacks) and `\\D \\W \\S`
-the complements of what either holds (\\S matches neither U+FEFF nor U+001C-U+001F, U+0085), so a
-match is a match under both ECMA-262 and Python (a narrowing where they differ). `.` excludes
-all four ECMA line terminators.
+product; a negative one's body taken as a superset of both dialects so the result stays a subset). The
+class escapes mean ECMA-262's sets, as JSON Schema specifies: `\\d \\w` ASCII digits and word
+characters, `\\s` WhiteSpace and LineTerminator (U+FEFF and the Zs spaces included, Python's
+U+001C-U+001F and U+0085 not), `\\D \\W \\S` their complements (a non-ASCII digit matches \\D, as
+jsonschema with Python's `re` would not say: its `\\d` is Unicode); `.` excludes all four ECMA line
+terminators and `$` is the end of the string. Inside a negated operand (not, if) each is read as
+a superset of ECMA-262's and Python's sets, so the complement is sound under either reading.
 
 Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural

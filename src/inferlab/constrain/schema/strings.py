@@ -266,9 +266,10 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
     """Split an ECMA pattern into top-level alternatives in the dialect, with their anchors.
 
     Returns [(text, anchored_start, anchored_end)]. Rewrites `.`, the class escapes and named
-    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring), or
-    with `superset`, a superset of both (the operand of a complement: every string either
-    validator matches must be in it).
+    groups so the meaning is ECMA-262's, as JSON Schema specifies (\\d \\w ASCII, \\s with U+FEFF
+    and the Unicode spaces, \\D \\W \\S their complements, `.` no line terminator, `$` the end),
+    or with `superset`, a superset of ECMA-262's and Python's (the operand of a complement: every
+    string either validator matches must be in it).
     """
     alts, out = [], []
     depth, i, in_class, negated, class_start = 0, 0, False, False, 0
@@ -276,13 +277,13 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
             e = pattern[i + 1]
-            if e in "dws":
-                text = _ECMA_CLASSES[e] if _narrow_class(e) == _ecma_class(e) else _class_text(_narrow_class(e))
-                if (in_class and negated) != superset:  # [^\d]: complement of the *larger* set
-                    text = _class_text(_wide_class(e))
+            if e in "dws":  # ECMA-262's sets; a complement's operand: a superset of Python's too
+                text = _ECMA_CLASSES[e]
+                if superset:  # [^\d]: the complement of the *smaller* set
+                    text = _class_text(_narrow_class(e) if in_class and negated else _wide_class(e))
                 out.append(text if in_class else f"[{text}]")
             elif e in "DWS":
-                text = _class_text(rx.negate(_narrow_class(e.lower()) if superset else _wide_class(e.lower())))
+                text = _class_text(rx.negate(_narrow_class(e.lower()) if superset else _ecma_class(e.lower())))
                 if in_class and negated:
                     raise SchemaError(f"negated class containing \\{e} is not supported")
                 out.append(text if in_class else f"[{text}]")
