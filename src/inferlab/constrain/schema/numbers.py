@@ -68,12 +68,9 @@ class NumbersMixin:
         """The multiples of k within node's bounds as literals, where both bounds are set and
         there are at most LISTED_MULTIPLES (the residue automaton of 16 is 16 states, but its
         regex read back is 265,000 characters); None otherwise."""
-        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
-        if lo is None or hi is None:
+        ilo, ihi = self.integer_bounds(node, ptr)
+        if ilo is None or ihi is None:
             return None
-        ilo, ihi = number_regex.integer_bounds(
-            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
-            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
         first = -(-ilo // k) * k
         if (ihi - first) // k >= LISTED_MULTIPLES:
             return None
@@ -88,17 +85,21 @@ class NumbersMixin:
         if fmt_range is not None:
             node = {**node, "allOf": [{"minimum": fmt_range[0], "maximum": fmt_range[1]}]}
             node = self.flatten(node, ptr, stack)[0]
-        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        lo, _, hi, _ = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _INTEGER
-        ilo, ihi = number_regex.integer_bounds(
-            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
-            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
-        out = number_regex.integer_range(ilo, ihi)
+        out = number_regex.integer_range(*self.integer_bounds(node, ptr))
         if out is None:
             key = "minimum" if "minimum" in node else "exclusiveMinimum"
             raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
         return out
+
+    def integer_bounds(self, node, ptr) -> tuple[int | None, int | None]:
+        """The least and greatest integer within node's bounds (None: unbounded)."""
+        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        return number_regex.integer_bounds(
+            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
+            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
 
     def check_multiple_of(self, node, ptr, *, integer: bool) -> bool | int | tuple[int, int]:
         """multipleOf, exactly on the decimal its JSON text writes (number_regex.decimal_step):
