@@ -213,8 +213,10 @@ that call each other, which lifts these narrowings and limits:
 - uniqueItems over items that are only strings (compared decoded: "a" and "\u0061" are one),
   whose language has no partial item with finitely many completions (so the written items can
   never leave a begun item without an unused value): the array is an automaton of its own
-  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; other items
-  (objects, numbers, enums, bounded strings) are refused.
+  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; items from a
+  finite list (enum, const, booleans, null) as one automaton per set of values written, up to
+  arrays.MAX_UNIQUE_AUTOMATA (400: 9 values, or more under a small maxItems); other items
+  (objects, numbers, longer lists, bounded strings) are refused.
 The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key, and
 uniqueItems is refused.
 """

@@ -12,7 +12,7 @@ from inferlab.constrain.schema.common import (_NOTHING, _Unsat, _child, _generat
                                               _repeat)
 from inferlab.errors import InferlabError
 
-MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
+MAX_UNIQUE_AUTOMATA = 400  # uniqueItems over listed values: an automaton per subset written (9 values: 381)
 INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
 MAX_CONTAINS_BOUND = 16  # contains beside min/maxItems: an alternative per position of the first such item
 
@@ -188,10 +188,12 @@ class ArraysMixin:
         automaton per set of values written (inline where few values are left), calling the
         next set's after each value."""
         n = len(texts)
-        if n > MAX_UNIQUE_VALUES:
-            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values (at most "
-                        f"{MAX_UNIQUE_VALUES}: each set of values written is an automaton)")
         top = n if hi is None else min(n, hi)
+        automata = sum(math.comb(n, k) for k in range(1, top - INLINE_VALUES))  # the subsets with more left than inline
+        if automata > MAX_UNIQUE_AUTOMATA:
+            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values"
+                        f"{'' if hi is None else f' (maxItems {hi})'}: {automata:,} sets of values written, each an "
+                        f"automaton (at most {MAX_UNIQUE_AUTOMATA})")
         if lo > top:
             raise _Unsat(f"minItems at #{ptr}: at most {top} distinct values are possible")
         comma, memo = self.tok(","), {}
