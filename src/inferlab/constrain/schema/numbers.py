@@ -59,8 +59,9 @@ class NumbersMixin:
         except InferlabError:  # the residues' regex is too long: a bounded range's multiples, listed
             both = self.listed_multiples(node, ptr, k, out)
         if both is None:
-            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {k}: its automaton (or the product "
-                        "with the bounds) is over the size limits")
+            m = node["multipleOf"]
+            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {m}{'' if m == k else f' (on integers, {k})'}: "
+                        "its automaton (or the product with the bounds) is over the size limits")
             return out
         return both
 
