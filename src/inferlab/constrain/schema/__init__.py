@@ -58,7 +58,7 @@ Supported keywords
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.number_regex); multipleOf 1, and an integer k >= 2 whose
   residue automaton reads back as a regex of at most number_regex.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
-  8, 10, 15, 20, 25, 100, ...; 7 is refused unless both bounds leave at most numbers.LISTED_MULTIPLES
+  7, 8, 10, 12, 15, 20, 25, 100, ...; 9, 11, 16 are refused unless both bounds leave at most numbers.LISTED_MULTIPLES
   multiples, then listed), intersected with the bounds, on a number too (its multiples are
   integers); a decimal p/10^q on an integer is the integer p/gcd(p, 10^q) (1.5: 3); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
