@@ -5,6 +5,8 @@ and jsonschema itself, on random strings over a small alphabet; the stack gramma
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
 from oracles import assert_agrees_with_re_search
@@ -58,3 +60,22 @@ def test_ecma_262_classes_dot_and_end(pattern, ch, want):
     from inferlab.constrain.stack import build_machine
     assert (regress.Regex(pattern).find(ch) is not None) == want  # the oracle agrees with the hand value
     assert build_machine(compile_grammar({"type": "string", "pattern": pattern})).accepts(json.dumps(ch, ensure_ascii=False)) == want
+
+
+_EDGE_CHARS = "a_Z09 \t\n\r\x0b\x0c\x1c\x85\xa0\u0663\u00e9\u2028\u2029\u3000\ufeff\u180e-."
+
+
+@settings(max_examples=200, deadline=None)
+@given(pattern=st.sampled_from(["^\\d+$", "^\\D*$", "^\\w\\W$", "^\\s+$", "^[^\\s]+$", "\\S", "^.$", "^[\\d\\s]+$",
+                                "a.b", "^[\\W\\d]*$", "\\s$"]),
+       text=st.text(alphabet=_EDGE_CHARS, max_size=4))
+def test_patterns_against_regress(pattern, text):
+    """Acceptance equals an ECMA-262 engine's search (regress), on strings drawn from the code
+    points where ECMA-262 and Python's re disagree."""
+    import json
+
+    import regress
+
+    from inferlab.constrain.stack import compile_machine
+    _, machine = compile_machine({"type": "string", "pattern": pattern})
+    assert machine.accepts(json.dumps(text, ensure_ascii=False)) == (regress.Regex(pattern).find(text) is not None)
