@@ -88,7 +88,9 @@ class StringsMixin:
                         if capped is not None:
                             return capped
                         self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format "
-                                    "cannot be intersected")
+                                    "cannot be intersected" + (f" (the counted automaton is over {LENGTH_STATES:,} "
+                                    f"states, and no cap of at least {CAPPED_LENGTH_MIN} characters fits and admits a string)"
+                                    if self.calls_on() and hi is not None else ""))
                         limited = ast
                     else:
                         self.narrow(f"{key} at #{ptr} with a pattern/format: a subset is generated (no search "
