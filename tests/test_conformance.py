@@ -26,10 +26,6 @@ needs_suite = pytest.mark.skipif(not (SUITE / "tests").is_dir(), reason=f"no JSO
 INCOMPLETE = {
     "patternProperties/1:": "a key that several patterns match is not generated (a recorded narrowing)",
     "vocabulary/0:": "the metaschema's $vocabulary is not read: its validation vocabulary stays on (stricter)",
-    # a pattern means what both ECMA-262 and Python's re (jsonschema's) match
-    "optional/ecmascript-regex/5:": "\\D: a non-ASCII digit (Python's \\d) is not generated",
-    "optional/ecmascript-regex/7:": "\\W: a non-ASCII letter (Python's \\w) is not generated",
-    "optional/ecmascript-regex/8:": "\\s: U+FEFF (ECMA-262's, not Python's) is not generated",
     # formats.NARROWINGS, each recorded where a schema uses it
     "optional/format/date-time/": "no leap second, upper-case T and Z only",
     "optional/format/time/": "no leap second, upper-case T and Z only",

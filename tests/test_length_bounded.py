@@ -132,3 +132,31 @@ def test_masks_equal_brute_force_and_texts_validate(schema):
             finished += 1
             assert v.is_valid(json.loads(text)), text
     assert finished > 0
+
+
+def test_past_the_product_limit_a_max_length_is_capped_and_named():
+    """e-mail under maxLength 1024: the exact product is over LENGTH_STATES, so strings are
+    generated up to a cap (a narrowing naming maxLength, its pointer and the cap), exact below
+    it: every accepted text is valid (jsonschema with its format checker), none is longer."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"e": {"type": "string", "format": "email", "maxLength": 1024}}}
+    compiled = compile_grammar(schema)
+    note, = [n for n in compiled.narrowed if n.startswith("maxLength at #/properties/e/maxLength")]
+    cap = int(re.search(r"at most (\d+) characters are generated, not 1024", note).group(1))
+    assert 64 <= cap < 1024
+    _, machine = compile_machine(schema)
+    check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    local = "a" * (cap - len("@example.com"))
+    for text, want in (("a@b.co", True), (local + "@example.com", True), ("a" + local + "@example.com", False),
+                       ("no-at-sign", False)):
+        doc = {"e": text}
+        assert machine.accepts(json.dumps(doc, separators=(",", ":"))) == want, (len(text), text[:20])
+        if want:
+            assert check.is_valid(doc)
+
+
+def test_a_cap_below_the_minimum_is_still_refused():
+    # ~30 words of non-space characters within 300: the product fits only a few dozen characters
+    with pytest.raises(SchemaError, match=r"^maxLength at #/maxLength: length bounds"):
+        compile_grammar({"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$", "maxLength": 300})

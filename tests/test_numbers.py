@@ -4,7 +4,7 @@ import re
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from inferlab.constrain.number_regex import integer_bounds, integer_range, natural_range, number_range
@@ -167,7 +167,7 @@ def test_decimal_range_matches_exact_fractions(lo, lo_incl, hi, hi_incl, digits,
         assert matches(r, text) == want, (lo, lo_incl, hi, hi_incl, digits, text)
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 100])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 25, 100])
 def test_integer_multiples_match_exactly_the_multiples(k):
     from inferlab.constrain.number_regex import integer_multiples
     regex = re.compile(integer_multiples(k))
@@ -185,5 +185,69 @@ def test_multiple_of_an_integer_is_exact_and_past_the_size_limit_refused():
                    {"type": "number", "multipleOf": 5, "exclusiveMaximum": 100}, {"type": "integer", "not": {"multipleOf": 4}}):
         machine, v = build_machine(compile_grammar(schema)), jsonschema.Draft202012Validator(schema)
         assert [machine.accepts(canonical_json(x, schema)) for x in values] == [v.is_valid(x) for x in values], schema
-    with pytest.raises(SchemaError, match=r"^multipleOf at #/multipleOf: multipleOf 7: its automaton"):
-        compile_grammar({"type": "integer", "multipleOf": 7})
+    with pytest.raises(SchemaError, match=r"^multipleOf at #/multipleOf: multipleOf 9: its automaton"):
+        compile_grammar({"type": "integer", "multipleOf": 9})
+
+
+# multipleOf a decimal, exactly on the number's text (issue 46). Python's jsonschema divides
+# floats (0.07 / 0.01 = 7.000000000000001: it rejects 0.07 as a multiple of 0.01); inferlab follows
+# the specification's exact division, as jsonschema-rs does, and the oracle here is Fraction.
+_PLAIN = st.from_regex(r"-?(0|[1-9][0-9]{0,6})(\.[0-9]{1,6})?", fullmatch=True)
+
+
+def _exact_multiple(text: str, m: str) -> bool:
+    return (Fraction(text) / Fraction(m)).denominator == 1
+
+
+@pytest.mark.parametrize("m,p_q", [(0.01, (1, 2)), (1.5, (15, 1)), (1e-08, (1, 8)), (0.25, (25, 2)),
+                                   (16, (16, 0)), (2.5e-05, (25, 6)), (1000.0, (1000, 0))])
+def test_decimal_step_reads_the_schema_text(m, p_q):
+    from inferlab.constrain.number_regex import decimal_step
+    assert decimal_step(m) == p_q
+
+
+def test_multiple_of_decimal_hand_cases():
+    from inferlab.constrain.stack import compile_machine
+    _, m = compile_machine({"type": "number", "multipleOf": 0.1})
+    # 0.3 = 3 x 0.1; the text 0.30000000000000004 is not (its value has 17 fraction digits)
+    for text, ok in [("0.3", True), ("0.30000000000000004", False), ("3", True), ("0.30", True),
+                     ("-2.5", True), ("0.05", False), ("0", True), ("1e1", False)]:
+        assert m.accepts(text) == ok, text
+    _, m = compile_machine({"type": "number", "multipleOf": 1.5, "minimum": -3, "maximum": 3})
+    for text, ok in [("-3", True), ("-1.5", True), ("0", True), ("1.50", True), ("3.0", True),
+                     ("4.5", False), ("0.75", False), ("1", False)]:
+        assert m.accepts(text) == ok, text
+    _, m = compile_machine({"type": "integer", "multipleOf": 1.5})  # integers: the multiples of 3
+    assert [m.accepts(t) for t in ("3", "-6", "4", "0")] == [True, True, False, True]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_PLAIN, m=st.sampled_from(["0.01", "0.25", "1.5", "0.0001", "2.5"]),
+       bounds=st.sampled_from([{}, {"minimum": 0}, {"minimum": -10, "exclusiveMaximum": 100.5}]))
+def test_multiple_of_decimal_against_fractions(text, m, bounds):
+    import jsonschema_rs
+
+    from inferlab.constrain.stack import compile_machine
+    assume(not (text.startswith("-") and Fraction(text) == 0 and bounds))  # range regexes never write -0
+    schema = {"type": "number", "multipleOf": float(m), **bounds}
+    _, machine = compile_machine(schema)
+    lo, hi = bounds.get("minimum"), bounds.get("exclusiveMaximum")
+    in_range = (lo is None or Fraction(text) >= lo) and (hi is None or Fraction(text) < Fraction(str(hi)))
+    assert machine.accepts(text) == (_exact_multiple(text, m) and in_range), (text, schema)
+    if machine.accepts(text):  # the second oracle, on the value the text parses to
+        assert jsonschema_rs.validator_for(schema).is_valid(float(text))
+
+
+def test_multiple_of_decimal_beside_not_and_its_refusal():
+    from inferlab.constrain.schema import SchemaError, compile_grammar
+    from inferlab.constrain.stack import compile_machine
+    _, m = compile_machine({"type": "number", "not": {"multipleOf": 0.01}})
+    assert [m.accepts(t) for t in ("0.07", "0.071", "1", "-0.005")] == [False, True, False, True]
+    with pytest.raises(SchemaError, match=r"^multipleOf at #/multipleOf: multipleOf 0.123456789: its automaton"):
+        compile_grammar({"type": "number", "multipleOf": 0.123456789})
+
+
+def test_integer_multiple_of_past_the_residue_regex_listed_within_bounds():
+    from inferlab.constrain.stack import compile_machine
+    _, m = compile_machine({"type": "integer", "multipleOf": 16, "minimum": -2032, "maximum": 2031})
+    assert all(m.accepts(str(n)) == (n % 16 == 0 and -2032 <= n <= 2031) for n in range(-2100, 2100, 3))

@@ -137,7 +137,7 @@ def test_a_compile_leaves_the_gc_as_it_found_it(was_enabled):
     """The compile pauses the cyclic GC; after it, whether it built a machine or refused the
     schema, the collector is back to the state the caller had."""
     schema_ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    schema_bad = {"type": "number", "multipleOf": 0.3}
+    schema_bad = {"type": "number", "multipleOf": 0.123456789}
     try:
         if not was_enabled:
             gc.disable()

@@ -84,7 +84,7 @@ def test_a_non_unique_array_beside_is_not_constrained():
 
 
 @pytest.mark.parametrize("schema,why", [
-    ({"type": "array", "items": {"enum": list("abcdefghi")}, "uniqueItems": True}, "over 9 listed values"),
+    ({"type": "array", "items": {"enum": list("abcdefghij")}, "uniqueItems": True}, "over 10 listed values: 847 sets"),
     ({"type": "array", "items": {"type": "string", "format": "uuid"}, "uniqueItems": True}, "finitely many"),
     ({"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}, "finitely many"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "not only strings"),
@@ -191,3 +191,20 @@ def test_listed_values_agree_with_jsonschema(name):
 def test_more_distinct_values_than_max_items_allows_is_unsatisfiable():
     with pytest.raises(SchemaError, match="unsatisfiable"):
         compile_grammar({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3})
+
+
+def test_nine_listed_values_and_more_under_a_small_max_items_are_exact():
+    """9 values: 381 sets written (C(9,1) + ... + C(9,5), those with more than 3 values left: 9 +
+    36 + 84 + 126 + 126), within MAX_UNIQUE_AUTOMATA; 19 values under maxItems 4: 19 sets."""
+    import itertools
+    import json
+
+    import jsonschema
+    for values, hi, pool in ((list("abcdefghi"), None, "abcdefghi"), ([f"v{i}" for i in range(19)], 4, ["v0", "v7", "v18"])):
+        schema = {"type": "array", "items": {"enum": values}, "uniqueItems": True}
+        if hi is not None:
+            schema["maxItems"] = hi
+        machine, v = build_machine(compile_grammar(schema)), jsonschema.Draft202012Validator(schema)
+        docs = [list(p) for n in range(4) for p in itertools.product(pool, repeat=n)] + [values, values[::-1][:5]]
+        for doc in docs:
+            assert machine.accepts(json.dumps(doc, separators=(",", ":"))) == v.is_valid(doc), doc

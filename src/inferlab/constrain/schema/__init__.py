@@ -58,12 +58,17 @@ Supported keywords
 - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4 booleans)
   as exact digit-range regexes (constrain.number_regex); multipleOf 1, and an integer k >= 2 whose
   residue automaton reads back as a regex of at most number_regex.MULTIPLE_REGEX_CHARS (2, 3, 4, 5, 6,
-  8, 10, 15, 20, 25, 100, ...; 7 is refused), intersected with the bounds, on a number too (its
-  multiples are integers); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
+  7, 8, 10, 12, 15, 20, 25, 100, ...; 9, 11, 16 are refused unless both bounds leave at most numbers.LISTED_MULTIPLES
+  multiples, then listed), intersected with the bounds, on a number too (its multiples are
+  integers); a decimal p/10^q on an integer is the integer p/gcd(p, 10^q) (1.5: 3); under allOf two integer multipleOfs are their lcm; format int32 / int64 (the
   OpenAPI ranges, enforced: a narrowing, recorded); format double on a number is no constraint;
 - number: the same bounds (any decimal values), exactly, in plain decimal notation (exponents
   are not generated for a bounded number, and next to an exclusive bound at most 15 significant
-  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1;
+  digits, so the float comparison a validator makes agrees: narrowings, recorded); multipleOf 1,
+  an integer as above, or a decimal p * 10^-q (0.01, 0.25, 1.5, 1e-8) with p <= 10,000, exactly on
+  the number's decimal text as the specification divides (not Python jsonschema's float division,
+  which rejects 0.07 as a multiple of 0.01; jsonschema-rs agrees), in plain decimal notation (a
+  narrowing, recorded) and intersected with the bounds;
 - boolean, null;
 - anyOf; oneOf when no text generated for one branch validates another (types, enum/const
   values, also listed values the reference validator finds invalid on the other side, numeric
@@ -152,17 +157,18 @@ subschemas (a $ref chain included) are compiled at most that deep; a pattern's g
 most nesting.MAX_REGEX_DEPTH (4,000). Deeper is a SchemaError naming the JSON pointer and the
 limit. These limits, not Python's recursion limit, decide: the compiler makes room for them.
 
-Pattern subset (ECMA-262 as JSON Schema says, checked to mean the same under Python's `re`, which
+Pattern subset (ECMA-262 as JSON Schema says; the syntax checked by Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
 quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
 `(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
 intersected with, or stripped of, the lookahead's language followed by anything, by automaton
-product; a negative one's body taken as a superset of both dialects so the result stays a subset). `\\d \\w \\s` mean
-the code points both ECMA-262's and Python's classes hold (ASCII digits and word characters; for
-\\s ECMA's white space and line terminators but U+FEFF, which Python's lacks) and `\\D \\W \\S`
-the complements of what either holds (\\S matches neither U+FEFF nor U+001C-U+001F, U+0085), so a
-match is a match under both ECMA-262 and Python (a narrowing where they differ). `.` excludes
-all four ECMA line terminators.
+product; a negative one's body taken as a superset of both dialects so the result stays a subset). The
+class escapes mean ECMA-262's sets, as JSON Schema specifies: `\\d \\w` ASCII digits and word
+characters, `\\s` WhiteSpace and LineTerminator (U+FEFF and the Zs spaces included, Python's
+U+001C-U+001F and U+0085 not), `\\D \\W \\S` their complements (a non-ASCII digit matches \\D, as
+jsonschema with Python's `re` would not say: its `\\d` is Unicode); `.` excludes all four ECMA line
+terminators and `$` is the end of the string. Inside a negated operand (not, if) each is read as
+a superset of ECMA-262's and Python's sets, so the complement is sound under either reading.
 
 Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural
@@ -177,11 +183,16 @@ that call each other, which lifts these narrowings and limits:
 - $ref (whose siblings do not constrain, or in drafts 4-7) is a call of its target's automaton,
   compiled once: recursion is exact, with no depth cap (max_ref_depth does not apply);
 - unconstrained values are one recursive automaton: any nesting (any_depth does not apply);
-- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame;
+- a string's maxLength >= COUNT_MIN without pattern/format is counted by the frame; so are an
+  array's items past its first where minItems or maxItems is >= COUNT_MIN and the item calls no
+  automaton (arrays.repeated_items: maxItems 1000 of a 24-character id is one small counted DFA);
 - length bounds with a pattern or format that the regex product cannot hold (over
   strings.INTERSECT_LENGTH_MAX characters) are exact too: an automaton of its own whose DFA is
   the pattern's times a character counter (dfa_algebra.length_bounded; CompiledGrammar.lengths),
-  up to algebra.LENGTH_STATES states, where compile_schema records a subset or refuses;
+  up to algebra.LENGTH_STATES states, where compile_schema records a subset or refuses; past
+  that (an e-mail format under maxLength 1024), where no subset shape applies, the strings up to
+  the most characters whose product fits, at least strings.CAPPED_LENGTH_MIN (a narrowing naming
+  maxLength, its pointer and the cap), else an error;
 - a string's regex over 60 characters (strings.STRING_OUTLINE_CHARS: the UTF-8 character class
   alone is more) is an automaton of its own, one per distinct text, not a copy per use;
 - a subschema regex over OUTLINE_CHARS is an automaton of its own, and objects over
@@ -202,8 +213,10 @@ that call each other, which lifts these narrowings and limits:
 - uniqueItems over items that are only strings (compared decoded: "a" and "\u0061" are one),
   whose language has no partial item with finitely many completions (so the written items can
   never leave a begun item without an unused value): the array is an automaton of its own
-  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; other items
-  (objects, numbers, enums, bounded strings) are refused.
+  (CompiledGrammar.uniques) and the matcher tracks its items as it tracks keys; items from a
+  finite list (enum, const, booleans, null) as one automaton per set of values written, up to
+  arrays.MAX_UNIQUE_AUTOMATA (400: 9 values, or more under a small maxItems); other items
+  (objects, numbers, longer lists, bounded strings) are refused.
 The flat regex (compile_schema) cannot forbid repeats: there extra keys may repeat a key, and
 uniqueItems is refused.
 """

@@ -167,6 +167,11 @@ def _dfa(regex: str):
     return dfa_algebra.operand(regex)
 
 
+def operand_dfa(regex: str):
+    """The minimal DFA of a flat regex, as the products here build it (kept: _dfa's cache)."""
+    return _dfa(regex)
+
+
 # A string's pattern or format with length bounds over INTERSECT_LENGTH_MAX (stack mode): the
 # pattern's DFA times a character counter (dfa_algebra.length_bounded), an automaton of its own
 # built from the DFA, never read back as a regex; refused past this many states of the product.

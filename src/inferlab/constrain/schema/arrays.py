@@ -12,12 +12,24 @@ from inferlab.constrain.schema.common import (_NOTHING, _Unsat, _child, _generat
                                               _repeat)
 from inferlab.errors import InferlabError
 
-MAX_UNIQUE_VALUES = 8  # uniqueItems over listed values: an automaton per subset (2^n)
+MAX_UNIQUE_AUTOMATA = 400  # uniqueItems over listed values: an automaton per subset written (9 values: 381)
 INLINE_VALUES = 3  # ... but the subsets with at most this many values left are inline text
 MAX_CONTAINS_BOUND = 16  # contains beside min/maxItems: an alternative per position of the first such item
 
 _CALL = re.compile(r"\(\?&(\d+)\)")
+COUNTED_ITEM_STATES = 4_000  # an array item counted by its frame (repeated_items): its DFA's bound
 INLINE_CALLS = 32  # nested calls an item of unique strings is inlined through
+
+
+def _counts(item: str) -> bool:
+    """Can a counted frame run `item`: its DFA builds within COUNTED_ITEM_STATES and never
+    re-enters its start state (StackMachine refuses such a counted automaton: optional
+    whitespace before the comma loops on the start)?"""
+    try:
+        dfa = compile_regex(item, max_states=COUNTED_ITEM_STATES)
+    except InferlabError:
+        return False
+    return not (dfa.trans == dfa.start).any()
 
 
 class _NotText(Exception):
@@ -176,10 +188,12 @@ class ArraysMixin:
         automaton per set of values written (inline where few values are left), calling the
         next set's after each value."""
         n = len(texts)
-        if n > MAX_UNIQUE_VALUES:
-            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values (at most "
-                        f"{MAX_UNIQUE_VALUES}: each set of values written is an automaton)")
         top = n if hi is None else min(n, hi)
+        automata = sum(math.comb(n, k) for k in range(1, top - INLINE_VALUES))  # the subsets with more left than inline
+        if automata > MAX_UNIQUE_AUTOMATA:
+            self.refuse("uniqueItems", _child(ptr, "uniqueItems"), f"uniqueItems over {n} listed values"
+                        f"{'' if hi is None else f' (maxItems {hi})'}: {automata:,} sets of values written, each an "
+                        f"automaton (at most {MAX_UNIQUE_AUTOMATA})")
         if lo > top:
             raise _Unsat(f"minItems at #{ptr}: at most {top} distinct values are possible")
         comma, memo = self.tok(","), {}
@@ -246,6 +260,19 @@ class ArraysMixin:
         except _NotText:
             return None
 
+    def repeated_items(self, item: str, lo: int, hi: int | None) -> str:
+        """item{lo,hi} (item: a comma and an array item's regex). Stack mode, where the larger
+        bound is count_min or more and the item calls no automaton: a counted automaton's call
+        (its frame counts the items, as a long string's characters), so maxItems 1000 of a
+        24-character id is a few dozen DFA states, not one per item unrolled; without maxItems, lo
+        items counted then any number more. (A counted frame pushes no call: an item with calls
+        is unrolled, as before.)"""
+        if not self.calls_on() or _CALL.search(item) or max(lo, hi or 0) < self.count_min or not _counts(item):
+            return _repeat(item, lo, hi)
+        if hi is None:
+            return self.counted(item, lo, lo) + _repeat(item, 0, None)
+        return self.counted(item, lo, hi)
+
     def array_body(self, prefix, rest, lo: int, hi: int | None) -> str:
         comma = self.tok(",")
 
@@ -257,7 +284,7 @@ class ArraysMixin:
                 return inner if i < lo else f"(?:{inner})?"
             if rest is None:
                 return ""
-            return _repeat(comma + rest, max(lo - i, 0), None if hi is None else hi - i)
+            return self.repeated_items(comma + rest, max(lo - i, 0), None if hi is None else hi - i)
 
         if hi == 0:
             return ""

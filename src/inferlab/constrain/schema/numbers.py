@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from inferlab.constrain import formats, number_regex
 
-from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _child
+from inferlab.constrain.schema.common import EXPONENT_CUT, _INTEGER, _NUMBER, _Unsat, _child
 from inferlab.errors import InferlabError
+
+
+LISTED_MULTIPLES = 2_000  # integer multipleOf whose residue regex is too long: a bounded range's multiples listed
 
 
 class NumbersMixin:
@@ -52,13 +56,29 @@ class NumbersMixin:
             return out
         try:  # the range's texts that the residue automaton accepts
             both = self.intersection([out, number_regex.integer_multiples(k)], ptr)
-        except InferlabError:
-            both = None
+        except InferlabError:  # the residues' regex is too long: a bounded range's multiples, listed
+            both = self.listed_multiples(node, ptr, k, out)
         if both is None:
-            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {k}: its automaton (or the product "
-                        "with the bounds) is over the size limits")
+            m = node["multipleOf"]
+            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {m}{'' if m == k else f' (on integers, {k})'}: "
+                        "its automaton (or the product with the bounds) is over the size limits")
             return out
         return both
+
+    def listed_multiples(self, node, ptr, k: int, out: str) -> str | None:
+        """The multiples of k within node's bounds as literals, where both bounds are set and
+        there are at most LISTED_MULTIPLES (the residue automaton of 16 is 16 states, but its
+        regex read back is 265,000 characters); None otherwise."""
+        ilo, ihi = self.integer_bounds(node, ptr)
+        if ilo is None or ihi is None:
+            return None
+        first = -(-ilo // k) * k
+        if (ihi - first) // k >= LISTED_MULTIPLES:
+            return None
+        listed = [str(n) for n in range(first, ihi + 1, k)]
+        if not listed:
+            raise _Unsat(f"multipleOf at #{_child(ptr, 'multipleOf')}: no multiple of {k} in the range")
+        return self.intersection([out, "(?:" + "|".join(listed) + ")"], ptr)
 
     def integer_range(self, node, ptr, stack) -> str:
         """The integers within node's bounds (and format range)."""
@@ -66,37 +86,64 @@ class NumbersMixin:
         if fmt_range is not None:
             node = {**node, "allOf": [{"minimum": fmt_range[0], "maximum": fmt_range[1]}]}
             node = self.flatten(node, ptr, stack)[0]
-        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        lo, _, hi, _ = self.bounds(node, ptr)
         if lo is None and hi is None:
             return _INTEGER
-        ilo, ihi = number_regex.integer_bounds(
-            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
-            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
-        out = number_regex.integer_range(ilo, ihi)
+        out = number_regex.integer_range(*self.integer_bounds(node, ptr))
         if out is None:
             key = "minimum" if "minimum" in node else "exclusiveMinimum"
             raise self.error(key, _child(ptr, key), f"no integer in the range (lower {lo}, upper {hi})")
         return out
 
-    def check_multiple_of(self, node, ptr, *, integer: bool) -> bool | int:
-        """multipleOf: False where absent (or refused); True where every integer is a multiple (1,
-        or 1/n on an integer); an integer k >= 2 where the integers must be multiples of k (a
-        number then too: a multiple of k is an integer). Other values are refused."""
+    def integer_bounds(self, node, ptr) -> tuple[int | None, int | None]:
+        """The least and greatest integer within node's bounds (None: unbounded)."""
+        lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
+        return number_regex.integer_bounds(
+            minimum=lo if lo_incl else None, exclusive_minimum=None if lo_incl else lo,
+            maximum=hi if hi_incl else None, exclusive_maximum=None if hi_incl else hi)
+
+    def check_multiple_of(self, node, ptr, *, integer: bool) -> bool | int | tuple[int, int]:
+        """multipleOf, exactly on the decimal its JSON text writes (number_regex.decimal_step):
+        False where absent (or refused); True where every integer is a multiple (1, or p/10^q
+        dividing 1, on an integer); an integer k >= 2 where the integers must be multiples of k
+        (a number then too: a multiple of k is an integer; on an integer, 1.5 is k = 3); on a
+        number, (p, q) for the decimal step p * 10**-q (0.01 is (1, 2))."""
         m = node.get("multipleOf")
         if m is None:
             return False
-        if m == 1 or (integer and isinstance(m, (int, float)) and m > 0 and 1 % m == 0):
-            return True
-        if isinstance(m, (int, float)) and m > 1 and m == int(m):
-            return int(m)
-        self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {m} is not supported")
-        return False
+        try:
+            p, q = number_regex.decimal_step(m)
+        except ValueError as exc:
+            self.refuse("multipleOf", _child(ptr, "multipleOf"), str(exc))
+            return False
+        if q and not integer:
+            return p, q
+        k = p // math.gcd(p, 10**q)  # an integer n is a multiple of p/10^q iff k divides n
+        return True if k == 1 else k
 
     def compile_number(self, node, ptr, stack) -> str:
         k = self.check_multiple_of(node, ptr, integer=False)
-        if k:  # an integer-valued number: integer texts (multiples of k), or one with a zero fraction
+        if k is True or isinstance(k, int) and k:  # an integer-valued number: integer texts (multiples of k), or one with a zero fraction
             rest = {key: v for key, v in node.items() if key != "multipleOf" or k is not True}
             return f"{self.compile_integer(rest, ptr, stack)}(?:\\.0+)?"
+        out = self.number_range(node, ptr)
+        if not k:
+            return out
+        try:
+            multiples = number_regex.decimal_multiples(*k)
+            both = multiples if out == _NUMBER else self.intersection([out, multiples], ptr)
+        except InferlabError:
+            both = None
+        if both is None:
+            self.refuse("multipleOf", _child(ptr, "multipleOf"), f"multipleOf {node['multipleOf']}: its automaton "
+                        "(or the product with the bounds) is over the size limits")
+            return out
+        if out == _NUMBER and not self.operand_depth:  # (a complement's texts have no exponent)
+            self.narrow(f"multipleOf at #{ptr}: {EXPONENT_CUT}")
+        return both
+
+    def number_range(self, node, ptr) -> str:
+        """The numbers within node's bounds: _NUMBER where it has none, else plain decimal texts."""
         self.numeric_format(node, ptr, integer=False)
         lo, lo_incl, hi, hi_incl = self.bounds(node, ptr)
         if lo is None and hi is None:

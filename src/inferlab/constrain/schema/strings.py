@@ -11,7 +11,7 @@ from inferlab.constrain import regex as rx
 from inferlab.errors import InferlabError
 from inferlab.nesting import MAX_REGEX_DEPTH
 
-from inferlab.constrain.schema.algebra import bounded_dfa
+from inferlab.constrain.schema.algebra import LENGTH_STATES, bounded_dfa, operand_dfa
 from inferlab.constrain.schema.common import SchemaError, _CHAR, _SHORT_ESCAPES, _Unsat, _child, _group, _lit, _repeat
 from inferlab.constrain.caches import CACHES
 
@@ -20,6 +20,7 @@ from inferlab.constrain.caches import CACHES
 # product counts characters in thousands of states, costs seconds and is over the regex limits).
 INTERSECT_LENGTH_MAX = 16
 STRING_OUTLINE_CHARS = 60  # stack mode: a longer string regex is an automaton of its own
+CAPPED_LENGTH_MIN = 64  # a maxLength with a pattern capped (capped_length) below this many characters is refused
 
 
 class StringsMixin:
@@ -54,7 +55,7 @@ class StringsMixin:
                                           f'"{_repeat(_CHAR, lo, hi)}"'], ptr)
                 if both is None and (lo > 0 or hi is not None):  # the lengths counted apart
                     both = self.intersection([f'"{_emit_json(ast)}"', f'"{_emit_json(fast)}"'], ptr)
-                    both = both and self.length_bounded(both, lo, hi, ptr)
+                    both = both and (self.length_bounded(both, lo, hi, ptr) or self.capped_length(both, lo, hi, ptr))
                 if both is not None:
                     return both
                 self.refuse("format", _child(ptr, "format"), "format together with this pattern: the "
@@ -83,8 +84,13 @@ class StringsMixin:
                     limited = _length_subset(ast, lo, hi)
                     key = "maxLength" if hi is not None else "minLength"
                     if limited is None:
+                        capped = self.capped_length(f'"{_emit_json(ast)}"', lo, hi, ptr)
+                        if capped is not None:
+                            return capped
                         self.refuse(key, _child(ptr, key), "length bounds together with this pattern/format "
-                                    "cannot be intersected")
+                                    "cannot be intersected" + (f" (the counted automaton is over {LENGTH_STATES:,} "
+                                    f"states, and no cap of at least {CAPPED_LENGTH_MIN} characters fits and admits a string)"
+                                    if self.calls_on() and hi is not None else ""))
                         limited = ast
                     else:
                         self.narrow(f"{key} at #{ptr} with a pattern/format: a subset is generated (no search "
@@ -111,6 +117,35 @@ class StringsMixin:
         if not dfa.accepting.any():
             raise _Unsat(f"no text at #{ptr} satisfies all of its constraints")
         return self.bounded(regex, lo, hi)
+
+    def capped_length(self, regex: str, lo: int, hi: int | None, ptr: str) -> str | None:
+        """Stack mode, where the exact product of `regex` with lo..hi characters is over
+        algebra.LENGTH_STATES (an e-mail format under maxLength 1024: ~60 DFA states times 1,024
+        counts): the strings of lo to `cap` characters, `cap` < hi the most that fits (the product
+        is about the DFA's states times the counts), exact up to it. A narrowing, recorded, naming
+        maxLength and the cap; None with calls off, without maxLength, or where no cap of at least
+        max(lo, CAPPED_LENGTH_MIN) characters fits or admits a string."""
+        if not self.calls_on() or hi is None:
+            return None
+        try:
+            states = operand_dfa(regex).n_states
+        except InferlabError:
+            return None
+        cap = min(hi - 1, LENGTH_STATES // max(states, 1))
+        for _ in range(3):  # each try that is over the limit costs a product of LENGTH_STATES triples
+            if cap < max(lo, CAPPED_LENGTH_MIN):
+                return None
+            try:
+                dfa = bounded_dfa(regex, lo, cap)
+            except InferlabError:
+                cap //= 2
+                continue
+            if not dfa.accepting.any():
+                return None
+            self.narrow(f"maxLength at #{_child(ptr, 'maxLength')} with a pattern/format: strings of at most {cap} "
+                        f"characters are generated, not {hi} (the exact automaton is over the size limit)")
+            return self.bounded(regex, lo, cap)
+        return None
 
     def pattern_ast(self, pattern, ptr):
         if not isinstance(pattern, str):
@@ -233,9 +268,10 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
     """Split an ECMA pattern into top-level alternatives in the dialect, with their anchors.
 
     Returns [(text, anchored_start, anchored_end)]. Rewrites `.`, the class escapes and named
-    groups so the meaning is a subset of both ECMA-262's and Python's (see module docstring), or
-    with `superset`, a superset of both (the operand of a complement: every string either
-    validator matches must be in it).
+    groups so the meaning is ECMA-262's, as JSON Schema specifies (\\d \\w ASCII, \\s with U+FEFF
+    and the Unicode spaces, \\D \\W \\S their complements, `.` no line terminator, `$` the end),
+    or with `superset`, a superset of ECMA-262's and Python's (the operand of a complement: every
+    string either validator matches must be in it).
     """
     alts, out = [], []
     depth, i, in_class, negated, class_start = 0, 0, False, False, 0
@@ -243,13 +279,13 @@ def _ecma_to_dialect(pattern: str, superset: bool = False) -> list[tuple[str, bo
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
             e = pattern[i + 1]
-            if e in "dws":
-                text = _ECMA_CLASSES[e] if _narrow_class(e) == _ecma_class(e) else _class_text(_narrow_class(e))
-                if (in_class and negated) != superset:  # [^\d]: complement of the *larger* set
-                    text = _class_text(_wide_class(e))
+            if e in "dws":  # ECMA-262's sets; a complement's operand: a superset of Python's too
+                text = _ECMA_CLASSES[e]
+                if superset:  # [^\d]: the complement of the *smaller* set
+                    text = _class_text(_narrow_class(e) if in_class and negated else _wide_class(e))
                 out.append(text if in_class else f"[{text}]")
             elif e in "DWS":
-                text = _class_text(rx.negate(_narrow_class(e.lower()) if superset else _wide_class(e.lower())))
+                text = _class_text(rx.negate(_narrow_class(e.lower()) if superset else _ecma_class(e.lower())))
                 if in_class and negated:
                     raise SchemaError(f"negated class containing \\{e} is not supported")
                 out.append(text if in_class else f"[{text}]")
