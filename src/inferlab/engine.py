@@ -20,9 +20,10 @@ DEFAULT = "native"
 _HERE = Path(__file__).resolve().parent / "constrain"
 
 
-def native_present() -> bool:
-    """Is the native extension's file installed beside constrain/?"""
-    return any(_HERE.glob("_native.*.so")) or any(_HERE.glob("_native.*.pyd")) or any(_HERE.glob("_native.so"))
+def native_present(module: str = "_native") -> bool:
+    """Is the native extension's file installed beside constrain/? (_native: the mask engine;
+    _dfa_native: the compile's NFA -> minimal DFA step, dfa.py's C++ twin)"""
+    return any(_HERE.glob(f"{module}.*.so")) or any(_HERE.glob(f"{module}.*.pyd")) or any(_HERE.glob(f"{module}.so"))
 
 
 def asked() -> str | None:
@@ -34,9 +35,10 @@ def asked() -> str | None:
 
 
 def record(built: bool | None = None) -> dict:
-    """{engine, native_built, compiler, flags}: the engine masks use (native where asked (or the
-    default) and built, else python; None where INFERLAB_ENGINE is malformed), and the native
-    build's compiler and flags (None where not built)."""
+    """{engine, native_built, dfa_native_built, compiler, flags}: the engine masks use (native
+    where asked (or the default) and built, else python; None where INFERLAB_ENGINE is malformed),
+    whether the compile's DFA step runs in C++ (same automata either way), and the native build's
+    compiler and flags (None where not built)."""
     built = native_present() if built is None else built
     try:
         name = asked() or DEFAULT
@@ -44,7 +46,8 @@ def record(built: bool | None = None) -> dict:
         engine = None
     else:
         engine = "native" if name == "native" and built else "python"
-    out = {"engine": engine, "native_built": built, "compiler": None, "flags": None}
+    out = {"engine": engine, "native_built": built, "dfa_native_built": native_present("_dfa_native"),
+           "compiler": None, "flags": None}
     try:
         saved = json.loads((_HERE / "_native_build.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
