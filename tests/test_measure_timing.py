@@ -5,6 +5,7 @@ and the statistics exact, so the expected values below are derived by hand.
 """
 
 import gc
+import itertools
 
 import pytest
 
@@ -169,19 +170,16 @@ def test_interleaved_takes_one_sample_of_each_in_turn(monkeypatch):
     assert stats["a"].median == pytest.approx(1e-3) and stats["b"].median == pytest.approx(2e-3)
     assert stats["a"].n == stats["b"].n == 3
     # After warm-up (a, b) and calibration (a x (1 + 60 + 60), b x (1 + 30 + 30): each count's
-    # confirming run), each round is one sample of each (60 a calls, 30 b), in a shuffled order
+    # confirming run), each round is one sample of each (60 a calls, 30 b), each cut into
+    # 0.05 / 0.005 = 10 chunks (6 a calls, 3 b calls) and the 20 chunks shuffled together
     timed = order[2 + 121 + 61:]
-    calls = {"a": 60, "b": 30}
-    rounds, i = [], 0
-    while i < len(timed):
-        r = []
-        for _ in range(2):
-            name = timed[i]
-            assert timed[i:i + calls[name]] == [name] * calls[name]
-            r.append(name)
-            i += calls[name]
-        rounds.append(r)
-    assert len(rounds) == 3 and all(sorted(r) == ["a", "b"] for r in rounds)
+    assert len(timed) == 3 * 90
+    for k in range(3):
+        r = timed[90 * k:90 * (k + 1)]
+        assert r.count("a") == 60 and r.count("b") == 30
+        runs = [(name, len(list(group))) for name, group in itertools.groupby(r)]
+        assert all(n % {"a": 6, "b": 3}[name] == 0 for name, n in runs)   # whole chunks
+        assert len(runs) > 2                                                # not two whole samples
 
 
 def test_interleaved_restores_gc_after_an_error(monkeypatch):
