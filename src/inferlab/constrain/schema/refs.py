@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
+from inferlab.constrain.schema import typed
 from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set, document_dicts)
@@ -420,8 +419,13 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
-        if key == "multipleOf" and all(isinstance(x, (int, float)) and x >= 1 and x == int(x) for x in (av, bv)):
-            return math.lcm(int(av), int(bv))  # multiples of both integers: of their lcm
+        if key == "multipleOf":  # the multiples of both: of their least common multiple (exact)
+            both = typed.multiple_of(av, bv)
+            if both is None:
+                self.refuse("multipleOf", _child(ptr, "multipleOf"), f"allOf of multipleOf {av} and {bv}: their "
+                            "common multiples are not a multipleOf that can be written exactly")
+                return av
+            return both
         if key == "not":
             return {"anyOf": [av, bv]}  # not a and not b == not (a or b)
         if key in ("anyOf", "oneOf"):
@@ -432,7 +436,7 @@ class RefsMixin:
             return av
         if key not in _known_keywords():
             return av  # unknown keywords are annotations
-        self.refuse("allOf", ptr, f"cannot merge two different {key!r} values")
+        self.refuse(key, _child(ptr, key), f"allOf: cannot merge two different {key!r} values")
         return av
 
     def calls_on(self) -> bool:
