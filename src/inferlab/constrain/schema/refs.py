@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inferlab.constrain.schema import typed
-from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
+from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaError, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set, document_dicts)
 
@@ -419,6 +419,17 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
+        if key == "pattern" and isinstance(av, str) and isinstance(bv, str):  # both, as lookaheads (exact)
+            try:
+                both = typed.pattern_conjunction(av, bv)
+            except SchemaError as exc:
+                both, why = None, str(exc)
+            else:
+                why = "a pattern with lookaheads of its own"
+            if both is None:
+                self.refuse("pattern", _child(ptr, "pattern"), f"allOf of two patterns: {why} cannot be intersected")
+                return av
+            return both
         if key == "multipleOf":  # the multiples of both: of their least common multiple (exact)
             both = typed.multiple_of(av, bv)
             if both is None:

@@ -103,6 +103,37 @@ def multiple_of(a, b):
     return written if Fraction(repr(written)) == out else None
 
 
+# any one character, in ECMA-262 and Python alike (each `.` lacks some line terminators)
+_ANY_CHAR = r"(?:.|\n|\r|\u2028|\u2029)"
+
+
+def pattern_conjunction(a: str, b: str) -> str | None:
+    """One pattern that a string matches iff it matches both (search semantics), exactly: each
+    side as a lookahead at the start, "^(?=A')(?=B')", where A' is A found anywhere (an
+    alternative anchored with ^ found at the start). A side already of this form gives its
+    lookaheads. None where a side holds lookaheads of its own (a lookahead in a lookahead)."""
+    bodies = []
+    for p in (a, b):
+        got = _conjuncts(p)
+        if got is None:
+            return None
+        bodies += [x for x in got if x not in bodies]
+    return "^" + "".join(f"(?={x})" for x in bodies)
+
+
+def _conjuncts(pattern: str) -> list[str] | None:
+    from inferlab.constrain.schema.strings import _top_level  # (strings imports algebra, which imports this)
+    alts = _top_level(pattern)
+    pieces = alts[0]
+    if len(alts) == 1 and len(pieces) > 2 and pieces[0] == ("text", "^") and \
+            all(x == ("text", "") or (x[0] == "look" and not x[1]) for x in pieces[1:]):
+        return [x[2] for x in pieces if x[0] == "look"]  # (this function's own form)
+    if any(x[0] == "look" for alt in alts for x in alt):
+        return None
+    texts = [alt[0][1] for alt in alts]
+    return ["|".join(t[1:] if t.startswith("^") else f"{_ANY_CHAR}*{t}" for t in texts)]
+
+
 def _decimal(x) -> Fraction | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or x == float("inf"):
         return None
