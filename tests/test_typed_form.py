@@ -189,6 +189,13 @@ def test_merges_disjointness_and_complements_agree_with_jsonschema_slow(case):
     # allOf of patterns: both, as lookaheads at the start (search semantics, anchors kept)
     ({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}, {"pattern": "x|^y"}]},
      ["ab", "axb", "ayb", "yab", "b", "a\nxb", "a\ufeffxb", "axbc", "xab"]),
+    # a key that several patternProperties match meets every matching schema (its own key language)
+    ({"type": "object", "patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 3}, "^c": {"type": "string"}},
+      "additionalProperties": False},
+     [{"ab": 3}, {"ab": 2}, {"ab": "x"}, {"a": 1.5}, {"b": 1.5}, {"ca": 1}, {"cb": "s"}, {"cb": 4}, {"x": 1}, {}]),
+    ({"type": "object", "allOf": [{"patternProperties": {"^x": {"minimum": 10}}},
+                                  {"patternProperties": {"y$": {"maximum": 20}}}]},
+     [{"xy": 15}, {"xy": 5}, {"xy": 25}, {"x": 5}, {"y": 25}, {"xay": 10}, {"q": 0}]),
     # allOf of multipleOf: their lcm
     ({"type": "integer", "allOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, [0, 12, 24, 4, 6, 8, 18, -12, 7, 3]),
 ])

@@ -374,6 +374,12 @@ class RefsMixin:
                     self.narrow(f"patternProperties at #{ptr}: {name!r} matches a pattern of one allOf branch and "
                                 "is declared or matched by the other, whose additionalProperties it must meet too")
                     break
+            if any(x is not True and x is not False and any(p not in other for p in mine) and
+                   any(p not in mine for p in other) for mine, other, x in ((qa, qb, xb), (qb, qa, xa))):
+                # an extra key that a pattern of each side matches gets both merged patterns'
+                # schemas (compile_object), each with the other side's additionalProperties
+                self.narrow(f"patternProperties at #{ptr}: a key that patterns of both allOf branches match must "
+                            "meet their additionalProperties too (stricter)")
             merged = {}
             for pat in list(qa) + [p for p in qb if p not in qa]:
                 # additionalProperties false is a side's names: propertyNames below, exact
