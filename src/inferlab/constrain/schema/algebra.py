@@ -14,9 +14,10 @@ neg), so neg is compiled with calls off and any narrowing it triggers is a refus
 exception is "no exponent", which concerns texts outside U_type. Inside the operand, patterns
 mean a superset of their ECMA-262 and Python meanings (Unicode classes, Python's `.` and `$`),
 formats (subsets by design) are refused, and so is a negation (it would need the opposite
-polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays that neg
-constrains are refused: their texts have many key orders and may repeat keys, which no
-complement of a regex can account for.
+polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays
+have no such complement (their texts have many key orders and may repeat keys, which no
+complement of a regex can account for): there `not` is the positive complement of neg's part of
+that type (schema.typed), and refused where that has none.
 """
 
 from __future__ import annotations
