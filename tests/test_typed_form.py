@@ -40,11 +40,13 @@ def _valid(schema, x) -> bool:
 @st.composite
 def leaf(draw):
     kind = draw(st.sampled_from(["type", "required", "count", "const", "enum", "dependentRequired", "items",
-                                 "bounds", "multipleOf", "length", "pattern", "closed"]))
+                                 "bounds", "multipleOf", "length", "pattern", "closed", "containsCount"]))
     if kind == "type":
         return {"type": draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=2, unique=True))}
     if kind == "required":
         return {"required": draw(st.lists(NAMES, min_size=1, max_size=2, unique=True))}
+    if kind == "containsCount":  # (beside a contains where a schema of several keywords draws one)
+        return {draw(st.sampled_from(["minContains", "maxContains"])): draw(st.integers(0, 2))}
     if kind == "count":
         return {draw(st.sampled_from(["minProperties", "maxProperties", "minItems", "maxItems"])): draw(st.integers(0, 2))}
     if kind == "const":
@@ -196,6 +198,9 @@ def test_merges_disjointness_and_complements_agree_with_jsonschema_slow(case):
     ({"type": "object", "allOf": [{"patternProperties": {"^x": {"minimum": 10}}},
                                   {"patternProperties": {"y$": {"maximum": 20}}}]},
      [{"xy": 15}, {"xy": 5}, {"xy": 25}, {"x": 5}, {"y": 25}, {"xay": 10}, {"q": 0}]),
+    # not contains with minContains/maxContains: fewer or more items satisfy it
+    ({"type": "array", "not": {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3}},
+     [[], [1], ["a"], [1, 2], [1, "a", 2], [1, 2, 3], [1, 2, 3, 4], ["a", 1, 1, 1, 1]]),
     # allOf of multipleOf: their lcm
     ({"type": "integer", "allOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, [0, 12, 24, 4, 6, 8, 18, -12, 7, 3]),
 ])

@@ -271,6 +271,7 @@ _COUNTS = {"minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItem
 _OBJECT_GROUP = {"properties", "required", "additionalProperties"}
 _ARRAY_GROUP = {"prefixItems", "items"}
 _CONDITIONAL = {"if", "then", "else"}
+_CONTAINS_GROUP = {"contains", "minContains", "maxContains"}
 _DEPENDENCIES = ("dependencies", "dependentRequired", "dependentSchemas")
 
 
@@ -301,7 +302,9 @@ def complement(neg, ctx: NegationContext = _ANYTHING):
         parts.append({k: node[k] for k in _ARRAY_GROUP})
     if "if" in node:
         parts.append({k: node[k] for k in _CONDITIONAL if k in node})
-    grouped = _OBJECT_GROUP | (_ARRAY_GROUP if tuple_group else set()) | _CONDITIONAL
+    if "contains" in node:  # (min/maxContains without contains constrain nothing)
+        parts.append({k: node[k] for k in _CONTAINS_GROUP if k in node})
+    grouped = _OBJECT_GROUP | (_ARRAY_GROUP if tuple_group else set()) | _CONDITIONAL | _CONTAINS_GROUP
     if "const" in node or "enum" in node:  # enum beside const: the values of both
         parts.append({"enum": _listed(node)})
     parts += [{k: v} for k, v in node.items() if k not in grouped and k not in ("enum", "const")]
@@ -359,8 +362,8 @@ def _negated_part(p: dict, ctx: NegationContext):
         if value is False or (isinstance(value, dict) and ctx.items_disjoint is not None and ctx.items_disjoint(value)):
             return {"type": "array", "minItems": 1}  # (every item of the context's arrays fails them)
         return {"type": "array", "contains": {"not": value}} if isinstance(value, dict) else None
-    if len(p) == 1 and key == "contains":  # no item satisfies it
-        return {"type": "array", "items": {"not": value}} if isinstance(value, (dict, bool)) else None
+    if "contains" in p:
+        return _failing_counts(p)
     if len(p) == 1 and key in ("prefixItems", "items"):  # some item i (present) fails its schema
         # (items: the tuple form of drafts 4-2019, written as prefixItems, which compile_array reads)
         fails = _prefix_fails(value)
@@ -370,6 +373,24 @@ def _negated_part(p: dict, ctx: NegationContext):
     if set(p) <= _OBJECT_GROUP:
         return _failing_objects(p, ctx)
     return None
+
+
+def _failing_counts(p: dict):
+    """The arrays that fail contains with minContains a (default 1) and maxContains b: fewer than
+    a items satisfy it (none: items of its negation; 1 to a - 1: maxContains a - 1), or more
+    than b."""
+    c, lo, hi = p["contains"], p.get("minContains", 1), p.get("maxContains")
+    if not isinstance(c, (dict, bool)) or any(x is not None and (isinstance(x, bool) or not isinstance(x, int))
+                                              for x in (lo, hi)):
+        return None
+    fails = []
+    if lo >= 1:
+        fails.append({"type": "array", "items": {"not": c}})
+    if lo >= 2:
+        fails.append({"type": "array", "contains": c, "maxContains": lo - 1})
+    if hi is not None:
+        fails.append({"type": "array", "contains": c, "minContains": hi + 1})
+    return _any_of(fails)
 
 
 def _none_or_two(branches):
