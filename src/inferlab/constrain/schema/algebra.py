@@ -26,7 +26,6 @@ from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
 from inferlab.constrain.lru import LRU
-from inferlab.constrain.schema import typed
 from inferlab.constrain.schema.common import EXPONENT_CUT, _CHAR, _TYPES, SchemaError, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 from inferlab.constrain.caches import CACHES
@@ -76,15 +75,7 @@ class AlgebraMixin:
             self.refuse(keyword, neg_ptr, "a negation inside a negated schema is not supported")
             return self.compile(rest_t, ptr, stack)
         if t in ("object", "array"):  # no regex complement: the typed form's positive one
-            positive = typed.complement_within(neg_t, t, self.negation_context(rest_t, stack))
-            if positive is None:
-                self.refuse(keyword, neg_ptr, f"the negation of this schema over {t}s has no exact form (a keyword "
-                            "of it has no positive negation: additionalProperties or patternProperties beside "
-                            "open objects, propertyNames, uniqueItems, min/maxContains, ...)")
-                return self.compile(rest_t, ptr, stack)
-            if positive is False:
-                raise _Unsat(f"{keyword} at #{ptr}: no {t} is left")
-            return self.compile(self.merge(rest_t, self.flatten(positive, ptr, stack)[0], ptr, stack), ptr, stack)
+            return self.compile_typed_complement(rest_t, neg_t, t, ptr, neg_ptr, stack, keyword)
         negated = self.exact_operand(neg_t, neg_ptr, stack, keyword)
         if negated is None:
             return self.compile(rest_t, ptr, stack)  # refused (lenient), or neg is empty for t

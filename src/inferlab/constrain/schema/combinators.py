@@ -59,6 +59,19 @@ class CombinatorsMixin:
         # flattened first: a $ref in it (not not {$ref}) must not take rest as ignored siblings
         return self.merge(rest, self.flatten(positive, ptr, stack)[0], ptr, stack)
 
+    def compile_typed_complement(self, rest_t: dict, neg_t, t: str, ptr: str, neg_ptr: str, stack, keyword: str) -> str:
+        """rest_t (a schema of type t: object or array) and not neg_t, by the positive complement
+        of neg_t's part of type t (typed.complement_within); refused where it has none."""
+        positive = typed.complement_within(neg_t, t, self.negation_context(rest_t, stack))
+        if positive is None:
+            self.refuse(keyword, neg_ptr, f"the negation of this schema over {t}s has no exact form (a keyword "
+                        "of it has no positive negation: additionalProperties or patternProperties beside "
+                        "open objects, propertyNames, uniqueItems, ...)")
+            return self.compile(rest_t, ptr, stack)
+        if positive is False:
+            raise _Unsat(f"{keyword} at #{ptr}: no {t} is left")
+        return self.compile(self.merge(rest_t, self.flatten(positive, ptr, stack)[0], ptr, stack), ptr, stack)
+
     def negation_context(self, rest, stack) -> typed.NegationContext:
         """What `rest` admits that a negation beside it may use: the names of its objects where
         additionalProperties false closes them, a disjointness test against its arrays' items."""

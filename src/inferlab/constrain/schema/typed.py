@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
-
 from math import gcd, lcm
 
-from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _intersect_types, _json_equal, _json_type, _known_keywords,
-                                              _type_set, _value_types)
+from inferlab.constrain.schema.common import (_FAMILY_KEYWORDS, _TYPES, _intersect_types, _json_equal, _json_type,
+                                              _known_keywords, _type_set, _value_types)
+from inferlab.constrain.schema.strings import _top_level
 
 # a negation distributes to about this many alternatives at most (oneOf's "none or two"; enum's
 # "differs from each value"); past it, complement() has no positive form (None)
@@ -122,7 +122,6 @@ def pattern_conjunction(a: str, b: str) -> str | None:
 
 
 def _conjuncts(pattern: str) -> list[str] | None:
-    from inferlab.constrain.schema.strings import _top_level  # (strings imports algebra, which imports this)
     alts = _top_level(pattern)
     pieces = alts[0]
     if len(alts) == 1 and len(pieces) > 2 and pieces[0] == ("text", "^") and \
