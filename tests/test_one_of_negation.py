@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from inferlab.constrain.schema import SchemaError, compile_grammar
-from inferlab.constrain.schema.combinators import NegationContext, _negation
+from inferlab.constrain.schema.typed import NegationContext, complement as _negation
 from inferlab.constrain.schema.common import _NOT_IN_DIALECT, document_dicts
 from inferlab.constrain.schema.values import ValueChecker
 from oracles import all_objects, assert_exact

@@ -14,9 +14,10 @@ neg), so neg is compiled with calls off and any narrowing it triggers is a refus
 exception is "no exponent", which concerns texts outside U_type. Inside the operand, patterns
 mean a superset of their ECMA-262 and Python meanings (Unicode classes, Python's `.` and `$`),
 formats (subsets by design) are refused, and so is a negation (it would need the opposite
-polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays that neg
-constrains are refused: their texts have many key orders and may repeat keys, which no
-complement of a regex can account for.
+polarity); enum values beside other keywords must be checked by jsonschema. Objects and arrays
+have no such complement (their texts have many key orders and may repeat keys, which no
+complement of a regex can account for): there `not` is the positive complement of neg's part of
+that type (schema.typed), and refused where that has none.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from functools import lru_cache
 
 from inferlab.constrain import dfa_algebra
 from inferlab.constrain.lru import LRU
-from inferlab.constrain.schema.common import EXPONENT_CUT, _CHAR, _TYPES, _Unsat, _constrains, _group
+from inferlab.constrain.schema.common import EXPONENT_CUT, _CHAR, _TYPES, SchemaError, _Unsat, _constrains, _group
 from inferlab.errors import InferlabError
 from inferlab.constrain.caches import CACHES
 
@@ -39,14 +40,6 @@ _UNIVERSE = {
     "integer": "0|-?[1-9][0-9]*",
     "number": "0|-?[1-9][0-9]*|" + _FRACTION,
 }
-
-
-def _lists_no(node: dict, kind: type) -> bool:
-    """Whether node's const/enum lists no value of the Python type `kind` (dict: objects, list:
-    arrays): it then admits no value of that JSON type."""
-    if "const" in node:
-        return not isinstance(node["const"], kind)
-    return isinstance(node.get("enum"), list) and not any(isinstance(v, kind) for v in node["enum"])
 
 
 class AlgebraMixin:
@@ -81,11 +74,8 @@ class AlgebraMixin:
         if self.operand_depth:  # the complement of a complement would need the other polarity
             self.refuse(keyword, neg_ptr, "a negation inside a negated schema is not supported")
             return self.compile(rest_t, ptr, stack)
-        if t in ("object", "array") and _lists_no(neg_t, dict if t == "object" else list):
-            return self.compile(rest_t, ptr, stack)  # neg lists values, none of type t: admits no t
-        if t in ("object", "array"):
-            self.refuse(keyword, neg_ptr, f"the negation of a schema that constrains {t}s is not supported")
-            return self.compile(rest_t, ptr, stack)
+        if t in ("object", "array"):  # no regex complement: the typed form's positive one
+            return self.compile_typed_complement(rest_t, neg_t, t, ptr, neg_ptr, stack, keyword)
         negated = self.exact_operand(neg_t, neg_ptr, stack, keyword)
         if negated is None:
             return self.compile(rest_t, ptr, stack)  # refused (lenient), or neg is empty for t
@@ -120,6 +110,15 @@ class AlgebraMixin:
     def exact_operand(self, node, ptr: str, stack, keyword: str) -> str | None:
         """The flat regex of an operand to complement, or None where it has no value. A narrowing
         there (the regex smaller than the schema) would make the complement looser: refused."""
+        regex, inexact = self.operand_regex(node, ptr, stack)
+        if inexact:
+            self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
+            return None
+        return regex
+
+    def operand_regex(self, node, ptr: str, stack) -> tuple[str | None, list[str]]:
+        """(the flat regex of node in operand mode, a superset of its texts where nothing
+        narrowed it; None where it has no value) and the narrowings that make it no superset."""
         saved, self.narrowed = self.narrowed, []
         self.inline += 1
         self.operand_depth += 1
@@ -133,11 +132,22 @@ class AlgebraMixin:
             self.inline -= 1
             self.operand_depth -= 1
             narrowed, self.narrowed = self.narrowed, saved
-        inexact = [m for m in narrowed if EXPONENT_CUT not in m or "digits after the point" in m]  # (U has no exponents)
-        if inexact:
-            self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
+        return regex, [m for m in narrowed if EXPONENT_CUT not in m or "digits after the point" in m]  # (U has no exponents)
+
+    def superset_regex(self, node, ptr: str, stack) -> str | None:
+        """A regex of every canonical text of node's values (operand mode), or None where that
+        is not known: a narrowing, a refusal (rolled back), or no value at all (the caller's
+        intersection then sees the empty language as no regex: unknown, never wrong)."""
+        saved = self.checkpoint()
+        lenient, self.lenient = self.lenient, False
+        try:
+            regex, inexact = self.operand_regex(node, ptr, stack)
+        except SchemaError:
+            self.rollback(saved)
             return None
-        return regex
+        finally:
+            self.lenient = lenient
+        return None if inexact else regex
 
 
 def _combined(regexes: tuple[str, ...], ops: tuple[str, ...]) -> str | None:

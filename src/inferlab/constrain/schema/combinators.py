@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT, MAX_SUBSCHEMAS, NESTING_CUT,
                                               SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES, _Unsat, _child,
                                               _constraining, _constrains, _generated_types, _group, _intersect_types,
                                               _json_key, _json_type, _known_keywords, _type_set, _value_types,
                                               _values, dumps, nesting_depth, value_regex, value_texts)
+from inferlab.constrain.schema import typed
 from inferlab.constrain.schema.values import reached
 
 
@@ -34,7 +33,7 @@ class CombinatorsMixin:
         """`rest and not neg` (neg flattened) as positive keywords where that is exact; else None.
 
         not {} / true: nothing is valid; not false: no constraint; not {type: T}: the other types;
-        otherwise the positive forms of _negation (required, properties, anyOf/allOf of them,
+        otherwise the positive forms of typed.complement (required, properties, anyOf/allOf of them,
         double negation)."""
         if neg is True or neg == {} or (isinstance(neg, dict) and not _constraining(neg)):
             raise _Unsat(f"not at #{ptr}: nothing is valid")
@@ -52,7 +51,7 @@ class CombinatorsMixin:
             if not allowed - banned:
                 raise _Unsat(f"not at #{ptr}: no type is left")
             return {**rest, "type": sorted(allowed - banned)}
-        positive = _negation(neg, self.negation_context(rest, stack))
+        positive = typed.complement(neg, self.negation_context(rest, stack))
         if positive is None:
             return None
         if positive is False:
@@ -60,25 +59,39 @@ class CombinatorsMixin:
         # flattened first: a $ref in it (not not {$ref}) must not take rest as ignored siblings
         return self.merge(rest, self.flatten(positive, ptr, stack)[0], ptr, stack)
 
-    def negation_context(self, rest, stack) -> NegationContext:
+    def compile_typed_complement(self, rest_t: dict, neg_t, t: str, ptr: str, neg_ptr: str, stack, keyword: str) -> str:
+        """rest_t (a schema of type t: object or array) and not neg_t, by the positive complement
+        of neg_t's part of type t (typed.complement_within); refused where it has none."""
+        positive = typed.complement_within(neg_t, t, self.negation_context(rest_t, stack))
+        if positive is None:
+            self.refuse(keyword, neg_ptr, f"the negation of this schema over {t}s has no exact form (a keyword "
+                        "of it has no positive negation: additionalProperties or patternProperties beside "
+                        "open objects, propertyNames, uniqueItems, ...)")
+            return self.compile(rest_t, ptr, stack)
+        if positive is False:
+            raise _Unsat(f"{keyword} at #{ptr}: no {t} is left")
+        return self.compile(self.merge(rest_t, self.flatten(positive, ptr, stack)[0], ptr, stack), ptr, stack)
+
+    def negation_context(self, rest, stack) -> typed.NegationContext:
         """What `rest` admits that a negation beside it may use: the names of its objects where
         additionalProperties false closes them, a disjointness test against its arrays' items."""
         if not isinstance(rest, dict):
-            return _ANYTHING
+            return typed.NegationContext()
         props, items = rest.get("properties", {}), rest.get("items")
         closed = _never(rest.get("additionalProperties", True)) and not rest.get("patternProperties") \
             and isinstance(props, dict)
         uniform = isinstance(items, (dict, bool)) and "prefixItems" not in rest
-        return NegationContext(frozenset(props) if closed else None,
+        return typed.NegationContext(frozenset(props) if closed else None,
                                (lambda x: self.disjoint(items, x, stack, stack)) if uniform else None)
 
-    def exclusive_negations(self, live: list, flats: list) -> list[list] | None:
-        """For each live oneOf branch (index, its schema of one type, ptr, stack), the positive
-        forms of the other branches' negations in its context; None where one has none."""
+    def exclusive_negations(self, live: list, flats: list, t: str) -> list[list] | None:
+        """For each live oneOf branch (index, its schema of type t, ptr, stack), the positive
+        forms of the other branches' negations among values of type t (their typed parts) in its
+        context; None where one has none."""
         out = []
         for k, m, _, bstack in live:
             ctx = self.negation_context(m, bstack)
-            negs = [_negation(flats[j][0], ctx) for j, *_ in live if j != k]
+            negs = [typed.complement_within(flats[j][0], t, ctx) for j, *_ in live if j != k]
             if any(n is None for n in negs):
                 return None
             out.append(negs)
@@ -211,7 +224,7 @@ class CombinatorsMixin:
             clash = self.first_clash([(m, bptr, bstack) for _, m, bptr, bstack in live])
             if clash is None:
                 todo = [(m, bptr, bstack) for _, m, bptr, bstack in live]
-            elif (negations := self.exclusive_negations(live, flats)) is not None or t not in ("object", "array"):
+            elif (negations := self.exclusive_negations(live, flats, t)) is not None or t not in ("object", "array"):
                 # exactly one: each branch without any of the others, then plain alternatives (a
                 # scalar branch's negation is an automaton complement where no positive form is known)
                 bound = _exclusive_alternatives(negations or [])
@@ -327,40 +340,26 @@ class CombinatorsMixin:
             branches = x.get("anyOf") or x.get("oneOf")
             if isinstance(branches, list) and all(self.disjoint(br, y, sx, sy, depth + 1) for br in branches):
                 return True
-        if not _intersect_types(_value_types(a), _value_types(b)):
-            return True
-        ta, tb = _value_types(a), _value_types(b)
-        if ta <= {"array"} and tb <= {"array"} and _intervals_disjoint(
-                (a.get("minItems"), True, a.get("maxItems"), True), (b.get("minItems"), True, b.get("maxItems"), True)):
-            return True
-        for family, lo_key, hi_key in (("string", "minLength", "maxLength"), ("object", "minProperties", "maxProperties")):
-            if ta <= {family} and tb <= {family} and _intervals_disjoint(
-                    *(tuple(x for k in (lo_key, hi_key) for x in (_count(y.get(k)), True)) for y in (a, b))):
-                return True
         va, vb = _values(a), _values(b)
         if va is not None and vb is not None and not ({_json_key(v) for v in va} & {_json_key(v) for v in vb}):
             return True
         if (va is not None and self.none_valid(va, b)) or (vb is not None and self.none_valid(vb, a)):
             return True
-        if ta <= {"integer", "number"} and tb <= {"integer", "number"} and _intervals_disjoint(
-                self.bounds(a, ""), self.bounds(b, "")):
+        return typed.disjoint(a, b, typed.Oracle(
+            sub_disjoint=lambda x, y: self.disjoint(x, y, sa, sb, depth + 1),
+            bounds=lambda node: self.bounds(node, ""),
+            regex_disjoint=lambda t, x, y: self.regexes_disjoint(x, y, sa, sb)))
+
+    def regexes_disjoint(self, a: dict, b: dict, sa, sb) -> bool:
+        """True only if the regexes of a and b, each a superset of its schema (operand mode, no
+        narrowing: schema.algebra.superset_regex), share no text."""
+        ra, rb = self.superset_regex(a, "", sa), self.superset_regex(b, "", sb)
+        if ra is None or rb is None:
+            return False
+        try:
+            self.intersection([ra, rb], "")  # (None: over the size limits, unknown)
+        except _Unsat:
             return True
-        if ta <= {"object"} or tb <= {"object"}:
-            # objects both must have, with a property whose values cannot agree
-            pa, pb = a.get("properties", {}), b.get("properties", {})
-            for name in set(a.get("required", [])) & set(b.get("required", [])):
-                if name in pa and name in pb and self.disjoint(pa[name], pb[name], sa, sb, depth + 1):
-                    return True
-            # a name one side requires and the other (objects only) forbids
-            for x, y in ((a, b), (b, a)):
-                if _value_types(y) <= {"object"} and y.get("additionalProperties") is False and \
-                        not y.get("patternProperties") and \
-                        any(n not in y.get("properties", {}) for n in x.get("required", [])):
-                    return True
-                # (properties {name: false}: whatever else y says, where either side is objects only)
-                if isinstance(y.get("properties"), dict) and isinstance(x.get("required"), list) and \
-                        any(y["properties"].get(n) is False for n in x["required"] if isinstance(n, str)):
-                    return True
         return False
 
     def none_valid(self, values: list, node) -> bool:
@@ -464,159 +463,6 @@ def enum_siblings(node: dict) -> dict:
     """The keywords beside enum/const that constrain instances."""
     return {k: v for k, v in node.items() if k not in ("enum", "const") and k in _known_keywords()
             and k not in _ANNOTATIONS}
-
-
-def _count(x):
-    """A length or count bound, or None where it is absent or not a number (no claim then)."""
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def _intervals_disjoint(a, b) -> bool:
-    """(lo, lo_inclusive, hi, hi_inclusive) intervals (None = unbounded): no common point?"""
-    def before(x, y):  # x entirely below y
-        hi, hi_incl, lo, lo_incl = x[2], x[3], y[0], y[1]
-        return hi is not None and lo is not None and (hi < lo or (hi == lo and not (hi_incl and lo_incl)))
-    return before(a, b) or before(b, a)
-
-
-@dataclass(frozen=True)
-class NegationContext:
-    """What the positive part of `rest and not neg` admits, where a negation's positive form
-    needs it: the names its objects may hold (None: any), and a test of whether its arrays'
-    items can satisfy a schema (`items_disjoint(x)`: True only if no item of them satisfies x;
-    None: no such test)."""
-    keys: frozenset | None = None
-    items_disjoint: Callable[[object], bool] | None = None
-
-
-_ANYTHING = NegationContext()
-_COUNTS = {"minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
-           "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", 1)}
-_OBJECT_GROUP = {"properties", "required", "additionalProperties"}
-_ARRAY_GROUP = {"prefixItems", "items"}
-
-
-def _negation(neg, ctx: NegationContext = _ANYTHING):
-    """A schema equivalent to `not neg` among the values `ctx` admits, built from positive
-    keywords, or None where none is known. A schema is the conjunction of its keywords (the
-    object keywords properties/required/additionalProperties taken together), so its negation
-    is the anyOf of theirs (_negated_part): not (not X) = X; not anyOf = allOf of the
-    negations and not allOf = anyOf of them; not type = the other types; a count bound, the
-    other side of it; the object keywords, an object that misses a required name, or has a
-    declared property with a value its schema rejects (`not` of that schema), or a name past
-    the declared ones where the context's objects hold finitely many (ctx.keys); items, an
-    array with an item where the context's items all fail them (ctx.items_disjoint). Keywords
-    that are not JSON Schema's are annotations, as everywhere else."""
-    if isinstance(neg, bool):
-        return not neg
-    if not isinstance(neg, dict):
-        return None
-    node = {k: v for k, v in neg.items() if k in _known_keywords()}
-    parts = [{k: node[k] for k in _OBJECT_GROUP if k in node}] if _OBJECT_GROUP & set(node) else []
-    # prefixItems and items together: items holds only past the prefix, so neither alone says
-    # which items fail (CI's slow fuzz: not {items: false, prefixItems: [true]} accepted [null])
-    tuple_group = _ARRAY_GROUP <= set(node) and not isinstance(node["items"], list)
-    if tuple_group:
-        parts.append({k: node[k] for k in _ARRAY_GROUP})
-    parts += [{k: v} for k, v in node.items() if k not in _OBJECT_GROUP and not (tuple_group and k in _ARRAY_GROUP)]
-    negs = []
-    for part in parts:
-        n = _negated_part(part, ctx)
-        if n is None:
-            return None
-        if n is not False:
-            negs.append(n)
-    return _any_of(negs)
-
-
-def _negated_part(part: dict, ctx: NegationContext):
-    """_negation of one keyword of a schema (or its object keywords together); None where no
-    positive form is known."""
-    (key, value), = list(part.items())[:1]
-    if len(part) == 1 and key == "not":
-        return value if isinstance(value, (dict, bool)) else None
-    if len(part) == 1 and key in ("anyOf", "allOf"):
-        if not isinstance(value, list) or not value:
-            return None
-        negs = [_negation(b, ctx) for b in value]
-        return None if any(n is None for n in negs) else {"allOf" if key == "anyOf" else "anyOf": negs}
-    if len(part) == 1 and key == "type":  # the other types; not integer (but number) has no such form
-        types = _type_set(value)
-        if "integer" in types and "number" not in types:
-            return None
-        others = [t for t in _TYPES if t not in types]
-        return {"type": others} if others else False
-    if len(part) == 1 and key in _COUNTS:  # the other side of the bound, among values of its type
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-            return None
-        family, other, step = _COUNTS[key]
-        bound = int(value) + step
-        return False if bound < 0 else {"type": family, other: bound}
-    if len(part) == 1 and key == "items" and not isinstance(value, list):
-        if value is True or value == {}:
-            return False
-        if value is False or (isinstance(value, dict) and ctx.items_disjoint is not None and ctx.items_disjoint(value)):
-            return {"type": "array", "minItems": 1}  # (every item of the context's arrays fails them)
-        return {"type": "array", "contains": {"not": value}} if isinstance(value, dict) else None
-    if len(part) == 1 and key == "contains":  # no item satisfies it
-        return {"type": "array", "items": {"not": value}} if isinstance(value, (dict, bool)) else None
-    if len(part) == 1 and key in ("prefixItems", "items"):  # some item i (present) fails its schema
-        # (items: the tuple form of drafts 4-2019, written as prefixItems, which compile_array reads)
-        fails = _prefix_fails(value)
-        return None if fails is None else _any_of(fails)
-    if set(part) == _ARRAY_GROUP:
-        return _failing_arrays(part)
-    if set(part) <= _OBJECT_GROUP:
-        return _failing_objects(part, ctx)
-    return None
-
-
-def _failing_arrays(part: dict):
-    """The arrays that fail prefixItems and items (its schema form, past the prefix) together:
-    some present item i < n fails prefixItems[i], or (items false) an item past the n; None
-    where items is another schema ("some item past n fails it" has no positive form here)."""
-    prefix, rest = part["prefixItems"], part["items"]
-    fails = _prefix_fails(prefix)
-    if fails is None:
-        return None
-    if rest is False:
-        fails.append({"type": "array", "minItems": len(prefix) + 1})
-    elif rest is not True and rest != {}:
-        return None
-    return _any_of(fails)
-
-
-def _prefix_fails(prefix) -> list | None:
-    """The arrays whose present item i fails prefix[i], one schema per constrained position
-    (None where prefix is not a list of schemas)."""
-    if not isinstance(prefix, list) or not all(isinstance(x, (dict, bool)) for x in prefix):
-        return None
-    return [{"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [{"not": x}]}
-            for i, x in enumerate(prefix) if x is not True and x != {}]
-
-
-def _any_of(fails: list):
-    """Any of these failing forms: false where there is none."""
-    return False if not fails else fails[0] if len(fails) == 1 else {"anyOf": fails}
-
-
-def _failing_objects(part: dict, ctx: NegationContext):
-    """The objects that fail properties/required/additionalProperties (`part`), or None."""
-    props, required = part.get("properties", {}), part.get("required", [])
-    extra = part.get("additionalProperties", True)
-    if not isinstance(props, dict) or not isinstance(required, list) or not isinstance(extra, (dict, bool)):
-        return None
-    failing = [{"properties": {n: False}} for n in required]
-    failing += [{"required": [n], **({"properties": {n: {"not": sub}}} if sub is not False else {})}
-                for n, sub in props.items() if sub is not True and sub != {}]
-    if extra is not True and extra != {}:
-        if ctx.keys is None:  # "some name past the declared ones" has no positive form
-            return None
-        failing += [{"required": [n], **({"properties": {n: {"not": extra}}} if extra is not False else {})}
-                    for n in sorted(ctx.keys - set(props))]
-    if not failing:
-        return False
-    return {"type": "object", "anyOf": failing} if len(failing) > 1 else {"type": "object", **failing[0]}
 
 
 def _never(node) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from itertools import combinations
 
 from inferlab.constrain import regex as rx
 from inferlab.constrain.dfa import compile_regex
@@ -16,6 +17,11 @@ from inferlab.constrain.schema.algebra import _combined
 from inferlab.constrain.schema.strings import _emit_json, _json_char_ranges, _pattern_ast, _universal_pattern
 from inferlab.errors import InferlabError
 from inferlab.constrain.caches import CACHES
+
+
+# patternProperties with at most this many patterns: the keys of each set of them get a language
+# of their own (2^n - n - 1 automaton products); past it such keys are not generated (recorded)
+OVERLAP_PATTERNS = 4
 
 
 class ObjectsMixin:
@@ -156,8 +162,9 @@ class ObjectsMixin:
         repeats a declared name."""
         regions = self.pattern_key_regions(pattern_props, ptr) if pattern_props else [(None, None)]
         out = []
-        for region, pat in regions:  # (key language beside the patterns, the pattern it matches)
-            sub, sub_ptr = extra if pat is None else (pattern_props[pat], _child(ptr, "patternProperties", pat))
+        for region, pats in regions:  # (key language beside the patterns, the patterns it matches)
+            sub, sub_ptr = extra if pats is None else (_all_of([pattern_props[p] for p in pats]),
+                                                       _child(ptr, "patternProperties", pats[0]))
             if sub is None:
                 continue
             try:
@@ -225,12 +232,15 @@ class ObjectsMixin:
             return key_rx
         return out
 
-    def pattern_key_regions(self, pattern_props: dict, ptr: str) -> list[tuple[str | None, str | None]]:
-        """Extra keys beside patternProperties: [(key regex, pattern)], a key language per pattern
-        (the keys it matches and no other pattern can), and (regex, None) for the keys no pattern
-        can match (those take additionalProperties). A pattern's own keys come from its subset
-        regex, the others are removed as supersets (constrain.schema.strings), so no key is given
-        a schema it does not have; keys that several patterns match are not generated (recorded)."""
+    def pattern_key_regions(self, pattern_props: dict, ptr: str) -> list[tuple[str | None, tuple | None]]:
+        """Extra keys beside patternProperties: [(key regex, patterns)], a key language per set of
+        patterns (the keys each of them matches and no other pattern can: they meet every one's
+        schema), and (regex, None) for the keys no pattern can match (those take
+        additionalProperties). A pattern's own keys come from its subset regex, the others are
+        removed as supersets (constrain.schema.strings), so no key is given a schema it does not
+        have. Sets of several patterns are built up to OVERLAP_PATTERNS patterns (2^n languages);
+        past that, or past the automaton limits, keys that several patterns match are not
+        generated (recorded)."""
         canonical = f'"{_json_char_ranges(rx.negate(()))}*"'  # every key, canonically written
         subs, sups = {}, {}
         for pat in pattern_props:
@@ -243,22 +253,40 @@ class ObjectsMixin:
                 continue
             if ast is not None and pattern_props[pat] is not False:
                 subs[pat] = f'"{_emit_json(ast)}"'
-        regions = [(tuple([canonical] + [sups[p] for p in sups]), ("minus",) * len(sups), None)]
-        for pat, sub in subs.items():
-            others = [sups[p] for p in sups if p != pat]
-            regions.append(((canonical, sub, *others), ("and",) + ("minus",) * len(others), pat))
         out = []
-        for regexes, ops, pat in regions:
+        for regexes, ops, pats in [(tuple([canonical] + [sups[p] for p in sups]), ("minus",) * len(sups), None)] + \
+                [((canonical, subs[p], *(sups[q] for q in sups if q != p)), ("and",) + ("minus",) * (len(sups) - 1), (p,))
+                 for p in subs]:
             try:
                 region = _combined(regexes, ops)
             except InferlabError as exc:
                 self.refuse("patternProperties", _child(ptr, "patternProperties"), f"{exc} (keys beside the patterns)")
                 continue
             if region is not None:
-                out.append((region, pat))
-        if len(pattern_props) > 1:
+                out.append((region, pats))
+        if len(pattern_props) > 1 and not self.overlap_regions(subs, sups, canonical, out):
             self.narrow(f"patternProperties at #{ptr}: extra keys that several patterns match are not generated")
         return out
+
+    def overlap_regions(self, subs: dict, sups: dict, canonical: str, out: list) -> bool:
+        """Appends to `out` the key language of each set of two or more patterns (the keys all of
+        them match, as subsets, and no other can, as supersets); False where that is not done
+        (more than OVERLAP_PATTERNS patterns, or a product over the automaton limits)."""
+        if len(sups) > OVERLAP_PATTERNS:
+            return False
+        found = []
+        for n in range(2, len(subs) + 1):
+            for pats in combinations(subs, n):
+                others = [sups[q] for q in sups if q not in pats]
+                try:
+                    region = _combined((canonical, *(subs[p] for p in pats), *others),
+                                       ("and",) * n + ("minus",) * len(others))
+                except InferlabError:
+                    return False
+                if region is not None:
+                    found.append((region, pats))
+        out += found
+        return True
 
     def map_body(self, node, ptr, members, extra_kv) -> str:
         """Stack mode: the required members, then the extra members as a map automaton (see
@@ -415,6 +443,11 @@ class ObjectsMixin:
         if written is None:
             return None if nonempty else ""
         return written if seen_required or nonempty else f"(?:{written})?"
+
+
+def _all_of(schemas: list):
+    """The schema of the values all of `schemas` accept (one of them alone where there is one)."""
+    return schemas[0] if len(schemas) == 1 else {"allOf": schemas}
 
 
 def _accepts_all(schema) -> bool:

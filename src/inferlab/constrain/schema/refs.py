@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
-from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaTooLarge, _NOTHING, _Unsat, _child,
+from inferlab.constrain.schema import typed
+from inferlab.constrain.schema.common import (MAX_AUTOMATA, MAX_CONDITIONALS, SchemaError, SchemaTooLarge, _NOTHING, _Unsat, _child,
                                               _constraining, _intersect_types, _json_equal, _json_key,
                                               _known_keywords, _type_set, document_dicts)
 
@@ -375,6 +374,12 @@ class RefsMixin:
                     self.narrow(f"patternProperties at #{ptr}: {name!r} matches a pattern of one allOf branch and "
                                 "is declared or matched by the other, whose additionalProperties it must meet too")
                     break
+            if any(x is not True and x is not False and any(p not in other for p in mine) and
+                   any(p not in mine for p in other) for mine, other, x in ((qa, qb, xb), (qb, qa, xa))):
+                # an extra key that a pattern of each side matches gets both merged patterns'
+                # schemas (compile_object), each with the other side's additionalProperties
+                self.narrow(f"patternProperties at #{ptr}: a key that patterns of both allOf branches match must "
+                            "meet their additionalProperties too (stricter)")
             merged = {}
             for pat in list(qa) + [p for p in qb if p not in qa]:
                 # additionalProperties false is a side's names: propertyNames below, exact
@@ -420,8 +425,24 @@ class RefsMixin:
             return [v for v in av if _json_key(v) in keys]
         if key == "const":
             raise _Unsat(f"allOf at #{ptr}: different const values")
-        if key == "multipleOf" and all(isinstance(x, (int, float)) and x >= 1 and x == int(x) for x in (av, bv)):
-            return math.lcm(int(av), int(bv))  # multiples of both integers: of their lcm
+        if key == "pattern" and isinstance(av, str) and isinstance(bv, str):  # both, as lookaheads (exact)
+            try:
+                both = typed.pattern_conjunction(av, bv)
+            except SchemaError as exc:
+                both, why = None, str(exc)
+            else:
+                why = "a pattern with lookaheads of its own"
+            if both is None:
+                self.refuse("pattern", _child(ptr, "pattern"), f"allOf of two patterns: {why} cannot be intersected")
+                return av
+            return both
+        if key == "multipleOf":  # the multiples of both: of their least common multiple (exact)
+            both = typed.multiple_of(av, bv)
+            if both is None:
+                self.refuse("multipleOf", _child(ptr, "multipleOf"), f"allOf of multipleOf {av} and {bv}: their "
+                            "common multiples are not a multipleOf that can be written exactly")
+                return av
+            return both
         if key == "not":
             return {"anyOf": [av, bv]}  # not a and not b == not (a or b)
         if key in ("anyOf", "oneOf"):
@@ -432,7 +453,7 @@ class RefsMixin:
             return av
         if key not in _known_keywords():
             return av  # unknown keywords are annotations
-        self.refuse("allOf", ptr, f"cannot merge two different {key!r} values")
+        self.refuse(key, _child(ptr, key), f"allOf: cannot merge two different {key!r} values")
         return av
 
     def calls_on(self) -> bool:
