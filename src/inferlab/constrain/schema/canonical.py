@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from inferlab.constrain.regex import fullmatch
-from inferlab.constrain.schema.common import (SchemaError, _DEPENDENCY_KEYWORDS, _FAMILY_KEYWORDS, _Unsat, _child, _json_key, _json_type,
+from inferlab.constrain.schema.common import (SchemaError, _DEPENDENCY_KEYWORDS, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
                                               _plain_decimal, _type_set, _values, dumps)
 from inferlab.constrain.schema.refs import conditional_as_alternatives
 from inferlab.constrain.schema.strings import _searches
@@ -37,28 +37,14 @@ class CanonicalMixin:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
             cands = []  # (text, merged, bptr, bstack) of the branches with a canonical text
-            flats = []
             for k, branch in enumerate(node[key]):
                 bptr = _child(ptr, key, k)
                 try:
                     flat, _, bstack = self.flatten(branch, bptr, stack)
-                    flats.append(flat)  # (a branch that is unsatisfiable still counts for "exactly one")
                     merged = self.merge(rest, flat, bptr, bstack) if rest else flat
-                    cands.append((merged, bptr, bstack, len(flats) - 1))
+                    cands.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
                 except (_Unsat, SchemaError):
                     continue
-            if key == "oneOf" and self.first_clash([c[:3] for c in cands]) is not None:
-                # compiled as each branch without the others (one_of_by_type): its order is theirs
-                t = "number" if _json_type(instance) == "integer" else _json_type(instance)
-                cands = [({"allOf": [merged, {"type": t}, *({"not": f} for j, f in enumerate(flats) if j != k)]},
-                          bptr, bstack, k) for merged, bptr, bstack, k in cands]
-            texts = []
-            for merged, bptr, bstack, _ in cands:
-                try:
-                    texts.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
-                except (_Unsat, SchemaError):
-                    continue
-            cands = texts
             if len({c[0] for c in cands}) == 1:  # then that text is the answer, matched or not (no
                 return cands[0][0]               # branch's regex needed: it may be too large to build)
             if self.values.available:  # the first branch the instance is valid against
