@@ -49,8 +49,7 @@ def audit(root: Path) -> dict:
     """Every lab's verdicts under root: counts, and the checker's failures (contradictions)."""
     labs, bad = {}, []
     for results in sorted(root.glob("*/results.json")):
-        verdicts = json.loads(results.read_text()).get("verdicts", [])
-        verdicts = list(verdicts.values()) if isinstance(verdicts, dict) else verdicts
+        verdicts = json.loads(results.read_text()).get("verdicts", [])   # a list in every lab's results
         readme = (results.parent / "README.md").read_text()
         for v in verdicts:
             try:
