@@ -39,6 +39,31 @@ from inferlab.model.generate import generate
 
 # --- from test_schema_budget.py -------------------------------------------------------------------
 
+def key_orders(x, limit: int = 64) -> list:
+    """x with its objects' keys in every order (at most `limit` variants)."""
+    if isinstance(x, dict):
+        variants = (dict(zip(keys, values)) for keys in itertools.permutations(x)
+                    for values in itertools.product(*(key_orders(x[k], limit) for k in keys)))
+    elif isinstance(x, list):
+        variants = (list(items) for items in itertools.product(*(key_orders(i, limit) for i in x)))
+    else:
+        variants = iter([x])
+    return list(itertools.islice(variants, limit))
+
+
+def serializations(x, schema, limit: int = 64):
+    """The texts of one JSON value a grammar may be asked to accept, canonical_json's first: JSON
+    objects are unordered, and a grammar writes an object's keys in one order per branch, which
+    canonical_json (declared names first, from the branch it judges the instance to match) need
+    not pick, so each key order is tried both canonicalised and as written (compact)."""
+    seen = set()
+    for y in key_orders(x, limit):
+        for text in (canonical_json(y, schema), json.dumps(y, separators=(",", ":"), ensure_ascii=False)):
+            if text not in seen:
+                seen.add(text)
+                yield text
+
+
 def validator(schema):
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)

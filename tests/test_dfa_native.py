@@ -2,6 +2,8 @@
 one, its reference: the same arrays (transitions, accepting states, start) on drawn regexes, the
 same state limit, and malformed NFAs refused with ValueError, never a crash."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,7 +24,7 @@ def same(pattern: str, max_states: int = dfa.DEFAULT_MAX_STATES) -> int:
     try:
         ours = dfa.compile_ast(ast, max_states=max_states)
     except dfa.StateLimit as exc:
-        with pytest.raises(dfa.StateLimit, match=str(exc)):
+        with pytest.raises(dfa.StateLimit, match=re.escape(str(exc))):
             dfa.compile_ast(ast, max_states=max_states, native=False)
         return -1
     ref = dfa.compile_ast(ast, max_states=max_states, native=False)
@@ -51,6 +53,20 @@ def test_state_limit_the_same():
     assert same(pattern) == 256
     assert same(pattern, max_states=100) == -1
     assert same(pattern, max_states=600) == 256
+
+
+def test_subset_entries_bound_the_same(monkeypatch):
+    """Both constructions stop where the NFA states summed over the DFA states' sets pass
+    MAX_SUBSET_ENTRIES (the C++ holds the same constant). (?:a?){k} makes k + 1 states whose
+    sets sum to (k + 1)(k + 2)/2 NFA states: 1,326 at k = 50, counted by hand."""
+    assert native.MAX_SUBSET_ENTRIES == dfa.MAX_SUBSET_ENTRIES
+    ast = rx.parse("(?:a?){50}")
+    assert dfa.compile_ast(ast, native=False).n_states == 51
+    monkeypatch.setattr(dfa, "MAX_SUBSET_ENTRIES", 1_325)
+    with pytest.raises(dfa.StateLimit, match="1,325 NFA states summed"):
+        dfa.compile_ast(ast, native=False)
+    monkeypatch.setattr(dfa, "MAX_SUBSET_ENTRIES", 1_326)
+    assert dfa.compile_ast(ast, native=False).n_states == 51
 
 
 def test_malformed_nfa_refused():

@@ -118,7 +118,14 @@ int32_t byte_classes(const Nfa& a, int32_t* cls) {
     return c + 1;
 }
 
-// dfa._determinize: rows (S, C) over classes, accepting (S,); false past max_states.
+// The subset construction's memory bound, dfa.MAX_SUBSET_ENTRIES's value (the module exports it;
+// tests/test_dfa_native.py checks the two agree): the NFA states summed over the DFA states' sets.
+// max_states alone bounds the rows, not the sets (100,000 states of 50,000 NFA states each is 20 GB),
+// and the construction runs without the GIL, where a Python time bound cannot stop it.
+constexpr int64_t MAX_SUBSET_ENTRIES = int64_t{1} << 26;
+
+// dfa._determinize: rows (S, C) over classes, accepting (S,); false past max_states or
+// MAX_SUBSET_ENTRIES.
 bool determinize(const Nfa& a, const int32_t* cls, int32_t nc, int64_t max_states, std::vector<int32_t>& rows,
                  std::vector<uint8_t>& accepting) {
     // per NFA state: its (class, target) pairs, one per class its edges read
@@ -159,10 +166,12 @@ bool determinize(const Nfa& a, const int32_t* cls, int32_t nc, int64_t max_state
     SetIds ids;
     std::vector<const std::vector<int32_t>*> sets;
     bool over = false;
+    int64_t entries = 0;  // NFA states summed over sets
     auto state_id = [&](std::vector<int32_t>&& key) -> int32_t {
         auto it = ids.find(key);
         if (it != ids.end()) return it->second;
-        if (static_cast<int64_t>(sets.size()) >= max_states) {
+        entries += static_cast<int64_t>(key.size());
+        if (static_cast<int64_t>(sets.size()) >= max_states || entries > MAX_SUBSET_ENTRIES) {
             over = true;
             return -1;
         }
@@ -772,5 +781,10 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dfa_native", "inferlab's compile 
 PyMODINIT_FUNC PyInit__dfa_native(void) {
     for (int i = 0; i < N_NAMES; ++i)
         if (!(NAMES[i] = PyUnicode_InternFromString(NAME_TEXT[i]))) return nullptr;
-    return PyModule_Create(&module);
+    PyObject* m = PyModule_Create(&module);
+    if (m && PyModule_AddObject(m, "MAX_SUBSET_ENTRIES", PyLong_FromLongLong(MAX_SUBSET_ENTRIES)) < 0) {
+        Py_DECREF(m);
+        return nullptr;
+    }
+    return m;
 }

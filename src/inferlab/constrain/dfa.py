@@ -17,6 +17,10 @@ from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat, p
 from inferlab.errors import InferlabError
 
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
+# The subset construction's other bound: NFA states summed over the DFA states' sets (max_states
+# bounds the rows, not the sets: 100,000 sets of 50,000 NFA states is 20 GB). The same value in
+# _dfa_native.cpp, which exports it; past either bound both constructions raise StateLimit.
+MAX_SUBSET_ENTRIES = 1 << 26
 
 
 class StateLimit(InferlabError):
@@ -113,10 +117,14 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
     rows: list[list[int]] = []
     accepting: list[bool] = []
 
+    entries = 0  # NFA states summed over sets
+
     def state_id(key: frozenset[int]) -> int:
+        nonlocal entries
         sid = ids.get(key)
         if sid is None:
-            if len(sets) >= max_states:
+            entries += len(key)
+            if len(sets) >= max_states or entries > MAX_SUBSET_ENTRIES:
                 raise StateLimit(_limit_message(max_states))
             sid = ids[key] = len(sets)
             sets.append(key)
@@ -143,7 +151,8 @@ def _determinize(nfa: NFA, class_of: np.ndarray, max_states: int) -> tuple[list[
 
 
 def _limit_message(max_states: int) -> str:
-    return f"the schema's automaton exceeds {max_states} states; simplify the schema or raise max_states"
+    return (f"the schema's automaton exceeds {max_states} states (or {MAX_SUBSET_ENTRIES:,} NFA states summed over "
+            "its subset construction's sets); simplify the schema or raise max_states")
 
 
 def _group(pair_lists) -> dict[int, list[int]]:

@@ -150,24 +150,23 @@ class EvaluatedMixin:
 
     def _any_of(self, branches: list[list[Case]], where: str) -> list[Case]:
         """The cases of anyOf: the branches that pass are any non-empty set of them, and each set's
-        evaluated names are their union (a set where a member adds nothing is left out: the
-        smaller one's case holds with weaker guards). Past MAX_CASES sets, one branch at a time
-        (a subset, recorded by the caller)."""
+        evaluated names are their union. Sets that evaluate the same are one case whose guard is
+        their disjunction (a set whose guards include another's adds nothing to it: left out; two
+        sets that do not, such as two branches that evaluate nothing, both stay). Past MAX_CASES
+        sets, one branch at a time (a subset, recorded by the caller)."""
         n = len(branches)
         if 2 ** n - 1 > MAX_CASES:
             self._any_of_cases = True
             return [c for cases in branches for c in cases]
-        out: dict = {}
+        same: dict = {}  # what is evaluated -> the cases that evaluate it
         for mask in range(1, 2 ** n):
             chosen = [branches[i] for i in range(n) if mask >> i & 1]
             combos = [Case()]
             for cases in chosen:
                 combos = self._product(combos, cases, where)
             for c in combos:
-                key = c.evaluates()
-                if key not in out or len(c.guards) < len(out[key].guards):
-                    out[key] = c
-        return list(out.values())
+                same.setdefault(c.evaluates(), []).append(c)
+        return [_either(cases) for cases in same.values()]
 
     def _product(self, left: list[Case], right: list[Case], where: str) -> list[Case]:
         out = [a.join(b) for a in left for b in right]
@@ -177,3 +176,15 @@ class EvaluatedMixin:
                         "evaluated")
             return out[:1]
         return out
+
+
+def _either(cases: list[Case]) -> Case:
+    """One case for cases that evaluate the same: guarded by any of their guards. A case whose
+    guards hold another's (by identity) implies it, so it is dropped; one left keeps its guards."""
+    ids = [frozenset(map(id, c.guards)) for c in cases]
+    kept = [c for i, c in enumerate(cases)
+            if not any(j != i and ids[j] <= ids[i] and (ids[j] < ids[i] or j < i) for j in range(len(cases)))]
+    if len(kept) == 1:
+        return kept[0]
+    guard = {"anyOf": [{"allOf": list(c.guards)} for c in kept]}
+    return Case((guard,), kept[0].names, kept[0].patterns, kept[0].items, kept[0].everything, kept[0].contains)
