@@ -549,6 +549,7 @@ def test_without_dram_the_sweep_runs_to_the_budget_and_the_arrays_are_an_upper_b
     assert "- DRAM: **not shown**" in readme
 
 
+@pytest.mark.slow  # a whole --quick roofline (~2.3 s); the pretended LLC's naming is in the default run
 def test_cli_pretends_a_480_mib_llc_under_a_small_budget(tmp_path, capsys, monkeypatch):
     """--quick --llc 480MiB --max-memory 32MiB, end to end on this machine (timing shrunk). The
     sweep stops at the 32 MiB budget; the arrays (at least 4 x the 4 MiB past the private caches

@@ -171,6 +171,7 @@ def _rss_mib() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
 
 
+@pytest.mark.slow  # two bounded children, one of them hogging memory (~2.5 s)
 def test_a_peer_past_a_bound_is_refused_and_the_run_goes_on(tmp_path, monkeypatch):
     """Two runs, so that neither bound races the other: past the memory bound under a time bound
     no loaded host reaches (a 3 s bound shared by both once lost to a starved child: 'exceeded

@@ -26,6 +26,7 @@ def bench_dir(tmp_path):
     return folder
 
 
+@pytest.mark.slow  # two schema-bench children (~5 s of interpreter starts): the benchmark's plumbing
 def test_each_budget_reads_back_schema_bench_summary(tradeoff, bench_dir, tmp_path, capsys):
     out = tmp_path / "out"
     assert tradeoff.main([str(bench_dir), "--limit", "2", "--vocab", "512", "--warm-ms", "0,5", "--out", str(out)]) == 0
