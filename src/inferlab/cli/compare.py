@@ -69,4 +69,5 @@ def run(args) -> int:
     counts = {o: sum(r["outcome"] == o for r in report["rows"]) for o in ("equivalent", "above", "below", "undecided")}
     console.print(f"{len(report['rows'])} shared measurements: " + ", ".join(f"{n} {o}" for o, n in counts.items())
                   + (f"; wrote {args.out}/" if args.out is not None else ""))
+    console.print(f"[dim]{report['scope']}[/dim]")
     return 0

@@ -25,6 +25,11 @@ DEFAULT_MARGIN = 0.05
 # A list item is named by the first of these keys it has (table[vocab=512]), not by its position:
 # two runs of one lab may hold different vocabularies or T, in another order.
 ITEM_KEYS = ("vocab", "T", "name", "kernel", "n", "working_set_bytes")
+# One run per side: the samples within a run share its machine state (frequency, neighbours,
+# memory placement), so the interval is of the samples, not of the drift between runs, which on a
+# shared VM can pass the margin (two back-to-back attention runs of one commit: 0.50-1.18).
+SCOPE = ("the CI covers the samples within each run, not the drift between runs: a difference "
+         "between two runs of one commit is the machine's; repeat runs to see how far it drifts")
 READING = {"above": "B slower", "below": "B faster", "equivalent": "same within the margin", "undecided": "cannot tell"}
 
 
@@ -89,6 +94,7 @@ def compare_runs(dir_a: Path, dir_b: Path, *, margin: float = DEFAULT_MARGIN) ->
                      "outcome": result, "reading": READING[result]})
     return {"experiment": a["experiment"], "a": str(dir_a), "b": str(dir_b), "margin": margin,
             "statistic": "B/A: Hodges-Lehmann ratio of the per-call samples (unpaired), Mann-Whitney 95% CI",
+            "scope": SCOPE,
             "rows": rows, "only_in_a": sorted(set(ma) - set(shared)), "only_in_b": sorted(set(mb) - set(shared))}
 
 
