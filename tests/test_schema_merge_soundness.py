@@ -107,6 +107,14 @@ def test_declared_names_meet_each_sides_own_rule(schema, instances):
      [{"a": 1}, {"a": 1, "b": 1, "c": 1}, {"a": 1, "b": 1}, {"d": 1}, {}]),
     ({"$schema": D7, "allOf": [{"dependencies": {"a": ["b"]}}, {"dependencies": {"a": {"required": ["c"]}}}]},
      [{"a": 1}, {"a": 1, "b": 1, "c": 1}, {"a": 1, "c": 1}, {}]),
+    # one name under two dependency keywords, side by side or merged from allOf: both hold (the
+    # typed form's slow test accepted {"a": 1} here: one name's keyword replaced the other's)
+    ({"dependentSchemas": {"a": {"minItems": 1}}, "dependentRequired": {"a": ["b"]}},
+     [{"a": 1}, {"a": 1, "b": 1}, {"b": 1}, {}]),
+    ({"allOf": [{"dependentSchemas": {"a": {"contains": {"type": ["null"]}}}}, {"dependentRequired": {"a": ["a", "b"]}}]},
+     [{"a": 1}, {"a": 1, "b": 1}, [None], []]),
+    ({"dependentSchemas": {"a": {"required": ["c"]}}, "dependentRequired": {"a": ["b"]}},
+     [{"a": 1}, {"a": 1, "b": 1}, {"a": 1, "c": 1}, {"a": 1, "b": 1, "c": 1}]),
 ])
 def test_merged_keywords_mean_what_both_sides_mean(schema, instances):
     agree(schema, instances)

@@ -30,18 +30,18 @@ class ObjectsMixin:
     def dependencies_as_any_of(self, node, ptr) -> dict:
         """dependencies / dependentRequired / dependentSchemas {name: X}: an object without `name`,
         or one with `name` that also meets X (a list of required names, or a schema). Exact."""
-        deps = {}
+        deps = []  # (name, dependency): one name may be in two keywords, each a constraint of its own
         for key in _DEPENDENCY_KEYWORDS:
             value = node.get(key, {})
             if not isinstance(value, dict):
                 raise self.error(key, _child(ptr, key), "must be an object")
-            deps.update(value)
+            deps += value.items()
         if len(deps) > MAX_DEPENDENCIES:
             self.refuse(_DEPENDENCY_KEYWORDS[0] if "dependencies" in node else "dependentRequired", ptr,
                         f"{len(deps)} dependencies (more than {MAX_DEPENDENCIES}) would give 2^{len(deps)} alternatives")
             return {k: v for k, v in node.items() if k not in _DEPENDENCY_KEYWORDS}
         branches = []
-        for name, dep in deps.items():
+        for name, dep in deps:
             if isinstance(dep, list):
                 present = {"required": [name, *dep]}
             else:
