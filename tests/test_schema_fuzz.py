@@ -512,3 +512,15 @@ def test_memory_cap_turns_a_runaway_allocation_into_memory_error():
             bytearray(1 << 30)  # 1 GiB past a 256 MiB cap
         ok = bytearray(1 << 20)
     assert len(ok) == 1 << 20 and resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
+def test_a_ref_cycle_through_unevaluated_guards_ends_in_the_plain_text():
+    """CI's slow profile lost a worker to 22.9 GB here: unevaluatedProperties beside a oneOf with
+    a branch that refers back to its own schema is rewritten with that branch as a guard, and
+    canonical_json re-expanded it without end (the ref stack does not pass an allOf merge), each
+    level's merged schema larger. Past MAX_REWRITES it now gives the plain text."""
+    d0 = {"unevaluatedProperties": False, "oneOf": [{"type": ["array", "string"]}, {"$ref": "#/$defs/d0"}]}
+    schema = {"type": "object", "properties": {"xy": {"$ref": "#/$defs/d0"}}, "$defs": {"d0": d0}}
+    with memory_cap(1 << 30):
+        assert canonical_json({"xy": {"a": 1}}, schema) == '{"xy":{"a":1}}'
+        assert canonical_json({"xy": "s"}, schema) == '{"xy":"s"}'

@@ -6,15 +6,30 @@ import math
 
 from inferlab.constrain.regex import fullmatch
 from inferlab.constrain.schema.common import (SchemaError, _DEPENDENCY_KEYWORDS, _FAMILY_KEYWORDS, _Unsat, _child, _json_key,
-                                              _plain_decimal, _type_set, _values, dumps)
+                                              _plain_decimal, _values, dumps)
 from inferlab.constrain.schema.refs import conditional_as_alternatives
 from inferlab.constrain.schema.strings import _searches
+
+
+# The rewritings one value may go through (a branch of anyOf/oneOf merged with the rest, if as
+# alternatives, not as its positive form, dependencies as anyOf) before the walk gives up: a $ref
+# cycle that passes through an allOf merge (unevaluatedProperties' guards carry the branch that
+# refers back) is not counted by flatten's ref stack, and re-expanded without end, each level's
+# merged schema larger (CI's slow fuzz: 22.9 GB before the kernel killed the process).
+MAX_REWRITES = 64
+
+
+class NoCanonicalText(Exception):
+    """The walk passed MAX_REWRITES on one value: canonical_json falls back to the plain text."""
 
 
 class CanonicalMixin:
     """The canonical text of an instance: what the compiled regex/grammar is complete on (mixed into _Compiler)."""
 
-    def canonical(self, instance, node, ptr: str, stack: tuple = ()) -> str:
+    def canonical(self, instance, node, ptr: str, stack: tuple = (), rewrites: int = 0) -> str:
+        """rewrites: how many times this value's schema was rewritten (MAX_REWRITES)."""
+        if rewrites > MAX_REWRITES:
+            raise NoCanonicalText(f"more than {MAX_REWRITES} rewritings of the schema at #{ptr}")
         try:
             node, ptr, stack = self.flatten(node, ptr, stack)
         except _Unsat:
@@ -22,9 +37,9 @@ class CanonicalMixin:
         if not isinstance(node, dict):
             return dumps(instance)
         if any(k in node for k in _DEPENDENCY_KEYWORDS):  # as the compiler reads them: their required keys' order
-            return self.canonical(instance, self.dependencies_as_any_of(node, ptr), ptr, stack)
+            return self.canonical(instance, self.dependencies_as_any_of(node, ptr), ptr, stack, rewrites + 1)
         if "if" in node:  # as compile_conditional reads it: (if and then) or (not if and else)
-            return self.canonical(instance, conditional_as_alternatives(node), ptr, stack)
+            return self.canonical(instance, conditional_as_alternatives(node), ptr, stack, rewrites + 1)
         if "not" in node:  # as compile_negated reads it: the positive form's order, else the rest's
             rest = {k: v for k, v in node.items() if k != "not"}
             try:
@@ -32,7 +47,7 @@ class CanonicalMixin:
                 positive = self.without_not(rest, neg, ptr, stack)
             except (_Unsat, SchemaError):
                 positive = None
-            return self.canonical(instance, rest if positive is None else positive, ptr, stack)
+            return self.canonical(instance, rest if positive is None else positive, ptr, stack, rewrites + 1)
         if "anyOf" in node or "oneOf" in node:
             key = "anyOf" if "anyOf" in node else "oneOf"
             rest = {k: v for k, v in node.items() if k != key}
@@ -42,7 +57,7 @@ class CanonicalMixin:
                 try:
                     flat, _, bstack = self.flatten(branch, bptr, stack)
                     merged = self.merge(rest, flat, bptr, bstack) if rest else flat
-                    cands.append((self.canonical(instance, merged, bptr, bstack), merged, bptr, bstack))
+                    cands.append((self.canonical(instance, merged, bptr, bstack, rewrites + 1), merged, bptr, bstack))
                 except (_Unsat, SchemaError):
                     continue
             if len({c[0] for c in cands}) == 1:  # then that text is the answer, matched or not (no

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from inferlab.constrain.schema.algebra import AlgebraMixin
 from inferlab.constrain.schema.arrays import ArraysMixin
-from inferlab.constrain.schema.canonical import CanonicalMixin
+from inferlab.constrain.schema.canonical import CanonicalMixin, NoCanonicalText
 from inferlab.constrain.schema.combinators import CombinatorsMixin, enum_siblings
 from inferlab.constrain.schema.common import (COUNT_MIN, FORMAT_POLICIES, NESTING_CUT, CompiledSchema, FLEXIBLE_WS_MAX, MAX_REGEX_CHARS,
                                               MAX_SUBSCHEMAS, OUTLINE_CHARS, SchemaError, SchemaTooLarge,
                                               _DEPENDENCY_KEYWORDS, _NOT_IN_DIALECT, _NUMBER, _OLD_DRAFTS,
                                               _STRING, _TYPES, _UNSUPPORTED, _Unsat, _child, _group,
                                               _keyword_families, _lit, _type_set, dialect_of,
-                                              document_dicts)
+                                              document_dicts, dumps)
 from inferlab.constrain.schema.evaluated import EvaluatedMixin
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
@@ -377,5 +377,8 @@ def canonical_json(instance, schema, *, max_ref_depth: int = 3, extra_keys: bool
     # The schema's nesting is bounded by the compile that accepted it (not checked again here: a
     # walk of the whole schema per instance); the instance's by the file reader's MAX_JSON_DEPTH.
     with recursion_room(SCHEMA_FRAMES + JSON_FRAMES):
-        return c.canonical(instance, schema, "")
+        try:
+            return c.canonical(instance, schema, "")
+        except NoCanonicalText:  # (a $ref cycle the walk cannot follow to an end: the plain text)
+            return dumps(instance)
 
