@@ -5,6 +5,7 @@ checked against a brute-force stack interpreter in test_stack.py. Every filled s
 walk is compared bit for bit, the written keys resolved by the same Python code on both sides.
 Malformed tables and configurations must raise ValueError, never crash the process."""
 
+import os
 import random
 import subprocess
 import sys
@@ -301,8 +302,9 @@ def test_fallback_says_so_once_at_the_first_mask(monkeypatch, capsys):
     g.allowed_ids(g.advance(g.initial_state(), vocab.token_bytes.index(b"{")))
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Python engine" in err
+    # the environment kept whole: under .ci/sanitize.sh the child needs LD_PRELOAD's sanitizer runtimes
     out = subprocess.run([sys.executable, "-c", "import inferlab.constrain.stack"], capture_output=True, text=True,
-                         env={"INFERLAB_ENGINE": "native", "PYTHONPATH": ":".join(sys.path)})
+                         env={**os.environ, "INFERLAB_ENGINE": "native", "PYTHONPATH": ":".join(sys.path)})
     assert out.returncode == 0 and out.stderr == ""
 
 
