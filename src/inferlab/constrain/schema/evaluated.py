@@ -22,7 +22,7 @@ refused by name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferlab.constrain.schema.common import _TYPES, _child
 
@@ -182,9 +182,9 @@ def _either(cases: list[Case]) -> Case:
     """One case for cases that evaluate the same: guarded by any of their guards. A case whose
     guards hold another's (by identity) implies it, so it is dropped; one left keeps its guards."""
     ids = [frozenset(map(id, c.guards)) for c in cases]
+    # dropped: a case with another's guards and more (or the same guards as an earlier one)
     kept = [c for i, c in enumerate(cases)
-            if not any(j != i and ids[j] <= ids[i] and (ids[j] < ids[i] or j < i) for j in range(len(cases)))]
+            if not any(ids[j] < ids[i] or (ids[j] == ids[i] and j < i) for j in range(len(cases)))]
     if len(kept) == 1:
         return kept[0]
-    guard = {"anyOf": [{"allOf": list(c.guards)} for c in kept]}
-    return Case((guard,), kept[0].names, kept[0].patterns, kept[0].items, kept[0].everything, kept[0].contains)
+    return replace(kept[0], guards=({"anyOf": [{"allOf": list(c.guards)} for c in kept]},))

@@ -253,10 +253,13 @@ class ObjectsMixin:
                 continue
             if ast is not None and pattern_props[pat] is not False:
                 subs[pat] = f'"{_emit_json(ast)}"'
+        # (regexes, ops, patterns): the keys no pattern can match, then each pattern's own keys
+        regions = [((canonical, *sups.values()), ("minus",) * len(sups), None)]
+        for pat, sub in subs.items():
+            others = [sups[q] for q in sups if q != pat]
+            regions.append(((canonical, sub, *others), ("and",) + ("minus",) * len(others), (pat,)))
         out = []
-        for regexes, ops, pats in [(tuple([canonical] + [sups[p] for p in sups]), ("minus",) * len(sups), None)] + \
-                [((canonical, subs[p], *(sups[q] for q in sups if q != p)), ("and",) + ("minus",) * (len(sups) - 1), (p,))
-                 for p in subs]:
+        for regexes, ops, pats in regions:
             try:
                 region = _combined(regexes, ops)
             except InferlabError as exc:
