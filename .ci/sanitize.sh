@@ -11,7 +11,7 @@ cp -r src setup.py pyproject.toml README.md "$work/"
 rm -f "$work"/src/inferlab/constrain/_native*.so
 (cd "$work" && INFERLAB_NATIVE_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g" \
   python setup.py -q build_ext --inplace)
-ldd "$work"/src/inferlab/constrain/_native*.so | grep -q libasan  # (the build took the sanitizers)
+ldd "$work"/src/inferlab/constrain/_native*.so | grep libasan >/dev/null  # (the build took the sanitizers; not grep -q, whose early exit can fail ldd with SIGPIPE under pipefail)
 LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)" \
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 INFERLAB_ENGINE=native \
   PYTHONPATH="$work/src" python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_caches.py
