@@ -67,6 +67,42 @@ def test_cli_table_json_and_plot(tmp_path, capsys):
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"][0]["ratio"] == pytest.approx(0.5)
 
 
+def test_several_runs_a_side_give_a_ci_over_runs(tmp_path, capsys):
+    """Each run drifts as a whole (x exp(0.1 z), one z per run) and its samples scatter 2% around
+    that. One run a side sees only the samples: two runs of one machine state read as different.
+    Eight runs a side: the run medians' Hodges-Lehmann CI covers the drift, 1 for the same
+    distribution, 1.5 for B x 1.5; three runs a side cover under 95% and decide nothing."""
+    rng = np.random.default_rng(1)
+
+    def runs(side, count, scale=1.0):
+        out = []
+        for i in range(count):
+            level = scale * 10 * np.exp(0.1 * rng.standard_normal())
+            out.append(_folder(tmp_path / f"{side}{i}", "15-attention-perf",
+                               x=level * np.exp(0.02 * rng.standard_normal(40))))
+        return out
+
+    a, same, slower = runs("a", 8), runs("s", 8), runs("b", 8, scale=1.5)
+    row = lambda r: r["rows"][0]  # noqa: E731
+    one = row(compare_runs(a[0], same[0]))
+    # one run a side: the two run levels differ by exp(0.1 (z1 - z2)), far outside the 2% noise
+    assert one["outcome"] in ("above", "below") and one["a_samples"] == 40
+    eq = compare_runs(a, same, margin=0.2)
+    assert eq["a_runs"] == [str(d) for d in a] and "drift between runs" in eq["scope"]
+    assert row(eq)["a_samples"] == 8 and row(eq)["confidence"] >= 0.95
+    assert row(eq)["outcome"] == "equivalent" and row(eq)["ci_low"] < 1 < row(eq)["ci_high"]
+    up = row(compare_runs(a, slower))
+    assert up["outcome"] == "above" and up["ci_low"] < 1.5 < up["ci_high"]
+    few = row(compare_runs(a[:3], same[:3]))
+    assert few["outcome"] == "undecided" and few["confidence"] < 0.95
+    argv = ["compare", str(a[0]), str(slower[0]), "--also-a", *map(str, a[1:]), "--also-b", *map(str, slower[1:]), "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["ratio"] == pytest.approx(up["ratio"])
+    other = _folder(tmp_path / "other", "30-mask-overhead", x=[1.0])
+    assert main(["compare", str(a[0]), str(same[0]), "--also-a", str(other)]) == 2
+    assert "one side's runs must be of the same lab" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("case", ["two labs", "nothing shared", "not a folder", "bad margin"])
 def test_refusals_are_one_line_exit_2(tmp_path, capsys, case):
     a = _folder(tmp_path / "a", "15-attention-perf", x=[1.0, 1.1])

@@ -1,4 +1,4 @@
-"""`inferlab compare DIR_A DIR_B`: two runs of one lab, every shared measurement's B/A with its 95% CI."""
+"""`inferlab compare DIR_A DIR_B`: runs of one lab, every shared measurement's B/A with its 95% CI."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from inferlab.measure.artifacts import ExperimentWriter
 from inferlab.measure.compare import DEFAULT_MARGIN, compare_figure, compare_runs
 
 NAME = "compare"
-HELP = "compare two runs of one lab: B/A per shared measurement, its 95% CI and an outcome at a margin"
+HELP = "compare runs of one lab: B/A per shared measurement, its 95% CI and an outcome at a margin"
 EXAMPLES = (
     "inferlab compare experiments/30-mask-overhead /tmp/run2/30-mask-overhead",
     "inferlab compare A/15-attention-perf B/15-attention-perf --margin 0.03 --out /tmp/cmp",
     "inferlab compare A/01-roofline B/01-roofline --json",
+    "inferlab compare A1/15-attention-perf B1/15-attention-perf --also-a A2/15-attention-perf A3/15-attention-perf "
+    "A4/15-attention-perf --also-b B2/15-attention-perf B3/15-attention-perf B4/15-attention-perf",
 )
 
 
@@ -35,6 +37,11 @@ def _margin(text: str) -> float:
 def add_arguments(p) -> None:
     p.add_argument("dir_a", type=Path, metavar="DIR_A", help="experiment folder of run A (the baseline)")
     p.add_argument("dir_b", type=Path, metavar="DIR_B", help="experiment folder of run B, the same lab")
+    for side in ("a", "b"):
+        p.add_argument(f"--also-{side}", type=Path, nargs="+", action="extend", default=[], metavar="DIR",
+                       help=f"further runs of side {side.upper()}: with several runs on a side, each run gives "
+                            "one value (its median) and the CI covers the drift between runs "
+                            "(at least 4 runs a side for a 95%% CI)")
     p.add_argument("--margin", type=_margin, default=DEFAULT_MARGIN,
                    help=f"equivalence margin: 'equivalent' when the CI of B/A lies inside 1 +- margin "
                         f"(default {DEFAULT_MARGIN:g})")
@@ -46,7 +53,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     writer = ExperimentWriter(args.out, force=args.force) if args.out is not None else None   # refuses before any work
-    report = compare_runs(args.dir_a, args.dir_b, margin=args.margin)
+    report = compare_runs([args.dir_a, *args.also_a], [args.dir_b, *args.also_b], margin=args.margin)
     if writer is not None:
         writer.add_json("compare.json", report)
         writer.add_figure("compare.png", compare_figure(report))
@@ -54,7 +61,8 @@ def run(args) -> int:
     if args.json:
         print_json(report)
         return 0
-    table = Table(title=f"{report['experiment']}: B/A, Hodges-Lehmann with its 95% CI, margin +-{report['margin']:.0%}")
+    runs = f" ({len(report['a_runs'])} runs of A, {len(report['b_runs'])} of B)" if len(report["a_runs"]) + len(report["b_runs"]) > 2 else ""
+    table = Table(title=f"{report['experiment']}{runs}: B/A, Hodges-Lehmann with its 95% CI, margin +-{report['margin']:.0%}")
     for col in ("measurement", "A median", "B median", "B/A", "95% CI", "outcome"):
         table.add_column(col, justify="left" if col in ("measurement", "outcome") else "right",
                          no_wrap=col != "measurement")

@@ -1,13 +1,22 @@
-"""Two runs of one lab, measurement by measurement: is B faster or slower than A, or the same?
+"""Runs of one lab, measurement by measurement: is B faster or slower than A, or the same?
 
 Every timing a lab keeps in its results.json is a Stats.to_json() entry with its raw per-call
-samples ("samples_ms" / "samples_us"). Two runs of the same lab (two machines, two commits, two
+samples ("samples_ms" / "samples_us"). Runs of the same lab (two machines, two commits, two
 thread counts) share most of them; for each shared one, the ratio B/A is taken unpaired (the two
-runs share no rounds), as the Hodges-Lehmann estimate on log times with its Mann-Whitney 95% CI
+sides share no rounds), as the Hodges-Lehmann estimate on log times with its Mann-Whitney 95% CI
 (verdicts.unpaired), and decided at an equivalence margin by the labs' own rule (verdicts.outcome):
 "equivalent" when the CI lies inside 1 +- margin, else "above" (B slower) / "below" (B faster)
 when it lies wholly on one side of 1, else "undecided". This is what asv's and pyperf's compare
 answer, with criterion's noise threshold as the margin.
+
+What the interval covers depends on how many runs each side holds:
+- one run a side: the per-call samples of the two runs. Those share their run's machine state
+  (clock, neighbours, memory placement), so the CI is of the samples, not of the drift from one
+  run to the next, which on a shared VM can pass the margin;
+- several runs on either side (pyperf's answer: spread the samples over processes): one value per
+  run, its median, and the Hodges-Lehmann ratio of those run medians. The CI then covers the drift
+  between runs. A 95% Mann-Whitney interval needs at least 4 runs a side (3 against 4 covers
+  94.3%), fewer decide nothing.
 """
 
 from __future__ import annotations
@@ -25,11 +34,13 @@ DEFAULT_MARGIN = 0.05
 # A list item is named by the first of these keys it has (table[vocab=512]), not by its position:
 # two runs of one lab may hold different vocabularies or T, in another order.
 ITEM_KEYS = ("vocab", "T", "name", "kernel", "n", "working_set_bytes")
-# One run per side: the samples within a run share its machine state (frequency, neighbours,
-# memory placement), so the interval is of the samples, not of the drift between runs, which on a
-# shared VM can pass the margin (two back-to-back attention runs of one commit: 0.50-1.18).
-SCOPE = ("the CI covers the samples within each run, not the drift between runs: a difference "
-         "between two runs of one commit is the machine's; repeat runs to see how far it drifts")
+# One run per side: two back-to-back attention runs of one commit on a shared VM differed by
+# 0.50-1.18, far past a 5% margin that their within-run CIs could not see.
+SCOPE_SAMPLES = ("the CI covers the samples within each run, not the drift between runs: a difference "
+                 "between two runs of one commit is the machine's; give each side several runs "
+                 "(--also-a, --also-b) for a CI over runs")
+SCOPE_RUNS = ("the CI covers the drift between runs: one value per run (its median), {a} run(s) of A "
+              "against {b} of B")
 READING = {"above": "B slower", "below": "B faster", "equivalent": "same within the margin", "undecided": "cannot tell"}
 
 
@@ -67,34 +78,63 @@ def _read(folder: Path) -> dict:
     return read_json_object(folder / "results.json", missing="not an experiment folder (no results.json)")
 
 
-def compare_runs(dir_a: Path, dir_b: Path, *, margin: float = DEFAULT_MARGIN) -> dict:
-    """The comparison of two experiment folders of one lab, as a JSON-able dict:
-    {"experiment", "a", "b", "margin", "confidence", "rows": [{name, unit, a_median, b_median,
-    a_samples, b_samples, ratio, ci_low, ci_high, confidence, outcome, reading}], "only_in_a",
-    "only_in_b"}. Refused (InferlabError) for two labs, or no measurement in common."""
+def _side(dirs: list[Path]) -> tuple[str, list[dict[str, tuple[str, np.ndarray]]]]:
+    """(experiment, [measurements of each run]) for one side's folders, all of one lab."""
+    runs = [_read(d) for d in dirs]
+    labs = {r.get("experiment") for r in runs}
+    if len(labs) > 1:
+        raise InferlabError(f"{', '.join(map(str, dirs))} hold {sorted(map(str, labs))}: one side's runs "
+                            "must be of the same lab")
+    return runs[0].get("experiment"), [measurements(r) for r in runs]
+
+
+def _common(runs: list[dict[str, tuple[str, np.ndarray]]]) -> dict[str, str]:
+    """{name: unit} of the measurements every run holds, in the first run's order."""
+    return {n: u for n, (u, _) in runs[0].items() if all(n in r and r[n][0] == u for r in runs[1:])}
+
+
+def _values(runs: list[dict[str, tuple[str, np.ndarray]]], name: str) -> np.ndarray:
+    """One run: its per-call samples; several: one value per run, its median (runs,)."""
+    if len(runs) == 1:
+        return runs[0][name][1]
+    return np.array([np.median(r[name][1]) for r in runs])
+
+
+def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: float = DEFAULT_MARGIN) -> dict:
+    """The comparison of runs of one lab, side A (the baseline) against side B, each one folder or
+    several, as a JSON-able dict: {"experiment", "a", "b", "a_runs", "b_runs", "margin",
+    "statistic", "scope", "rows": [{name, unit, a_median, b_median, a_samples, b_samples, ratio,
+    ci_low, ci_high, confidence, outcome, reading}], "only_in_a", "only_in_b"}. With several runs
+    on a side, a_samples / b_samples count runs (one median each). Refused (InferlabError) for two
+    labs, or no measurement in common."""
     if not 0 < margin < 1:
         raise InferlabError(f"--margin {margin:g}: expected a fraction between 0 and 1 (0.05 is 5%)")
-    a, b = _read(dir_a), _read(dir_b)
-    if a.get("experiment") != b.get("experiment"):
-        raise InferlabError(f"{dir_a} holds {a.get('experiment')!r} and {dir_b} holds {b.get('experiment')!r}: "
-                            "compare needs two runs of the same lab")
-    ma, mb = measurements(a), measurements(b)
-    shared = [n for n in ma if n in mb and ma[n][0] == mb[n][0]]
+    dirs_a = [dir_a] if isinstance(dir_a, Path) else list(dir_a)
+    dirs_b = [dir_b] if isinstance(dir_b, Path) else list(dir_b)
+    (lab_a, runs_a), (lab_b, runs_b) = _side(dirs_a), _side(dirs_b)
+    if lab_a != lab_b:
+        raise InferlabError(f"{dirs_a[0]} holds {lab_a!r} and {dirs_b[0]} holds {lab_b!r}: "
+                            "compare needs runs of the same lab")
+    ma, mb = _common(runs_a), _common(runs_b)
+    shared = [n for n in ma if mb.get(n) == ma[n]]
     if not shared:
-        raise InferlabError(f"{dir_a} and {dir_b} ({a.get('experiment')}) share no timed measurement "
-                            "(no samples_<unit> list under one name in both results.json)")
+        raise InferlabError(f"{dirs_a[0]} and {dirs_b[0]} ({lab_a}) share no timed measurement "
+                            "(no samples_<unit> list under one name in every results.json)")
+    per_run = len(dirs_a) > 1 or len(dirs_b) > 1
     rows = []
     for name in shared:
-        (unit, xa), (_, xb) = ma[name], mb[name]
+        xa, xb = (_values(runs_a, name), _values(runs_b, name)) if per_run else (runs_a[0][name][1], runs_b[0][name][1])
         est = unpaired(xb, xa)
         result = outcome(est, 1.0, margin)
-        rows.append({"name": name, "unit": unit, "a_median": float(np.median(xa)), "b_median": float(np.median(xb)),
+        rows.append({"name": name, "unit": ma[name], "a_median": float(np.median(xa)), "b_median": float(np.median(xb)),
                      "a_samples": int(xa.size), "b_samples": int(xb.size), "ratio": est.value,
                      "ci_low": est.ci_low, "ci_high": est.ci_high, "confidence": est.confidence,
                      "outcome": result, "reading": READING[result]})
-    return {"experiment": a["experiment"], "a": str(dir_a), "b": str(dir_b), "margin": margin,
-            "statistic": "B/A: Hodges-Lehmann ratio of the per-call samples (unpaired), Mann-Whitney 95% CI",
-            "scope": SCOPE,
+    what = "the runs' medians, one per run" if per_run else "the per-call samples"
+    return {"experiment": lab_a, "a": str(dirs_a[0]), "b": str(dirs_b[0]),
+            "a_runs": [str(d) for d in dirs_a], "b_runs": [str(d) for d in dirs_b], "margin": margin,
+            "statistic": f"B/A: Hodges-Lehmann ratio of {what} (unpaired), Mann-Whitney 95% CI",
+            "scope": SCOPE_RUNS.format(a=len(dirs_a), b=len(dirs_b)) if per_run else SCOPE_SAMPLES,
             "rows": rows, "only_in_a": sorted(set(ma) - set(shared)), "only_in_b": sorted(set(mb) - set(shared))}
 
 
@@ -124,6 +164,7 @@ def compare_figure(report: dict):
     ax.xaxis.set_minor_formatter(plain)
     ax.tick_params(axis="x", which="minor", labelsize=6)
     ax.set_xlabel("B / A (Hodges-Lehmann, 95% CI)")
-    ax.set_title(f"{report['experiment']}: B = {report['b']} over A = {report['a']}", fontsize=8)
+    side = lambda key: report[key] + (f" (+{len(report[key + '_runs']) - 1} runs)" if len(report[key + "_runs"]) > 1 else "")  # noqa: E731
+    ax.set_title(f"{report['experiment']}: B = {side('b')} over A = {side('a')}", fontsize=8)
     ax.legend(fontsize=6, loc="best")
     return fig
