@@ -18,6 +18,7 @@ from inferlab import roofline
 from inferlab.errors import InferlabError
 from inferlab.labs.roofline import LAB, write_roofline
 from inferlab.measure.artifacts import load_schema
+from inferlab.measure.timing import summarize
 from inferlab.roofline import (Roofline, RooflineConfig, load_roofline, plateau_roofs,
                                theoretical_peak)
 from verdict_checks import check_readme, check_verdicts
@@ -584,3 +585,26 @@ def test_run_all_passes_the_memory_flags_to_the_labs(tmp_path, monkeypatch):
     assert (seen[0].llc_bytes, seen[0].max_memory_bytes) == (480 * 2**20, 2**30)
     assert main(["run", "all", "--out", str(tmp_path / "f")]) == 0
     assert (seen[1].llc_bytes, seen[1].max_memory_bytes) == (None, None)
+
+
+def test_only_the_verdicts_comparisons_take_extra_rounds_each_from_a_share(monkeypatch):
+    """The triad's and the float32 GEMM's thread ratios are verdicts; copy, scale, add and float64
+    are not and take no budget. Each claimant gets an equal share of what is left, so an undecided
+    first one cannot spend what the later ones need: 1 + 2 claimants of a 30 s budget get 10 s, then
+    (30 - spent) / 2, then what is left."""
+    calls = []
+
+    def fake(fns, *, more=None, budget=None, **_):
+        calls.append((more is not None, None if budget is None else budget.seconds))
+        if budget is not None:
+            budget.charge(budget.seconds)           # an undecided comparison spends all it is given
+        return {name: summarize([1e-3] * 10, iters_per_sample=1) for name in fns}
+
+    monkeypatch.setattr(roofline, "measure_interleaved", fake)
+    config = tiny_config(gemm_sizes=(64, 96), budget_s=30.0)
+    budget = roofline.Budget(config.budget_s)
+    roofline.measure_ceilings(config, 1024, lambda _: None, budget)
+    stream, f32, f64 = calls[:4], calls[4:6], calls[6:]
+    assert stream == [(False, None)] * 3 + [(True, 10.0)]
+    assert f32 == [(True, 10.0), (True, 10.0)] and f64 == [(False, None)] * 2
+    assert budget.left() == 0

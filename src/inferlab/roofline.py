@@ -52,6 +52,8 @@ from inferlab.measure.verdicts import Claim, Interval, Looks, bounds, decide, pa
 EXPERIMENT = "01-roofline"
 SCHEMA_VERSION = 1
 STREAM_KERNELS = ("copy", "scale", "add", "triad")
+# The thread comparisons the verdicts state (roofline_verdicts): only these take extra rounds.
+VERDICT_KERNEL, VERDICT_DTYPE = "triad", "float32"
 # STREAM's byte counts, in arrays touched per element: copy c=a and scale b=s*c read one array
 # and write one; add c=a+b and triad a=b+s*c read two and write one. Write-allocate traffic
 # (the cache line read before it is written) is not counted, as in STREAM.
@@ -219,6 +221,13 @@ def bound_reason(sizing: dict, llc: dict, config: RooflineConfig) -> str:
     return f"{arrays}, {multiple} ({llc['used_from']}), but the sweep showed no DRAM, so part may sit in cache"
 
 
+def _share(budget: Budget | None, claimants: int) -> Budget | None:
+    """An equal part of what is left of the budget, for the first of `claimants` measurements that
+    still want rounds: one slow, undecided comparison cannot spend what the later ones need, and
+    what a decided one leaves goes to those after it (it is charged to the parent)."""
+    return None if budget is None else Budget(budget.left() / claimants, parent=budget)
+
+
 def _unresolved(pair: tuple[str, str]) -> Looks:
     """more() for measure_interleaved: rounds until the two thread counts' paired time ratio is
     decided (verdicts.Looks)."""
@@ -231,7 +240,8 @@ def stream_bandwidth(config: RooflineConfig, n: int, step: Callable[[str], None]
     of n float64 elements.
 
     The thread counts of one kernel are measured interleaved (1 thread, N threads, 1, N, ...) on
-    the same arrays, so their ratio is paired round by round.
+    the same arrays, so their ratio is paired round by round. Only the triad's ratio is a verdict,
+    so only the triad takes extra rounds from the budget.
     """
     a = np.full(n, 1.0)  # (n,) float64, each >= 4x the last level (or the budget's third)
     b = np.full(n, 2.0)
@@ -244,8 +254,10 @@ def stream_bandwidth(config: RooflineConfig, n: int, step: Callable[[str], None]
             calls = {str(t): _parallel([_stream_call(kernel, a[p], b[p], c[p]) for p in _chunks(n, t)],
                                        pool if t > 1 else None)
                      for t in config.thread_counts}
+            claim = top > 1 and kernel == VERDICT_KERNEL
             stats = measure_interleaved(calls, samples=config.trials, warmup=1, min_sample_s=config.min_sample_s,
-                                        more=_unresolved(("1", str(top))) if top > 1 else None, budget=budget)
+                                        more=_unresolved(("1", str(top))) if claim else None,
+                                        budget=budget if claim else None)
             nbytes = STREAM_ARRAYS_TOUCHED[kernel] * n * a.itemsize
             out[kernel] = {t: {**_bandwidth_entry(s, nbytes), "bytes_per_elem": STREAM_ARRAYS_TOUCHED[kernel] * a.itemsize}
                            for t, s in stats.items()}
@@ -393,7 +405,8 @@ def gemm_gflops(dtype: str, n: int, config: RooflineConfig, budget: Budget | Non
     stats = measure_interleaved({t: (lambda: np.matmul(a, b, out=c)) for t in counts},
                                 around={t: partial(blas_threads, int(t)) for t in counts},
                                 samples=config.gemm_samples, warmup=1, min_sample_s=config.min_sample_s,
-                                more=_unresolved((counts[0], counts[-1])) if len(counts) > 1 else None, budget=budget)
+                                more=_unresolved((counts[0], counts[-1])) if len(counts) > 1 and budget is not None else None,
+                                budget=budget)
     flop = 2 * n**3
     entries = {t: {"n": n, "median": flop / s.median / 1e9, "p10": flop / s.p90 / 1e9, "p90": flop / s.p10 / 1e9,
                    "best": flop / s.min / 1e9, "spread": s.spread, "noisy": s.noisy, "time": s.to_json("ms")}
@@ -494,16 +507,19 @@ def measure_ceilings(config: RooflineConfig, array_elems: int, step: Callable[[s
                      budget: Budget | None = None) -> tuple[dict, dict, dict]:
     """(bandwidth_GBps[kernel][threads], peak_GFLOPS[dtype][threads], paired thread ratios) for 1
     and config.threads, STREAM on arrays of array_elems float64 (stream_sizing). A dtype's peak is
-    the GEMM size with the highest median. With a budget, an unresolved thread comparison takes
-    more interleaved rounds while it lasts."""
-    bandwidth, ratios = stream_bandwidth(config, array_elems, step, budget)
+    the GEMM size with the highest median. With a budget, an unresolved thread comparison that a
+    verdict states (the triad's, the float32 GEMM's at each size: the peak's size is known only
+    after all) takes more interleaved rounds, each from an equal share of what is left."""
+    claimants = 1 + len(config.gemm_sizes)
+    bandwidth, ratios = stream_bandwidth(config, array_elems, step, _share(budget, claimants))
     peak = {}
     gemm_ratios = {}
     for dtype in ("float32", "float64"):
         runs = []
-        for size in config.gemm_sizes:
+        for i, size in enumerate(config.gemm_sizes):
             step(f"GEMM {dtype} n={size}, {' and '.join(map(str, config.thread_counts))} thread(s)")
-            runs.append(gemm_gflops(dtype, size, config, budget))
+            share = _share(budget, claimants - 1 - i) if dtype == VERDICT_DTYPE else None
+            runs.append(gemm_gflops(dtype, size, config, share))
         peak[dtype] = {}
         for t in (str(t) for t in config.thread_counts):
             best_n = max(range(len(runs)), key=lambda i: runs[i][0][t]["median"])
