@@ -152,6 +152,7 @@ class StringsMixin:
             raise self.error("pattern", ptr, "must be a string")
         if _group_nesting(pattern) > MAX_REGEX_DEPTH:  # before re.compile, which recurses per group
             raise self.error("pattern", ptr, f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)")
+        pattern = _control_escapes(pattern)
         try:
             with warnings.catch_warnings():  # Python's own notes on "[[" or "--" in a class: the
                 warnings.simplefilter("ignore", FutureWarning)  # pattern is parsed as ECMA-262 below
@@ -240,6 +241,25 @@ _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 
 
 _ANY_CHAR = "[\\U00000000-\\U0010ffff]"
+
+
+def _control_escapes(pattern: str) -> str:
+    """ECMA-262's control escape `\\cX` (X an ASCII letter: the code point X mod 32, so `\\cC` and
+    `\\cc` are U+0003) written as `\\xHH`, which Python's re and the dialect read alike (neither
+    has `\\c`). Other escapes are copied whole, so an escaped backslash before "c" stays literal."""
+    if "\\c" not in pattern:
+        return pattern
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and pattern.startswith("c", i + 1) and i + 2 < len(pattern) \
+                and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+            out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+            i += 3
+        else:
+            step = 2 if pattern[i] == "\\" else 1
+            out.append(pattern[i:i + step])
+            i += step
+    return "".join(out)
 
 
 def _group_nesting(pattern: str) -> int:
