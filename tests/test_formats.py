@@ -25,6 +25,8 @@ EXAMPLES = {   # one instance and one non-instance of each format, written by ha
     "regex": ("^[a-z0-9-]+$", "a{3,2}"),
     "json-pointer": ("/a~1b/~0", "/a~2"), "relative-json-pointer": ("2/0/x", "01/a"),
     "uri-template": ("http://e.com/{term:1}/{+path*}", "{a,}"),
+    "iri": ("http://\u0192\u00f8\u00f8.\u00df\u00e5r/?\u2202=\ue000#\u00e9", "\u00e2\u03c0\u03c0"),
+    "iri-reference": ("/\u00e2\u03c0\u03c0#x", "#a\\b"),
 }
 
 
@@ -152,6 +154,28 @@ def test_pointer_and_template_formats_are_subsets_of_jsonschemas_checkers(fmt):
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
     accepted = [t for t in texts if ok(fmt, t)]
     assert len(accepted) >= 20 and all(checker.conforms(t, fmt) for t in accepted)
+
+
+@pytest.mark.parametrize("fmt", ["iri", "iri-reference"])
+def test_iris_are_subsets_of_jsonschemas_checker_and_widen_the_uri_grammar(fmt):
+    """RFC 3987: every string of the IRI regex passes jsonschema's checker (rfc3987_syntax's
+    grammar); a URI is an IRI; non-ASCII letters (ucschar) are allowed everywhere, a private-use
+    code point (iprivate) in the query alone; both in the BMP only (jsonschema's checker rejects
+    the others). Random strings over the characters that matter."""
+    jsonschema = pytest.importorskip("jsonschema")
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    if fmt not in checker.checkers:
+        pytest.skip(f"jsonschema has no {fmt} checker here")
+    rng = random.Random(0)
+    alphabet = list("h:/a?#@%41.[]\\ -") + ["\u00e9", "\u03c0", "\ue000", "\U000f0000", "\ufffe", "\x85", "\U00010300"]
+    texts = [rng.choice(["", "h:", "h://"]) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+             for _ in range(20_000)]
+    accepted = [t for t in texts if ok(fmt, t)]
+    assert len(accepted) >= 1000 and all(checker.conforms(t, fmt) for t in accepted)
+    uri = fmt.replace("iri", "uri")
+    assert all(ok(fmt, t) for t in texts if ok(uri, t))
+    assert ok(fmt, "h:\u00e9?\ue000") and not ok(fmt, "h:\u00e9#\ue000") and not ok(fmt, "h:\ufffe")
+    assert not ok(fmt, "h:\U00010300")
 
 
 @pytest.mark.parametrize("text,good", [
