@@ -204,6 +204,43 @@ FORMATS = {
     "uri-template": URI_TEMPLATE,
 }
 
+# For a format inside a negated operand (not, the complement of an if): a regex of every string
+# that the RFC or jsonschema's checker (the reference) counts as the format, so its complement
+# holds only strings that are not. Each is looser than both readings: the complement leaves out
+# the strings the superset holds past them (SUPERSET_LOSSES, recorded as a narrowing). Formats not
+# listed are refused there. "." is any code point, line terminators included (_ANY).
+_ANY = "[\\U00000000-\\U0010ffff]"
+_DD = "[0-9][0-9]"
+_CLOCK = rf"{_DD}:{_DD}:{_DD}(?:\.[0-9]+)?(?:[Zz]|[-+|]{_DD}:{_DD})\n?"   # rfc3339-validator's [\+|\-] and $
+SUPERSETS = {
+    "date": rf"[0-9]{{4}}-{_DD}-{_DD}",                    # jsonschema: that shape, then date.fromisoformat
+    "time": _CLOCK,                                          # jsonschema: the date-time check after a date
+    "date-time": rf"[0-9]{{4}}-{_DD}-{_DD}[Tt]{_CLOCK}",
+    "email": rf"{_ANY}*@{_ANY}*",                            # jsonschema: "@" in the string
+    "uuid": rf"{_ANY}{{8}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{12,}}",  # uuid.UUID strips "urn:", "{}", "-"
+    "ipv4": r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}",
+    "ipv6": r"[0-9A-Fa-f:.]{2,}",
+    # fqdn's check: [-a-z\d] under re.IGNORECASE | re.UNICODE (Unicode digits, the Kelvin sign)
+    # and $ (a final newline): every non-ASCII code point is let in
+    "hostname": r"[A-Za-z0-9.\-\x80-\U0010ffff]+\n?",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
+    "iri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
+    "json-pointer": rf"(?:/{_ANY}*)?",
+}
+SUPERSET_LOSSES = {
+    "date": "a string of the shape 0000-00-00 is taken for a date",
+    "time": "a string of the shape 00:00:00Z (digits, offset) is taken for a time",
+    "date-time": "a string of the shape 0000-00-00T00:00:00Z (digits, offset) is taken for a date-time",
+    "email": "every string with an '@' is taken for an email",
+    "uuid": "a string of 36 or more characters with '-' at 8, 13, 18 and 23 is taken for a uuid",
+    "ipv4": "four dot-separated runs of 1-3 digits are taken for an ipv4",
+    "ipv6": "a string of hex digits, ':' and '.' is taken for an ipv6",
+    "hostname": "a string of ASCII letters, digits, '.', '-' and non-ASCII characters is taken for a hostname",
+    "uri": "a string that starts with a scheme and ':' is taken for a uri",
+    "iri": "a string that starts with a scheme and ':' is taken for an iri",
+    "json-pointer": "a string that starts with '/' is taken for a json-pointer",
+}
+
 # OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
 INTEGER_FORMATS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 # a JSON number is read as a double anyway: nothing to enforce

@@ -171,6 +171,10 @@ U+001C-U+001F and U+0085 not), `\\D \\W \\S` their complements (a non-ASCII digi
 jsonschema with Python's `re` would not say: its `\\d` is Unicode); `.` excludes all four ECMA line
 terminators and `$` is the end of the string. Inside a negated operand (not, if) each is read as
 a superset of ECMA-262's and Python's sets, so the complement is sound under either reading.
+A format inside a negated operand is read as formats.SUPERSETS[name], a superset of both the
+RFC's and jsonschema's checker's strings (date, time, date-time, email, uuid, ipv4, ipv6,
+hostname, uri, iri, json-pointer): the complement is sound, and what it leaves out (strings that
+are no such format but look like one) is a recorded narrowing; another format there is refused.
 
 Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural

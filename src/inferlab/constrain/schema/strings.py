@@ -186,9 +186,14 @@ class StringsMixin:
     def format_ast(self, name, ptr):
         if self.custom_format(name, ptr):
             return None
-        if self.operand_depth:  # format regexes are subsets of what validators accept
-            self.refuse("format", ptr, "a format inside a negated schema (not, if) is not supported")
-            return None
+        if self.operand_depth:  # the operand of a complement: a superset, so the complement is sound
+            if name not in formats.SUPERSETS:
+                self.refuse("format", ptr, "a format inside a negated schema (not, if) is not supported "
+                            f"(negated: {', '.join(formats.SUPERSETS)})")
+                return None
+            self.operand_losses.append(f"not/if over format {name} at #{ptr}: the complement leaves out strings "
+                                       f"that are not a {name} either ({formats.SUPERSET_LOSSES[name]})")
+            return _superset_format_ast(name)
         if name not in formats.FORMATS:
             self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
             return None
@@ -696,6 +701,11 @@ def _format_ast(name: str):
     return rx.parse(formats.FORMATS[name])
 
 
+@lru_cache(maxsize=None)
+def _superset_format_ast(name: str):
+    return rx.parse(formats.SUPERSETS[name])
+
+
 def _universal_pattern(pattern: str) -> bool:
     """Does the pattern's search succeed on every string? (An unanchored alternative that can
     match the empty string, such as ".*" or "".)"""
@@ -721,3 +731,4 @@ CACHES.register_lru(_wide_class, "compile")
 CACHES.register_lru(_json_char_ranges, "compile")
 CACHES.register_lru(_pattern_ast, "compile")
 CACHES.register_lru(_format_ast, "compile")
+CACHES.register_lru(_superset_format_ast, "compile")
