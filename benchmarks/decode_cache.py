@@ -90,7 +90,6 @@ def summarize_run(config: GPTConfig, positions: list[int], measured: dict) -> di
 
     summary = {}
     for p in sorted({positions[0], *[q for q in (64, 128) if q in positions], positions[-1]}):
-        i = positions.index(p)
         speedup = paired(at("no_cache", p), at("contiguous", p))
         summary[f"pos_{p}"] = {
             "no_cache_ms": at("no_cache", p)["median_ms"], "contiguous_ms": at("contiguous", p)["median_ms"],

@@ -25,6 +25,8 @@ EXAMPLES = {   # one instance and one non-instance of each format, written by ha
     "regex": ("^[a-z0-9-]+$", "a{3,2}"),
     "json-pointer": ("/a~1b/~0", "/a~2"), "relative-json-pointer": ("2/0/x", "01/a"),
     "uri-template": ("http://e.com/{term:1}/{+path*}", "{a,}"),
+    "iri": ("http://\u0192\u00f8\u00f8.\u00df\u00e5r/?\u2202=\ue000#\u00e9", "\u00e2\u03c0\u03c0"),
+    "iri-reference": ("/\u00e2\u03c0\u03c0#x", "#a\\b"),
 }
 
 
@@ -152,6 +154,28 @@ def test_pointer_and_template_formats_are_subsets_of_jsonschemas_checkers(fmt):
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
     accepted = [t for t in texts if ok(fmt, t)]
     assert len(accepted) >= 20 and all(checker.conforms(t, fmt) for t in accepted)
+
+
+@pytest.mark.parametrize("fmt", ["iri", "iri-reference"])
+def test_iris_are_subsets_of_jsonschemas_checker_and_widen_the_uri_grammar(fmt):
+    """RFC 3987: every string of the IRI regex passes jsonschema's checker (rfc3987_syntax's
+    grammar); a URI is an IRI; non-ASCII letters (ucschar) are allowed everywhere, a private-use
+    code point (iprivate) in the query alone; both in the BMP only (jsonschema's checker rejects
+    the others). Random strings over the characters that matter."""
+    jsonschema = pytest.importorskip("jsonschema")
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    if fmt not in checker.checkers:
+        pytest.skip(f"jsonschema has no {fmt} checker here")
+    rng = random.Random(0)
+    alphabet = list("h:/a?#@%41.[]\\ -") + ["\u00e9", "\u03c0", "\ue000", "\U000f0000", "\ufffe", "\x85", "\U00010300"]
+    texts = [rng.choice(["", "h:", "h://"]) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+             for _ in range(2_000)]     # (rfc3987-syntax's parser: ~3 ms a string)
+    accepted = [t for t in texts if ok(fmt, t)]
+    assert len(accepted) >= 200 and all(checker.conforms(t, fmt) for t in accepted)
+    uri = fmt.replace("iri", "uri")
+    assert all(ok(fmt, t) for t in texts if ok(uri, t))
+    assert ok(fmt, "h:\u00e9?\ue000") and not ok(fmt, "h:\u00e9#\ue000") and not ok(fmt, "h:\ufffe")
+    assert not ok(fmt, "h:\U00010300")
 
 
 @pytest.mark.parametrize("text,good", [
@@ -341,3 +365,44 @@ def test_duration_records_where_the_grammar_is_narrower_than_the_reference_check
     machine = build_machine(compiled)
     assert machine.accepts('"PT4H0M56S"') and machine.accepts('"P1Y2M"') and machine.accepts('"P3W"')
     assert not any(machine.accepts(t) for t in ('"PT4H56S"', '"P1.5D"', '"-P1D"'))
+
+
+SUPERSET_SEEDS = {   # valid instances to mutate, by hand
+    "date": ["2024-02-29", "1999-12-31"], "time": ["23:59:59Z", "08:30:06.283185+05:30"],
+    "date-time": ["2024-01-31T12:00:00+01:00", "1985-04-12t23:20:50.52z"], "email": ["a.b@example.com"],
+    "uuid": ["123e4567-e89b-12d3-a456-426614174000"], "ipv4": ["192.168.0.1"], "ipv6": ["fe80::1:2.3.4.5", "::1"],
+    "hostname": ["a-b.example.com", "xn--bcher-kva.example."], "uri": ["https://example.com/a?b=c#d"],
+    "iri": ["http://\u00e9.com/\u03c0"], "json-pointer": ["/a~1b/~0", ""],
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(SUPERSET_SEEDS))
+def test_a_negated_formats_superset_holds_every_instance_of_both_readings(fmt):
+    """formats.SUPERSETS[fmt] is complemented inside not/if, so it must hold every string that
+    jsonschema's checker or the RFC grammar (our regex) takes: seeded mutations of valid
+    instances (a character replaced, inserted or dropped), and random strings."""
+    from inferlab.constrain.formats import SUPERSET_LOSSES, SUPERSETS
+    jsonschema = pytest.importorskip("jsonschema")
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert set(SUPERSETS) == set(SUPERSET_LOSSES) == set(SUPERSET_SEEDS)
+    rng = random.Random(fmt)
+    alphabet = list("0123456789abcdefT:Z.-+/@~%{}u_ \n") + ["\u00e9", "\u0663", "\ufb06"]
+    texts = []
+    for _ in range(300 if fmt == "iri" else 1500):      # (rfc3987-syntax's parser: ~3 ms a string)
+        t = list(rng.choice(SUPERSET_SEEDS[fmt]))
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randint(0, len(t))
+            op = rng.choice("rid")
+            if op == "r" and i < len(t):
+                t[i] = rng.choice(alphabet)
+            elif op == "i":
+                t.insert(i, rng.choice(alphabet))
+            elif t and i < len(t):
+                del t[i]
+        texts.append("".join(t))
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(500)]
+    sup = re.compile(SUPERSETS[fmt], re.DOTALL)
+    valid = [t for t in texts if (fmt in checker.checkers and checker.conforms(t, fmt)) or ok(fmt, t)]
+    assert len(valid) >= 50
+    assert [t for t in valid if not sup.fullmatch(t)] == []
+    assert any(not sup.fullmatch(t) for t in texts)         # its complement holds something

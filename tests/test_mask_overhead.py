@@ -65,7 +65,7 @@ def test_headline_uses_the_seed_keys_and_each_rows_own_baseline():
 
 @pytest.fixture()
 def tiny_vocab(tmp_path):
-    text = " ".join(f'conjuga hablar, presente, yo:{{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}}'
+    text = " ".join('conjuga hablar, presente, yo:{"verbo":"hablar","tiempo":"presente","persona":"yo","forma":"hablo"}'
                     for _ in range(30))
     tok = train_bpe(text * 3, 300)
     path = tmp_path / "tokenizer.json"
@@ -465,7 +465,6 @@ def test_the_lab_times_every_peer_on_its_bitmask_fill(conjugation_walks):
     path = tok.encode(CONJUGATIONS[0])
     out = run_peers(schema, tok, path, compile_mask(schema, tok, "indexed")[0], rounds=3, min_sample_s=0.0)
     assert set(out) == {"inferlab-indexed", "llguidance", "xgrammar", "outlines-core"}
-    ours = out["inferlab-indexed"]
     for name in walks:
         r = out[name]
         assert set(r) == {"available", "compiled", "compile_ms", "version", "median_us", "p95_us", "mean_us",

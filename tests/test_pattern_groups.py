@@ -51,6 +51,8 @@ def test_class_escapes_match_what_ecma_262_matches():
     ("^\\W$", "\u00e9", True), ("^\\W$", "_", False), ("^\\w$", "\u00e9", False),
     ("^.$", "\r", False), ("^.$", "\u2028", False), ("^.$", "\u0085", True),  # `.`: no LineTerminator
     ("^a$", "a\n", False),  # `$` is the end of input, not before a final newline (Python's)
+    ("^\\cC$", "\x03", True), ("^\\cc$", "\x03", True), ("^\\cC$", "\\cC", False),  # \cX: X mod 32
+    ("^[\\cJ\\cM]+$", "\r\n", True), ("^\\\\cC$", "\\cC", True),  # in a class; an escaped backslash, then cC
 ])
 def test_ecma_262_classes_dot_and_end(pattern, ch, want):
     import json

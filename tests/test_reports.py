@@ -4,8 +4,6 @@ numbers (tests/verdict_checks.py); `inferlab report DIR` re-renders a folder or 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 

@@ -7,7 +7,6 @@ so soundness is tested where the regex says yes; random JSON values test where i
 """
 
 import json
-import math
 import re
 from collections import Counter
 

@@ -13,6 +13,8 @@ checkers used by `jsonschema.FormatChecker` (e.g. `datetime.date.fromisoformat` 
 - uuid       RFC 4122 §3 textual form (8-4-4-4-12 hex digits, either case)
 - uri        RFC 3986 §3 URI (scheme ":" hier-part [ "?" query ] [ "#" fragment ])
 - uri-reference  RFC 3986 §4.1 URI-reference (a URI or a relative reference)
+- iri, iri-reference  RFC 3987 §2.2 IRI and IRI-reference: the same grammars over iunreserved
+             (ucschar added) and iprivate in the query
 - ipv4       RFC 2673 §3.2 dotted-quad, decimal octets 0-255 without leading zeros
 - ipv6       RFC 3986 §3.2.2 IPv6address (groups of 1-4 hex digits, "::", an IPv4 tail), no zone id
 - hostname   RFC 1123 §2.1 host name: dot-separated labels of letters, digits and inner hyphens,
@@ -84,32 +86,44 @@ _HOST_LABEL = (r"[A-Za-z0-9](?:(?:[A-Za-z0-9-]{0,2}[A-Za-z0-9])"
                r"|[A-Za-z0-9-](?:[A-Za-z0-9][A-Za-z0-9-]|-[A-Za-z0-9])(?:[A-Za-z0-9-]{0,57}[A-Za-z0-9]))?")
 HOSTNAME = rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}"
 
-# RFC 3986 §3 with its ABNF rule names
+# RFC 3986 §3 with its ABNF rule names; RFC 3987 §2.2's IRI is the same grammar over a wider
+# unreserved set (iunreserved: ucschar added), with iprivate allowed in the query alone
 _PCT = rf"%{_HEX}{_HEX}"
-_UNRESERVED = r"[A-Za-z0-9._~-]"
 _SUB_DELIMS = r"[!$&'()*+,;=]"
-_PCHAR = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
-_SEGMENT = rf"{_PCHAR}*"
-_SEGMENT_NZ = rf"{_PCHAR}+"
-_USERINFO = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*"
-_REG_NAME = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*"
-_AUTHORITY = rf"(?:{_USERINFO}@)?{_REG_NAME}(?::[0-9]*)?"
-_HIER_PART = (
-    rf"(?://{_AUTHORITY}(?:/{_SEGMENT})*"      # "//" authority path-abempty
-    rf"|/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"   # path-absolute
-    rf"|{_SEGMENT_NZ}(?:/{_SEGMENT})*"         # path-rootless
-    r"|)"                                      # path-empty
-)
-_QUERY = rf"(?:{_PCHAR}|[/?])*"
-URI = rf"[A-Za-z][A-Za-z0-9+.-]*:{_HIER_PART}(?:\?{_QUERY})?(?:#{_QUERY})?"
-_SEGMENT_NZ_NC = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"  # no ":" (it would read as a scheme)
-_RELATIVE_PART = (
-    rf"(?://{_AUTHORITY}(?:/{_SEGMENT})*"
-    rf"|/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
-    rf"|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"      # path-noscheme
-    r"|)"
-)
-URI_REFERENCE = rf"(?:{URI}|{_RELATIVE_PART}(?:\?{_QUERY})?(?:#{_QUERY})?)"
+
+
+def _rfc3986(unreserved: str, private: str = "") -> tuple[str, str]:
+    """(URI, URI-reference) of RFC 3986 §3 and §4.1, or with iunreserved and iprivate (RFC 3987's
+    IRI, IRI-reference); the host is a reg-name (no IP-literal: a narrowing, NARROWINGS)."""
+    pchar = rf"(?:{unreserved}|{_PCT}|{_SUB_DELIMS}|[:@])"
+    segment, segment_nz = rf"{pchar}*", rf"{pchar}+"
+    userinfo = rf"(?:{unreserved}|{_PCT}|{_SUB_DELIMS}|:)*"
+    reg_name = rf"(?:{unreserved}|{_PCT}|{_SUB_DELIMS})*"
+    authority = rf"(?:{userinfo}@)?{reg_name}(?::[0-9]*)?"
+    hier_part = (
+        rf"(?://{authority}(?:/{segment})*"       # "//" authority path-abempty
+        rf"|/(?:{segment_nz}(?:/{segment})*)?"    # path-absolute
+        rf"|{segment_nz}(?:/{segment})*"          # path-rootless
+        r"|)"                                     # path-empty
+    )
+    query = rf"(?:{pchar}|{private + '|' if private else ''}[/?])*"
+    fragment = rf"(?:{pchar}|[/?])*"
+    absolute = rf"[A-Za-z][A-Za-z0-9+.-]*:{hier_part}(?:\?{query})?(?:#{fragment})?"
+    segment_nz_nc = rf"(?:{unreserved}|{_PCT}|{_SUB_DELIMS}|@)+"  # no ":" (it would read as a scheme)
+    relative_part = (
+        rf"(?://{authority}(?:/{segment})*"
+        rf"|/(?:{segment_nz}(?:/{segment})*)?"
+        rf"|{segment_nz_nc}(?:/{segment})*"       # path-noscheme
+        r"|)"
+    )
+    return absolute, rf"(?:{absolute}|{relative_part}(?:\?{query})?(?:#{fragment})?)"
+
+
+URI, URI_REFERENCE = _rfc3986(r"[A-Za-z0-9._~-]")
+# ucschar and iprivate (RFC 3987 §2.2) in the BMP only: the reference checker (jsonschema's,
+# rfc3987-syntax) rejects every code point beyond it, which the RFC allows (a narrowing)
+_IUNRESERVED = "[A-Za-z0-9._~\\xa0-\\ud7ff\\uf900-\\ufdcf\\ufdf0-\\uffef-]"
+IRI, IRI_REFERENCE = _rfc3986(_IUNRESERVED, private="[\\ue000-\\uf8ff]")
 
 # RFC 3339 Appendix A, rule by rule (dur-second ... duration)
 _DIGITS = "[0-9]+"
@@ -178,6 +192,8 @@ FORMATS = {
     "uuid": UUID,
     "uri": URI,
     "uri-reference": URI_REFERENCE,
+    "iri": IRI,
+    "iri-reference": IRI_REFERENCE,
     "ipv4": IPV4,
     "ipv6": IPV6,
     "hostname": HOSTNAME,
@@ -186,6 +202,43 @@ FORMATS = {
     "json-pointer": JSON_POINTER,
     "relative-json-pointer": RELATIVE_JSON_POINTER,
     "uri-template": URI_TEMPLATE,
+}
+
+# For a format inside a negated operand (not, the complement of an if): a regex of every string
+# that the RFC or jsonschema's checker (the reference) counts as the format, so its complement
+# holds only strings that are not. Each is looser than both readings: the complement leaves out
+# the strings the superset holds past them (SUPERSET_LOSSES, recorded as a narrowing). Formats not
+# listed are refused there. "." is any code point, line terminators included (_ANY).
+_ANY = "[\\U00000000-\\U0010ffff]"
+_DD = "[0-9][0-9]"
+_CLOCK = rf"{_DD}:{_DD}:{_DD}(?:\.[0-9]+)?(?:[Zz]|[-+|]{_DD}:{_DD})\n?"   # rfc3339-validator's [\+|\-] and $
+SUPERSETS = {
+    "date": rf"[0-9]{{4}}-{_DD}-{_DD}",                    # jsonschema: that shape, then date.fromisoformat
+    "time": _CLOCK,                                          # jsonschema: the date-time check after a date
+    "date-time": rf"[0-9]{{4}}-{_DD}-{_DD}[Tt]{_CLOCK}",
+    "email": rf"{_ANY}*@{_ANY}*",                            # jsonschema: "@" in the string
+    "uuid": rf"{_ANY}{{8}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{12,}}",  # uuid.UUID strips "urn:", "{}", "-"
+    "ipv4": r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}",
+    "ipv6": r"[0-9A-Fa-f:.]{2,}",
+    # fqdn's check: [-a-z\d] under re.IGNORECASE | re.UNICODE (Unicode digits, the Kelvin sign)
+    # and $ (a final newline): every non-ASCII code point is let in
+    "hostname": r"[A-Za-z0-9.\-\x80-\U0010ffff]+\n?",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
+    "iri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
+    "json-pointer": rf"(?:/{_ANY}*)?",
+}
+SUPERSET_LOSSES = {
+    "date": "a string of the shape 0000-00-00 is taken for a date",
+    "time": "a string of the shape 00:00:00Z (digits, offset) is taken for a time",
+    "date-time": "a string of the shape 0000-00-00T00:00:00Z (digits, offset) is taken for a date-time",
+    "email": "every string with an '@' is taken for an email",
+    "uuid": "a string of 36 or more characters with '-' at 8, 13, 18 and 23 is taken for a uuid",
+    "ipv4": "four dot-separated runs of 1-3 digits are taken for an ipv4",
+    "ipv6": "a string of hex digits, ':' and '.' is taken for an ipv6",
+    "hostname": "a string of ASCII letters, digits, '.', '-' and non-ASCII characters is taken for a hostname",
+    "uri": "a string that starts with a scheme and ':' is taken for a uri",
+    "iri": "a string that starts with a scheme and ':' is taken for an iri",
+    "json-pointer": "a string that starts with '/' is taken for a json-pointer",
 }
 
 # OpenAPI's integer formats: JSON Schema validators ignore them, so enforcing the range narrows
@@ -200,6 +253,8 @@ NARROWINGS = {
     "email": "no quoted local part, comments or domain literal",
     "uri": "no IP-literal ([...]) host",
     "uri-reference": "no IP-literal ([...]) host",
+    "iri": "no IP-literal ([...]) host; no code point beyond the BMP (jsonschema's checker rejects them)",
+    "iri-reference": "no IP-literal ([...]) host; no code point beyond the BMP (jsonschema's checker rejects them)",
     "hostname": "at most 4 labels of at most 62 characters; no label with '--' in its 3rd and 4th characters "
                 "(no A-label: 'xn--' and Punycode)",
     # the RFC's own grammar, exactly; recorded because the reference checker (jsonschema's, via

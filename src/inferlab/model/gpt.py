@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.errors import InferlabError
 from inferlab.model.attention import mha
 from inferlab.model.config import GPTConfig
 from inferlab.model.decoder import Decoder, check_params

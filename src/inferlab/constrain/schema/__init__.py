@@ -50,7 +50,8 @@ Supported keywords
   <= 1, and in stack mode over items that are only strings (below);
 - string: minLength, maxLength (code points of the decoded string: an escape counts as one),
   pattern (ECMA-262 patterns in the subset below), format (constrain.formats: date, time,
-  date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname, duration; regex as a recorded
+  date-time, email, uuid, uri, uri-reference, iri, iri-reference, ipv4, ipv6, hostname, duration;
+  regex as a recorded
   subset). Length bounds with a pattern or format: intersected exactly where the shape allows (one repeated part) or by automaton product
   (constrain.dfa_algebra) where that is small, else a recorded subset (search padding dropped,
   the length budget split over repeated parts of fixed width), else an error; pattern with
@@ -159,7 +160,8 @@ limit. These limits, not Python's recursion limit, decide: the compiler makes ro
 
 Pattern subset (ECMA-262 as JSON Schema says; the syntax checked by Python's `re`, which
 jsonschema uses): the dialect of `constrain.regex` (literals, escapes, classes, groups, `|`,
-quantifiers), `^` at the start and `$` at the end of a top-level alternative, named groups
+quantifiers), `^` at the start and `$` at the end of a top-level alternative, the control escape
+`\\cX` (X an ASCII letter: X mod 32), named groups
 `(?<name>...)`, lookaheads `(?=...)` `(?!...)` outside groups (exact: the rest of the text
 intersected with, or stripped of, the lookahead's language followed by anything, by automaton
 product; a negative one's body taken as a superset of both dialects so the result stays a subset). The
@@ -169,6 +171,10 @@ U+001C-U+001F and U+0085 not), `\\D \\W \\S` their complements (a non-ASCII digi
 jsonschema with Python's `re` would not say: its `\\d` is Unicode); `.` excludes all four ECMA line
 terminators and `$` is the end of the string. Inside a negated operand (not, if) each is read as
 a superset of ECMA-262's and Python's sets, so the complement is sound under either reading.
+A format inside a negated operand is read as formats.SUPERSETS[name], a superset of both the
+RFC's and jsonschema's checker's strings (date, time, date-time, email, uuid, ipv4, ipv6,
+hostname, uri, iri, json-pointer): the complement is sound, and what it leaves out (strings that
+are no such format but look like one) is a recorded narrowing; another format there is refused.
 
 Whitespace: "compact" generates none (`{"a":1}`); "flexible" allows up to FLEXIBLE_WS_MAX
 characters of JSON whitespace (space, tab, newline, carriage return) around every structural

@@ -109,11 +109,19 @@ class AlgebraMixin:
 
     def exact_operand(self, node, ptr: str, stack, keyword: str) -> str | None:
         """The flat regex of an operand to complement, or None where it has no value. A narrowing
-        there (the regex smaller than the schema) would make the complement looser: refused."""
-        regex, inexact = self.operand_regex(node, ptr, stack)
+        there (the regex smaller than the schema) would make the complement looser: refused. A
+        superset there (a format's, formats.SUPERSETS) makes it tighter: a narrowing, recorded."""
+        saved, self.operand_losses = self.operand_losses, []
+        try:
+            regex, inexact = self.operand_regex(node, ptr, stack)
+            losses = self.operand_losses
+        finally:
+            self.operand_losses = saved
         if inexact:
             self.refuse(keyword, ptr, f"its operand is not compiled exactly ({inexact[0]})")
             return None
+        for note in losses:
+            self.narrow(note)
         return regex
 
     def operand_regex(self, node, ptr: str, stack) -> tuple[str | None, list[str]]:

@@ -6,7 +6,7 @@ import re
 
 from inferlab.constrain.schema.common import (EXCLUSIVE_SUBSCHEMAS, EXPONENT_CUT, MAX_SUBSCHEMAS, NESTING_CUT,
                                               SchemaError, SchemaTooLarge, _ANNOTATIONS, _TYPES, _Unsat, _child,
-                                              _constraining, _constrains, _generated_types, _group, _intersect_types,
+                                              _constraining, _constrains, _generated_types, _group,
                                               _json_key, _json_type, _known_keywords, _type_set, _value_types,
                                               _values, dumps, nesting_depth, value_regex, value_texts)
 from inferlab.constrain.schema import typed

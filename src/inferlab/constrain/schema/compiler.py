@@ -77,6 +77,7 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         self.resources = Resources(root, self.dialect, ref_dir)
         self._any_of_cases = False  # (schema.evaluated: an anyOf among the cases of the keyword rewritten)
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
+        self.operand_losses: list[str] = []  # what an operand's format supersets cost its complement
         self.clashes: dict[tuple, tuple] = {}  # oneOf branches (ids, stacks) -> (the objects, first clash)
         self.old_draft = self.dialect in _OLD_DRAFTS
         self.ignored: list[str] = []  # "keyword at #/pointer: ..." of each keyword the dialect lacks

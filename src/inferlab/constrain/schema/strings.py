@@ -152,6 +152,7 @@ class StringsMixin:
             raise self.error("pattern", ptr, "must be a string")
         if _group_nesting(pattern) > MAX_REGEX_DEPTH:  # before re.compile, which recurses per group
             raise self.error("pattern", ptr, f"groups nested deeper than {MAX_REGEX_DEPTH:,} (the nesting limit)")
+        pattern = _control_escapes(pattern)
         try:
             with warnings.catch_warnings():  # Python's own notes on "[[" or "--" in a class: the
                 warnings.simplefilter("ignore", FutureWarning)  # pattern is parsed as ECMA-262 below
@@ -185,9 +186,14 @@ class StringsMixin:
     def format_ast(self, name, ptr):
         if self.custom_format(name, ptr):
             return None
-        if self.operand_depth:  # format regexes are subsets of what validators accept
-            self.refuse("format", ptr, "a format inside a negated schema (not, if) is not supported")
-            return None
+        if self.operand_depth:  # the operand of a complement: a superset, so the complement is sound
+            if name not in formats.SUPERSETS:
+                self.refuse("format", ptr, "a format inside a negated schema (not, if) is not supported "
+                            f"(negated: {', '.join(formats.SUPERSETS)})")
+                return None
+            self.operand_losses.append(f"not/if over format {name} at #{ptr}: the complement leaves out strings "
+                                       f"that are not a {name} either ({formats.SUPERSET_LOSSES[name]})")
+            return _superset_format_ast(name)
         if name not in formats.FORMATS:
             self.refuse("format", ptr, f"unknown format {name!r} (known: {', '.join(formats.FORMATS)})")
             return None
@@ -240,6 +246,25 @@ _ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
 
 
 _ANY_CHAR = "[\\U00000000-\\U0010ffff]"
+
+
+def _control_escapes(pattern: str) -> str:
+    """ECMA-262's control escape `\\cX` (X an ASCII letter: the code point X mod 32, so `\\cC` and
+    `\\cc` are U+0003) written as `\\xHH`, which Python's re and the dialect read alike (neither
+    has `\\c`). Other escapes are copied whole, so an escaped backslash before "c" stays literal."""
+    if "\\c" not in pattern:
+        return pattern
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and pattern.startswith("c", i + 1) and i + 2 < len(pattern) \
+                and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+            out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+            i += 3
+        else:
+            step = 2 if pattern[i] == "\\" else 1
+            out.append(pattern[i:i + step])
+            i += step
+    return "".join(out)
 
 
 def _group_nesting(pattern: str) -> int:
@@ -676,6 +701,11 @@ def _format_ast(name: str):
     return rx.parse(formats.FORMATS[name])
 
 
+@lru_cache(maxsize=None)
+def _superset_format_ast(name: str):
+    return rx.parse(formats.SUPERSETS[name])
+
+
 def _universal_pattern(pattern: str) -> bool:
     """Does the pattern's search succeed on every string? (An unanchored alternative that can
     match the empty string, such as ".*" or "".)"""
@@ -701,3 +731,4 @@ CACHES.register_lru(_wide_class, "compile")
 CACHES.register_lru(_json_char_ranges, "compile")
 CACHES.register_lru(_pattern_ast, "compile")
 CACHES.register_lru(_format_ast, "compile")
+CACHES.register_lru(_superset_format_ast, "compile")
