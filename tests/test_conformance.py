@@ -31,6 +31,7 @@ INCOMPLETE = {
     "optional/format/email/": "no quoted local part, comment or domain literal",
     "optional/format/hostname/": "at most 62 characters a label; no A-label (xn--)",
     "optional/format/uri/": "no IP-literal host",
+    "optional/format/iri/": "no IP-literal host; no code point beyond the BMP (jsonschema's checker rejects them)",
     "optional/format/ecmascript-regex/": "format regex: a regular subset of the regexes",
     "optional/format/uri-template/": "no apostrophe (RFC 6570's literals), no {%41} (jsonschema's checker)",
     "optional/format/relative-json-pointer/": "no 0 before another digit, 100 (jsonschema's checker)",
