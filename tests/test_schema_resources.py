@@ -109,3 +109,27 @@ def test_cli_flags(tmp_path, capsys):
     assert "\n" not in err and "'http://h/int.json' names another document" in err
     assert main(["schema", "compile", str(schema), "--ref-dir", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.strip().endswith(f"--ref-dir {tmp_path / 'nope'}: not a folder")
+
+
+@pytest.mark.parametrize("vocabularies, one_valid", [
+    (["applicator", "core"], True),                  # no validation vocabulary: minimum is an annotation
+    (["applicator", "core", "validation"], False),   # listed (true or false): an assertion
+])
+def test_a_metaschema_without_the_validation_vocabulary_makes_its_keywords_annotations(tmp_path, vocabularies,
+                                                                                       one_valid):
+    """Hand cases after the suite's vocabulary group: a registry metaschema whose $vocabulary lacks
+    https://json-schema.org/draft/2020-12/vocab/validation; the applicator keywords still assert
+    (false rejects), the validation ones do not, and each one ignored is listed with the reason."""
+    meta = {"$schema": D2020, "$id": "http://localhost:1234/meta.json",
+            "$vocabulary": {f"https://json-schema.org/draft/2020-12/vocab/{v}": v != "validation" or False
+                            for v in vocabularies}}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    schema = {"$schema": "http://localhost:1234/meta.json",
+              "properties": {"bad": False, "n": {"minimum": 10, "type": "integer"}}}
+    grammar = compile_grammar(schema, ref_dir=tmp_path)
+    machine = build_machine(grammar)
+    assert machine.accepts('{"n":20}') and not machine.accepts('{"bad":1}')
+    assert machine.accepts('{"n":1}') == one_valid and machine.accepts('{"n":"x"}') == one_valid
+    assert any(note.startswith("minimum at #/properties/n: an annotation") for note in grammar.ignored) == one_valid
+    # without the registry the metaschema is not read: the keywords assert, as in its URI's draft
+    assert not build_machine(compile_grammar(schema)).accepts('{"n":1}')

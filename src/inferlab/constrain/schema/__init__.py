@@ -145,6 +145,9 @@ Supported keywords
   dependentRequired, prefixItems, ...; a 2019-09 or 2020-12 schema's dependencies) is ignored
   there, as that draft's validators ignore it, and listed (CompiledGrammar.ignored). Without
   $schema, every keyword above applies (dependencies and additionalItems included).
+- a $schema that names a metaschema of the registry (ref_dir) whose $vocabulary leaves out the
+  validation vocabulary: that vocabulary's keywords (type, enum, minimum, required, ...) are
+  annotations in the document, ignored and listed likewise (resources.unused_validation);
 
 Everything else that constrains instances (the `not`s above that cannot be exact, multipleOf other than
 the forms above, uniqueItems (but the forms above), a scope-dependent $dynamicRef, formats not listed, ...) is an

@@ -18,7 +18,7 @@ from inferlab.constrain.schema.evaluated import EvaluatedMixin
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
-from inferlab.constrain.schema.resources import Resources
+from inferlab.constrain.schema.resources import VALIDATION_KEYWORDS, Resources, unused_validation
 from inferlab.constrain.schema.strings import StringsMixin
 from inferlab.constrain.schema.values import ValueChecker
 from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
@@ -69,12 +69,16 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         self.inline = 0                     # > 0: calls are off (the regex goes to Python's re)
         self.unenforced_formats: list[str] = []
         self.dialect = dialect_of(root)
-        self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset())
+        # $id bases, anchors and other documents: where each $ref points
+        self.resources = Resources(root, self.dialect, ref_dir)
+        # a metaschema of the registry without the validation vocabulary: its keywords are
+        # annotations in the document, read as keywords the dialect lacks
+        self.vocabulary_off = unused_validation(self.resources, root)
+        self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset()) | (
+            VALIDATION_KEYWORDS if self.vocabulary_off else frozenset())
         # the document's own nodes: only these are read in its dialect (of_document)
         self.document = set(document_dicts(root)) if self.not_in_dialect else set()  # (+ other documents read)
         self.values = ValueChecker(root, self.not_in_dialect, self.document, assert_formats=format == "assert")  # enum/const beside other keywords
-        # $id bases, anchors and other documents: where each $ref points
-        self.resources = Resources(root, self.dialect, ref_dir)
         self._any_of_cases = False  # (schema.evaluated: an anyOf among the cases of the keyword rewritten)
         self.operand_depth = 0  # > 0: compiling the operand of a complement (patterns as supersets)
         self.operand_losses: list[str] = []  # what an operand's format supersets cost its complement
@@ -117,7 +121,9 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         self.ignored); one the compiler built keeps them (a negation's contains)."""
         for k in node:
             if k in self.not_in_dialect:
-                note = f"{k} at #{ptr}: not a {self.dialect} keyword (ignored, as its validators do)"
+                why = (f"an annotation: the metaschema {self.vocabulary_off} leaves out the validation vocabulary"
+                       if self.vocabulary_off and k in VALIDATION_KEYWORDS else f"not a {self.dialect} keyword")
+                note = f"{k} at #{ptr}: {why} (ignored, as its validators do)"
                 if note not in self.ignored:
                     self.ignored.append(note)
         return {k: v for k, v in node.items() if k not in self.not_in_dialect}

@@ -269,6 +269,32 @@ class Resources:
         return doc
 
 
+# The validation vocabulary's keywords (2019-09 and 2020-12, "Validation" §6): assertions only
+# where the root's metaschema uses that vocabulary ($vocabulary lists it).
+VALIDATION_KEYWORDS = frozenset({
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+    "maxProperties", "minProperties", "required", "dependentRequired"})
+
+
+def unused_validation(resources: "Resources", root) -> str | None:
+    """The metaschema URI where the root's $schema names a metaschema of the registry whose
+    $vocabulary leaves out the validation vocabulary (its keywords are then annotations), else
+    None. The drafts' own metaschemas (json-schema.org) all use it and are not read."""
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(uri, str) or resources.ref_dir is None or urlparse(uri).netloc.endswith("json-schema.org"):
+        return None
+
+    def error(keyword, ptr, reason):
+        return SchemaError(f"{keyword} at #{ptr}: {reason}")
+
+    doc = resources._from_ref_dir(urldefrag(uri)[0], uri, "/$schema", error)
+    vocab = doc.get("$vocabulary") if isinstance(doc, dict) else None
+    if not isinstance(vocab, dict) or any(str(k).endswith("/vocab/validation") for k in vocab):
+        return None
+    return uri
+
+
 def _metaschema(uri: str):
     """A draft metaschema (or one of its vocabularies) shipped by jsonschema-specifications, or None."""
     try:
