@@ -212,10 +212,12 @@ FORMATS = {
 _ANY = "[\\U00000000-\\U0010ffff]"
 _DD = "[0-9][0-9]"
 _CLOCK = rf"{_DD}:{_DD}:{_DD}(?:\.[0-9]+)?(?:[Zz]|[-+|]{_DD}:{_DD})\n?"   # rfc3339-validator's [\+|\-] and $
+_DATE_SHAPE = rf"[0-9]{{4}}-{_DD}-{_DD}"
+_SCHEME_THEN_ANY = rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*"
 SUPERSETS = {
-    "date": rf"[0-9]{{4}}-{_DD}-{_DD}",                    # jsonschema: that shape, then date.fromisoformat
+    "date": _DATE_SHAPE,                                     # jsonschema: that shape, then date.fromisoformat
     "time": _CLOCK,                                          # jsonschema: the date-time check after a date
-    "date-time": rf"[0-9]{{4}}-{_DD}-{_DD}[Tt]{_CLOCK}",
+    "date-time": rf"{_DATE_SHAPE}[Tt]{_CLOCK}",
     "email": rf"{_ANY}*@{_ANY}*",                            # jsonschema: "@" in the string
     "uuid": rf"{_ANY}{{8}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{4}}-{_ANY}{{12,}}",  # uuid.UUID strips "urn:", "{}", "-"
     "ipv4": r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}",
@@ -223,8 +225,8 @@ SUPERSETS = {
     # fqdn's check: [-a-z\d] under re.IGNORECASE | re.UNICODE (Unicode digits, the Kelvin sign)
     # and $ (a final newline): every non-ASCII code point is let in
     "hostname": r"[A-Za-z0-9.\-\x80-\U0010ffff]+\n?",
-    "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
-    "iri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_ANY}*",
+    "uri": _SCHEME_THEN_ANY,
+    "iri": _SCHEME_THEN_ANY,
     "json-pointer": rf"(?:/{_ANY}*)?",
 }
 SUPERSET_LOSSES = {

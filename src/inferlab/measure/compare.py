@@ -93,11 +93,12 @@ def _common(runs: list[dict[str, tuple[str, np.ndarray]]]) -> dict[str, str]:
     return {n: u for n, (u, _) in runs[0].items() if all(n in r and r[n][0] == u for r in runs[1:])}
 
 
-def _values(runs: list[dict[str, tuple[str, np.ndarray]]], name: str) -> np.ndarray:
-    """One run: its per-call samples; several: one value per run, its median (runs,)."""
-    if len(runs) == 1:
-        return runs[0][name][1]
-    return np.array([np.median(r[name][1]) for r in runs])
+def _values(runs: list[dict[str, tuple[str, np.ndarray]]], name: str, per_run: bool) -> np.ndarray:
+    """A side's values of one measurement: per run, one value each, its median (runs,) (both
+    sides alike, even a side of one run); else the one run's per-call samples."""
+    if per_run:
+        return np.array([np.median(r[name][1]) for r in runs])
+    return runs[0][name][1]
 
 
 def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: float = DEFAULT_MARGIN) -> dict:
@@ -123,7 +124,7 @@ def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: 
     per_run = len(dirs_a) > 1 or len(dirs_b) > 1
     rows = []
     for name in shared:
-        xa, xb = (_values(runs_a, name), _values(runs_b, name)) if per_run else (runs_a[0][name][1], runs_b[0][name][1])
+        xa, xb = _values(runs_a, name, per_run), _values(runs_b, name, per_run)
         est = unpaired(xb, xa)
         result = outcome(est, 1.0, margin)
         rows.append({"name": name, "unit": ma[name], "a_median": float(np.median(xa)), "b_median": float(np.median(xb)),

@@ -18,7 +18,7 @@ from inferlab.constrain.schema.evaluated import EvaluatedMixin
 from inferlab.constrain.schema.numbers import NumbersMixin
 from inferlab.constrain.schema.objects import ObjectsMixin
 from inferlab.constrain.schema.refs import RefsMixin
-from inferlab.constrain.schema.resources import VALIDATION_KEYWORDS, Resources, unused_validation
+from inferlab.constrain.schema.resources import VALIDATION_KEYWORDS, Resources
 from inferlab.constrain.schema.strings import StringsMixin
 from inferlab.constrain.schema.values import ValueChecker
 from inferlab.nesting import (JSON_FRAMES, MAX_SCHEMA_DEPTH, SCHEMA_FRAMES, check_value_nesting, recursion_room,
@@ -73,7 +73,7 @@ class _Compiler(EvaluatedMixin, AlgebraMixin, RefsMixin, StringsMixin, NumbersMi
         self.resources = Resources(root, self.dialect, ref_dir)
         # a metaschema of the registry without the validation vocabulary: its keywords are
         # annotations in the document, read as keywords the dialect lacks
-        self.vocabulary_off = unused_validation(self.resources, root)
+        self.vocabulary_off = self.resources.unused_validation(self.error)
         self.not_in_dialect = _NOT_IN_DIALECT.get(self.dialect, frozenset()) | (
             VALIDATION_KEYWORDS if self.vocabulary_off else frozenset())
         # the document's own nodes: only these are read in its dialect (of_document)

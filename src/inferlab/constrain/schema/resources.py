@@ -242,6 +242,19 @@ class Resources:
         self.prefixes[id(doc)] = f"[{uri}]"
         return self.resources[uri]
 
+    def unused_validation(self, error) -> str | None:
+        """The metaschema URI where the root's $schema names a metaschema of the registry whose
+        $vocabulary leaves out the validation vocabulary (its keywords are then annotations), else
+        None. The drafts' own metaschemas (json-schema.org) all use it and are not read."""
+        uri = self.root.get("$schema") if isinstance(self.root, dict) else None
+        if not isinstance(uri, str) or self.ref_dir is None or urlparse(uri).netloc.endswith("json-schema.org"):
+            return None
+        doc = self._from_ref_dir(urldefrag(uri)[0], uri, "/$schema", error)
+        vocab = doc.get("$vocabulary") if isinstance(doc, dict) else None
+        if not isinstance(vocab, dict) or any(str(k).endswith("/vocab/validation") for k in vocab):
+            return None
+        return uri
+
     def _from_ref_dir(self, uri: str, ref: str, ptr: str, error):
         if self._by_id is None:
             self._by_id = {}
@@ -275,24 +288,6 @@ VALIDATION_KEYWORDS = frozenset({
     "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
     "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
     "maxProperties", "minProperties", "required", "dependentRequired"})
-
-
-def unused_validation(resources: "Resources", root) -> str | None:
-    """The metaschema URI where the root's $schema names a metaschema of the registry whose
-    $vocabulary leaves out the validation vocabulary (its keywords are then annotations), else
-    None. The drafts' own metaschemas (json-schema.org) all use it and are not read."""
-    uri = root.get("$schema") if isinstance(root, dict) else None
-    if not isinstance(uri, str) or resources.ref_dir is None or urlparse(uri).netloc.endswith("json-schema.org"):
-        return None
-
-    def error(keyword, ptr, reason):
-        return SchemaError(f"{keyword} at #{ptr}: {reason}")
-
-    doc = resources._from_ref_dir(urldefrag(uri)[0], uri, "/$schema", error)
-    vocab = doc.get("$vocabulary") if isinstance(doc, dict) else None
-    if not isinstance(vocab, dict) or any(str(k).endswith("/vocab/validation") for k in vocab):
-        return None
-    return uri
 
 
 def _metaschema(uri: str):
