@@ -103,6 +103,41 @@ def test_several_runs_a_side_give_a_ci_over_runs(tmp_path, capsys):
     assert "one side's runs must be of the same lab" in capsys.readouterr().err
 
 
+def test_paired_runs_cancel_drift_slower_than_a_pair(tmp_path, capsys):
+    """Slow drift: pair i's level exp(0.1 z_i) reaches both of its runs, each run adds its own
+    exp(0.01 e) and each sample 2% noise. Unpaired, eight runs a side see the pairs' drift (a
+    CI past +-5%); paired, each ratio cancels z_i: equivalent within 5% for one distribution, and
+    "above" with 1.5 inside the CI for B x 1.5. Hand-derived: a ratio's log is 0.01 (e_b - e_a)
+    plus the log of two sample medians' quotient, well inside log 1.05."""
+    rng = np.random.default_rng(2)
+    pairs = 8
+    level = 10 * np.exp(0.1 * rng.standard_normal(pairs))                               # (pairs,)
+
+    def run(name, lvl):
+        return _folder(tmp_path / name, "15-attention-perf",
+                       x=lvl * np.exp(0.01 * rng.standard_normal()) * np.exp(0.02 * rng.standard_normal(40)))
+
+    a = [run(f"a{i}", level[i]) for i in range(pairs)]
+    same = [run(f"s{i}", level[i]) for i in range(pairs)]
+    slower = [run(f"b{i}", 1.5 * level[i]) for i in range(pairs)]
+    unpaired_row = compare_runs(a, same)["rows"][0]
+    assert unpaired_row["outcome"] != "equivalent" and unpaired_row["ci_high"] / unpaired_row["ci_low"] > 1.1
+    eq = compare_runs(a, same, paired=True)
+    assert eq["paired"] is True and "pairs" in eq["scope"] and "paired" in eq["statistic"]
+    assert eq["rows"][0]["outcome"] == "equivalent" and eq["rows"][0]["confidence"] >= 0.95
+    assert 0.95 < eq["rows"][0]["ci_low"] <= 1 <= eq["rows"][0]["ci_high"] < 1.05
+    up = compare_runs(a, slower, paired=True)["rows"][0]
+    assert up["outcome"] == "above" and up["ci_low"] < 1.5 < up["ci_high"] and up["a_samples"] == pairs
+    argv = ["compare", str(a[0]), str(slower[0]), "--also-a", *map(str, a[1:]), "--also-b", *map(str, slower[1:]),
+            "--paired", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["ratio"] == pytest.approx(up["ratio"])
+    # unequal sides cannot pair: one line, exit 2
+    assert main(["compare", str(a[0]), str(same[0]), "--also-a", str(a[1]), "--paired"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--paired" in err[0] and "as many runs a side" in err[0]
+
+
 @pytest.mark.parametrize("case", ["two labs", "nothing shared", "not a folder", "bad margin"])
 def test_refusals_are_one_line_exit_2(tmp_path, capsys, case):
     a = _folder(tmp_path / "a", "15-attention-perf", x=[1.0, 1.1])

@@ -21,6 +21,9 @@ EXAMPLES = (
     "inferlab compare A/01-roofline B/01-roofline --json",
     "inferlab compare A1/15-attention-perf B1/15-attention-perf --also-a A2/15-attention-perf A3/15-attention-perf "
     "A4/15-attention-perf --also-b B2/15-attention-perf B3/15-attention-perf B4/15-attention-perf",
+    "inferlab compare A1/01-roofline B1/01-roofline --also-a A2/01-roofline A3/01-roofline A4/01-roofline "
+    "A5/01-roofline A6/01-roofline --also-b B2/01-roofline B3/01-roofline B4/01-roofline B5/01-roofline "
+    "B6/01-roofline --paired",
 )
 
 
@@ -42,6 +45,10 @@ def add_arguments(p) -> None:
                        help=f"further runs of side {side.upper()}: with several runs on a side, each run gives "
                             "one value (its median) and the CI covers the drift between runs "
                             "(at least 4 runs a side for a 95%% CI)")
+    p.add_argument("--paired", action="store_true",
+                   help="the runs were taken in pairs, back to back (A1 B1 A2 B2 ...; DIR_A with DIR_B, then "
+                        "--also-a with --also-b in order): B/A is the median of the per-pair ratios, whose CI "
+                        "drift slower than a pair does not widen (at least 6 pairs for a 95%% CI)")
     p.add_argument("--margin", type=_margin, default=DEFAULT_MARGIN,
                    help=f"equivalence margin: 'equivalent' when the CI of B/A lies inside 1 +- margin "
                         f"(default {DEFAULT_MARGIN:g})")
@@ -53,7 +60,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     writer = ExperimentWriter(args.out, force=args.force) if args.out is not None else None   # refuses before any work
-    report = compare_runs([args.dir_a, *args.also_a], [args.dir_b, *args.also_b], margin=args.margin)
+    report = compare_runs([args.dir_a, *args.also_a], [args.dir_b, *args.also_b], margin=args.margin,
+                          paired=args.paired)
     if writer is not None:
         writer.add_json("compare.json", report)
         writer.add_figure("compare.png", compare_figure(report))
@@ -62,7 +70,8 @@ def run(args) -> int:
         print_json(report)
         return 0
     runs = f" ({len(report['a_runs'])} runs of A, {len(report['b_runs'])} of B)" if len(report["a_runs"]) + len(report["b_runs"]) > 2 else ""
-    table = Table(title=f"{report['experiment']}{runs}: B/A, Hodges-Lehmann with its 95% CI, margin +-{report['margin']:.0%}")
+    how = "median of paired ratios" if report["paired"] else "Hodges-Lehmann"
+    table = Table(title=f"{report['experiment']}{runs}: B/A, {how} with its 95% CI, margin +-{report['margin']:.0%}")
     for col in ("measurement", "A median", "B median", "B/A", "95% CI", "outcome"):
         table.add_column(col, justify="left" if col in ("measurement", "outcome") else "right",
                          no_wrap=col != "measurement")

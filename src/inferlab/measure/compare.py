@@ -16,7 +16,13 @@ What the interval covers depends on how many runs each side holds:
 - several runs on either side (pyperf's answer: spread the samples over processes): one value per
   run, its median, and the Hodges-Lehmann ratio of those run medians. The CI then covers the drift
   between runs. A 95% Mann-Whitney interval needs at least 4 runs a side (3 against 4 covers
-  94.3%), fewer decide nothing.
+  94.3%), fewer decide nothing;
+- paired runs (`paired=True`): run i of A and run i of B were taken back to back, the sides
+  interleaved (A1 B1 A2 B2 ...). Each pair gives one ratio of run medians, B_i/A_i, so drift
+  slower than a pair (the neighbours' load, the clock over minutes) reaches both of its runs and
+  cancels in it; the statistic is the median of those ratios with its order-statistic 95% CI
+  (verdicts.median_estimate), which needs at least 6 pairs. Drift from one run to the very next
+  still widens it. Pairing that was not run so is not a pairing: say so only of interleaved runs.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import numpy as np
 from inferlab.errors import InferlabError
 from inferlab.jsonfile import read_json_object
 from inferlab.measure.plots import new_figure
-from inferlab.measure.verdicts import outcome, unpaired
+from inferlab.measure.verdicts import Estimate, median_estimate, outcome, unpaired
 
 DEFAULT_MARGIN = 0.05
 # A list item is named by the first of these keys it has (table[vocab=512]), not by its position:
@@ -41,6 +47,8 @@ SCOPE_SAMPLES = ("the CI covers the samples within each run, not the drift betwe
                  "(--also-a, --also-b) for a CI over runs")
 SCOPE_RUNS = ("the CI covers the drift between runs: one value per run (its median), {a} run(s) of A "
               "against {b} of B")
+SCOPE_PAIRS = ("the CI covers the drift between pairs of runs: {n} pairs, run i of A and of B back to back, "
+               "one ratio of run medians per pair; drift slower than a pair cancels in its ratio")
 READING = {"above": "B slower", "below": "B faster", "equivalent": "same within the margin", "undecided": "cannot tell"}
 
 
@@ -101,17 +109,27 @@ def _values(runs: list[dict[str, tuple[str, np.ndarray]]], name: str, per_run: b
     return runs[0][name][1]
 
 
-def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: float = DEFAULT_MARGIN) -> dict:
+def _estimate(xa: np.ndarray, xb: np.ndarray, paired: bool) -> Estimate:
+    """B/A: the median of the per-pair ratios (paired runs), else Hodges-Lehmann (unpaired)."""
+    return median_estimate(xb / xa, basis="paired runs") if paired else unpaired(xb, xa)
+
+
+def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: float = DEFAULT_MARGIN,
+                 paired: bool = False) -> dict:
     """The comparison of runs of one lab, side A (the baseline) against side B, each one folder or
     several, as a JSON-able dict: {"experiment", "a", "b", "a_runs", "b_runs", "margin",
     "statistic", "scope", "rows": [{name, unit, a_median, b_median, a_samples, b_samples, ratio,
-    ci_low, ci_high, confidence, outcome, reading}], "only_in_a", "only_in_b"}. With several runs
-    on a side, a_samples / b_samples count runs (one median each). Refused (InferlabError) for two
-    labs, or no measurement in common."""
+    ci_low, ci_high, confidence, outcome, reading}], "only_in_a", "only_in_b", "paired"}. With
+    several runs on a side, a_samples / b_samples count runs (one median each). paired: the runs
+    were taken in pairs, run i of each side back to back (as many runs a side, at least 2).
+    Refused (InferlabError) for two labs, no measurement in common, or unpairable sides."""
     if not 0 < margin < 1:
         raise InferlabError(f"--margin {margin:g}: expected a fraction between 0 and 1 (0.05 is 5%)")
     dirs_a = [dir_a] if isinstance(dir_a, Path) else list(dir_a)
     dirs_b = [dir_b] if isinstance(dir_b, Path) else list(dir_b)
+    if paired and (len(dirs_a) != len(dirs_b) or len(dirs_a) < 2):
+        raise InferlabError(f"--paired: {len(dirs_a)} run(s) of A and {len(dirs_b)} of B; pairs need as many runs a "
+                            "side, at least 2 (give the others with --also-a / --also-b, in the order they ran)")
     (lab_a, runs_a), (lab_b, runs_b) = _side(dirs_a), _side(dirs_b)
     if lab_a != lab_b:
         raise InferlabError(f"{dirs_a[0]} holds {lab_a!r} and {dirs_b[0]} holds {lab_b!r}: "
@@ -125,17 +143,22 @@ def compare_runs(dir_a: Path | list[Path], dir_b: Path | list[Path], *, margin: 
     rows = []
     for name in shared:
         xa, xb = _values(runs_a, name, per_run), _values(runs_b, name, per_run)
-        est = unpaired(xb, xa)
+        est = _estimate(xa, xb, paired)
         result = outcome(est, 1.0, margin)
         rows.append({"name": name, "unit": ma[name], "a_median": float(np.median(xa)), "b_median": float(np.median(xb)),
                      "a_samples": int(xa.size), "b_samples": int(xb.size), "ratio": est.value,
                      "ci_low": est.ci_low, "ci_high": est.ci_high, "confidence": est.confidence,
                      "outcome": result, "reading": READING[result]})
-    what = "the runs' medians, one per run" if per_run else "the per-call samples"
+    if paired:
+        statistic = "B/A: median of the per-pair ratios of run medians (paired runs), order-statistic 95% CI"
+        scope = SCOPE_PAIRS.format(n=len(dirs_a))
+    else:
+        what = "the runs' medians, one per run" if per_run else "the per-call samples"
+        statistic = f"B/A: Hodges-Lehmann ratio of {what} (unpaired), Mann-Whitney 95% CI"
+        scope = SCOPE_RUNS.format(a=len(dirs_a), b=len(dirs_b)) if per_run else SCOPE_SAMPLES
     return {"experiment": lab_a, "a": str(dirs_a[0]), "b": str(dirs_b[0]),
             "a_runs": [str(d) for d in dirs_a], "b_runs": [str(d) for d in dirs_b], "margin": margin,
-            "statistic": f"B/A: Hodges-Lehmann ratio of {what} (unpaired), Mann-Whitney 95% CI",
-            "scope": SCOPE_RUNS.format(a=len(dirs_a), b=len(dirs_b)) if per_run else SCOPE_SAMPLES,
+            "paired": paired, "statistic": statistic, "scope": scope,
             "rows": rows, "only_in_a": sorted(set(ma) - set(shared)), "only_in_b": sorted(set(mb) - set(shared))}
 
 
