@@ -165,6 +165,20 @@ def test_parse_ast_shapes():
     assert parse("[^a]") == CharSet(((0, 0x60), (0x62, 0xD7FF), (0xE000, 0x10FFFF)))
 
 
+def test_literal_runs_parse_as_their_characters():
+    """A run of literal characters is taken at once but for its last, which may carry a
+    quantifier: hand-written ASTs, one CharSet per character."""
+    c = lambda ch: CharSet(((ord(ch), ord(ch)),))  # noqa: E731
+    assert parse('"name":') == Concat(tuple(c(ch) for ch in '"name":'))
+    assert parse("abc*") == Concat((c("a"), c("b"), Repeat(c("c"), 0, None)))
+    assert parse("ab{2}x") == Concat((c("a"), Repeat(c("b"), 2, 2), c("x")))
+    assert parse("x]}é") == Concat((c("x"), c("]"), c("}"), c("é")))  # ] and } outside a class are literal
+    assert parse("ab(?:cd)+") == Concat((c("a"), c("b"), Repeat(Concat((c("c"), c("d"))), 1, None)))
+    assert parse("ab|cd") == rx.Alt((Concat((c("a"), c("b"))), Concat((c("c"), c("d")))))
+    with pytest.raises(InferlabError, match="anchor '\\$' is not supported .* at position 3"):
+        parse("abc$")
+
+
 @pytest.mark.parametrize("pattern, construct, pos", [
     ("^ab", "anchor '^'", 0),
     ("ab$", "anchor '$'", 2),

@@ -139,6 +139,10 @@ _SPANS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
 _CLASS = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", re.S)
 _CLASS_MEMO: dict[str, "CharSet"] = {}  # class text -> its CharSet, across patterns
 _CLASS_MEMO_MAX = 50_000
+# A run of plain literal characters (no metacharacter, no `{`, no anchor): schema regexes are
+# mostly such runs (keys, punctuation), and each character is one CharSet of itself.
+_LITERAL_RUN = re.compile(r"[^\\.\[()|*+?{^$]+")
+_LITERALS: dict[str, "CharSet"] = {}  # a character -> its CharSet (at most one per code point met)
 
 
 class _Parser:
@@ -188,6 +192,11 @@ class _Parser:
     def concat(self) -> Node:
         items: list[Node] = []
         while (c := self.peek()) is not None and c not in "|)":
+            run = _LITERAL_RUN.match(self.p, self.i)
+            if run is not None and run.end() - self.i > 1:
+                # all but the run's last character at once; the last may take a quantifier
+                items.extend(_literal(ch) for ch in self.p[self.i:run.end() - 1])
+                self.i = run.end() - 1
             start = self.i
             atom = self.atom()
             items.append(self.quantifiers(atom, start))
@@ -402,6 +411,15 @@ class _Parser:
         return ((ord(c), ord(c)),)
 
 
+def _literal(ch: str) -> CharSet:
+    node = _LITERALS.get(ch)
+    if node is None:
+        if len(_LITERALS) >= _CLASS_MEMO_MAX:
+            _LITERALS.clear()
+        node = _LITERALS[ch] = charset(((ord(ch), ord(ch)),))
+    return node
+
+
 def parse(pattern: str) -> Node:
     """Parse a pattern of the dialect above into an AST; InferlabError names what is rejected.
     Groups nest at most nesting.MAX_REGEX_DEPTH deep, under any Python recursion limit."""
@@ -412,6 +430,7 @@ def parse(pattern: str) -> Node:
 def clear_memo() -> None:
     """Forget the class texts and patterns parsed so far (a cold parse)."""
     _CLASS_MEMO.clear()
+    _LITERALS.clear()
     _parsed.cache_clear()
 
 
