@@ -203,6 +203,8 @@ class _Parser:
         return items[0] if len(items) == 1 else Concat(tuple(items))
 
     def quantifiers(self, atom: Node, start: int) -> Node:
+        if self.i >= len(self.p) or self.p[self.i] not in "*+?{":  # (most atoms: no quantifier)
+            return atom
         quantified = False
         while True:
             pos = self.i

@@ -484,9 +484,18 @@ def _key_not_in(names: tuple[str, ...]) -> str:
         alts = [char(ch) + path(node[ch]) for ch in node if ch is not None]
         return f"(?:{'|'.join(alts)})?" if alts else ""
 
+    others: dict[frozenset, str | None] = {}  # a node's next characters -> the names' other characters
+
+    def other(nexts: frozenset) -> str | None:
+        # (kept per set of next characters: a name's inner nodes mostly have one, shared by many)
+        if nexts not in others:
+            rest = used - {ord(ch) for ch in nexts}
+            others[nexts] = _json_char_ranges(_ranges(rest)) if rest else None
+        return others[nexts]
+
     def leave(node) -> str | None:  # p, then a character of the names that no name continues p with
-        rest = used - {ord(ch) for ch in node if ch is not None}
-        alts = [_json_char_ranges(_ranges(rest))] if rest else []
+        first = other(frozenset(ch for ch in node if ch is not None))
+        alts = [first] if first is not None else []
         alts += [char(ch) + rest for ch in node if ch is not None and (rest := leave(node[ch])) is not None]
         return _group(alts) if alts else None
 

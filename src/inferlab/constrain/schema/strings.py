@@ -431,6 +431,7 @@ def _escaped_at(text: str, pos: int) -> bool:
 
 
 _U_ESCAPED = [cp for cp in range(0x20) if chr(cp) not in _SHORT_ESCAPES]  # written \u00XX
+_ESCAPED_CPS = (*range(0x20), 0x22, 0x5C)  # the code points a JSON string must escape, ascending
 
 
 _ALL_U_ESCAPES = r"\\u00(?:0[0-7bef]|1[0-9a-f])"
@@ -441,7 +442,8 @@ def _json_char_ranges(ranges: tuple) -> str:
     """Regex for the JSON-string encodings (canonical, as json.dumps writes) of one code point
     from `ranges` (a tuple: cached, as object keys ask for the same classes at every trie node):
     unescaped where JSON allows it, else its escape."""
-    inside = [cp for cp in list(range(0x20)) + [0x22, 0x5C] if any(lo <= cp <= hi for lo, hi in ranges)]
+    # (ranges sorted and disjoint: the escaped code points they hold come out in ascending order)
+    inside = [cp for lo, hi in ranges if lo <= 0x5C for cp in _ESCAPED_CPS if lo <= cp <= hi]
     short = "".join(_SHORT_ESCAPES[chr(cp)][1] for cp in inside if chr(cp) in _SHORT_ESCAPES)
     u_escaped = [cp for cp in inside if cp in _U_ESCAPED]
     plain = []
