@@ -230,6 +230,17 @@ def test_repeated_groups_parse_once_and_keep_the_nesting_limit(monkeypatch):
         parse("(?:(?:a))(?:(?:(?:(?:a))))")  # the same group text, entered at depth 2: 4 levels
 
 
+def test_group_texts_are_parsed_once_across_patterns():
+    rx.clear_memo()
+    a, b = parse("(?:a[bc])x"), parse("y(?:a[bc])")
+    assert a.items[0] is b.items[1] and a.items[0] == Concat((CharSet(((97, 97),)), CharSet(((98, 99),))))
+    rx.clear_memo()
+    assert parse("y(?:a[bc])").items[1] is not a.items[0] and parse("y(?:a[bc])") == b
+    long = "(?:" + "ab" * rx._GROUP_MEMO_CHARS + ")"  # past the shared memo: kept within its pattern
+    node = parse(f"{long}x{long}")
+    assert node.items[0] is node.items[2] and long not in rx._GROUP_MEMO
+
+
 def test_a_repeated_suffix_is_determinised_once():
     # Every branch ends in the same (char)* tail: built once for its continuation (nfa._Builder),
     # so the subset construction meets no copies for the minimiser to merge (ASCII classes: a

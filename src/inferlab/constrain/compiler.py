@@ -81,8 +81,8 @@ CACHES.register("small_dfas", "compile", _SMALL_DFAS.clear, lambda: len(_SMALL_D
                 f"{SMALL_DFA_CACHE} DFAs of at most {SMALL_DFA_STATES} states")
 CACHES.register("bounded_dfas", "compile", lambda: _bounded_cache().clear_bounded(),
                 lambda: len(_bounded_cache()._BOUNDED), "schema.algebra.BOUNDED_CACHE_BYTES of DFA tables")
-CACHES.register("regex_classes", "compile", lambda: rx.clear_memo(), lambda: len(rx._CLASS_MEMO),
-                "regex._CLASS_MEMO_MAX class texts")
+CACHES.register("regex_classes", "compile", lambda: rx.clear_memo(), lambda: len(rx._CLASS_MEMO) + len(rx._GROUP_MEMO),
+                "regex._CLASS_MEMO_MAX class texts, group texts of regex._GROUP_MEMO_BUDGET characters")
 
 
 def _keep_small(key: tuple, dfa: DFA) -> None:

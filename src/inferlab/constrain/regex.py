@@ -142,6 +142,13 @@ _CLASS_MEMO_MAX = 50_000
 # A run of plain literal characters (no metacharacter, no `{`, no anchor): schema regexes are
 # mostly such runs (keys, punctuation), and each character is one CharSet of itself.
 _LITERAL_RUN = re.compile(r"[^\\.\[()|*+?{^$]+")
+# Group texts -> (node, groups nested in it), across patterns: a schema's regexes repeat the same
+# groups (a string's characters, a number, a key's rest) in every automaton, and schemas share
+# them. Bounded by the characters its keys hold (forgotten at once past the budget).
+_GROUP_MEMO: dict[str, tuple] = {}
+_GROUP_MEMO_CHARS = 4096         # a longer group's text is not kept
+_GROUP_MEMO_BUDGET = 4_000_000   # characters over all kept texts
+_group_memo_chars = [0]
 _LITERALS: dict[str, "CharSet"] = {}  # a character -> its CharSet (at most one per code point met)
 
 
@@ -150,14 +157,15 @@ class _Parser:
 
     Schema regexes repeat the same groups and classes thousands of times (a string's
     characters, the rest of a key after the declared names): each distinct group text is parsed
-    once per pattern, and each class text once, so equal subtrees are one node object."""
+    once (across patterns, _GROUP_MEMO, up to _GROUP_MEMO_CHARS; longer ones once per pattern),
+    and each class text once, so equal subtrees are one node object."""
 
     def __init__(self, pattern: str):
         self.p = pattern
         self.i = 0
         self.depth = 0  # groups open around self.i
         self.close: dict[int, int] = {}  # '(' position -> the position after its ')', by _SPANS
-        self.groups: dict[str, tuple[Node, int]] = {}  # group text -> (node, groups nested in it)
+        self.long_groups: dict[str, tuple[Node, int]] = {}  # (texts past _GROUP_MEMO_CHARS: this pattern's)
         self.deepest = 0  # the deepest self.depth reached so far
         opens = []
         for m in _SPANS.finditer(pattern):
@@ -277,7 +285,8 @@ class _Parser:
         open_pos = self.i
         end = self.close.get(open_pos)
         text = self.p[open_pos:end] if end is not None else None
-        hit = self.groups.get(text) if text is not None else None
+        memo = _GROUP_MEMO if text is None or len(text) <= _GROUP_MEMO_CHARS else self.long_groups
+        hit = memo.get(text) if text is not None else None
         if hit is not None and self.depth + hit[1] <= MAX_REGEX_DEPTH:
             self.i = end
             self.deepest = max(self.deepest, self.depth + hit[1])
@@ -287,7 +296,12 @@ class _Parser:
         inner = self.deepest - self.depth
         self.deepest = max(outer, self.deepest)
         if text is not None and self.i == end:
-            self.groups[text] = (node, inner)
+            if memo is _GROUP_MEMO:
+                _group_memo_chars[0] += len(text)
+                if _group_memo_chars[0] > _GROUP_MEMO_BUDGET:
+                    memo.clear()
+                    _group_memo_chars[0] = len(text)
+            memo[text] = (node, inner)
         return node
 
     def _group(self) -> Node:
@@ -432,6 +446,8 @@ def parse(pattern: str) -> Node:
 def clear_memo() -> None:
     """Forget the class texts and patterns parsed so far (a cold parse)."""
     _CLASS_MEMO.clear()
+    _GROUP_MEMO.clear()
+    _group_memo_chars[0] = 0
     _LITERALS.clear()
     _parsed.cache_clear()
 
