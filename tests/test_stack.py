@@ -177,6 +177,21 @@ def test_a_state_waiting_only_on_a_call_that_cannot_be_made_is_a_dead_end():
     assert not m.accepts("a") and not m.accepts("ax")
 
 
+def test_productive_follows_calls_of_productive_automata_only():
+    """Hand-derived: 0 calls 1 then accepts, 1 calls 2, 2 reads "b" and ends; 3 calls itself
+    before any byte, and 4 reaches its end only through 3. Productive: 0, 1, 2, not 3, 4."""
+    m = StackMachine([compile_regex("a(?&1)c"), compile_regex("(?&2)"), compile_regex("[b-d]+"),
+                      compile_regex("(?&3)x"), compile_regex("y(?&3)|z(?&3)")])
+    assert m.productive == [True, True, True, False, False]
+    from inferlab.constrain.machine import _text_targets
+
+    trans = np.full((2, 256), -1, dtype=np.int32)
+    trans[0, ord("a"):ord("z") + 1] = 1   # one range: its target once
+    trans[0, ord("0")] = 1                # the same target again, apart: kept (the search dedupes)
+    trans[1, 0] = 0
+    assert _text_targets(trans) == [[1, 1], [0]]
+
+
 def test_recursion_has_no_depth_cap():
     machine = build_machine(compile_grammar(TREE))
     text = json.dumps(nested_tree(20), separators=(",", ":"))

@@ -84,6 +84,17 @@ def call_edges(dfa: DFA) -> dict[int, tuple[tuple[int, int], ...]]:
     return {s: tuple(edges) for s, edges in out.items()}
 
 
+def _text_targets(trans: np.ndarray) -> list[list[int]]:
+    """Each state's live targets, a run of equal targets over adjacent bytes once (a byte
+    range's edge): a search's few distinct successors without a Python pass over 256 bytes."""
+    first = np.ones(trans.shape, dtype=bool)                                # (S, 256)
+    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    rows, cols = np.nonzero(first & (trans >= 0))                           # (R,), (R,) row-major
+    flat = trans[rows, cols].tolist()
+    bounds = np.searchsorted(rows, np.arange(trans.shape[0] + 1)).tolist()  # (S + 1,)
+    return [flat[bounds[i]:bounds[i + 1]] for i in range(trans.shape[0])]
+
+
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
@@ -148,13 +159,18 @@ class StackMachine:
         work = [[self.starts[a]] for a in range(n)]
         waiting: dict[int, list[tuple[int, int]]] = {}  # callee -> (caller, return state) blocked on it
 
+        edges: dict[int, list[list[int]]] = {}  # automaton -> its states' text targets (_text_targets), once
+
         def reaches_accept(a: int) -> bool:
-            trans, accepting, calls, seen_a, work_a = self.text_trans[a], self.accepting[a], self.calls[a], seen[a], work[a]
+            accepting, calls, seen_a, work_a = self.accepting[a], self.calls[a], seen[a], work[a]
+            if a not in edges:
+                edges[a] = _text_targets(self.text_trans[a])
+            out = edges[a]
             while work_a:
                 s = work_a.pop()
                 if accepting[s]:
                     return True
-                targets = [t for t in set(trans[s].tolist()) if t >= 0]
+                targets = list(out[s])
                 for callee, ret in calls.get(s, ()):
                     if prod[callee]:
                         targets.append(ret)
