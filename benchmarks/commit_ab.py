@@ -23,7 +23,9 @@ the schemas with an accepted valid instance) median and p90, the pooled first wa
 and mean, the mean advance by a token on that walk (where our rows are built), and per measure
 the ratio working tree / base: its median over rounds, with the smallest and largest. The child
 builds its machines as an older commit can (no StackMachine.unbuilt). Run it with --base HEAD on a clean tree
-to see the spread that identical code shows on the host.
+to see the spread that identical code shows on the host. Where the base commit has C++
+extensions (setup.py's ext_modules), they are built in its worktree first, so both sides run
+their native code; the output's "native" lists each side's compiled modules.
 """
 
 from __future__ import annotations
@@ -239,6 +241,7 @@ def main(argv: list[str]) -> int:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
         try:
+            commits["native"] = {"base": _build_native(base), "tree": _native_modules(repo)}
             from inferlab.bench.schema_bench import list_cases  # (the parent's: it only counts the schemas)
 
             n = len(list_cases(args.directory, args.limit, 0))
@@ -256,6 +259,22 @@ def main(argv: list[str]) -> int:
     if args.out is not None:
         write_new(args.out, result)
     return 0
+
+
+def _native_modules(root: Path) -> list[str]:
+    """The compiled extension modules a checkout holds (built in place), by file name."""
+    return sorted(p.name for p in (root / "src" / "inferlab" / "constrain").glob("_*native*.so"))
+
+
+def _build_native(base: Path) -> list[str]:
+    """Build the base commit's C++ extensions in its worktree, as `pip install -e .` would
+    (setup.py build_ext --inplace), where it has any: a base without them would run its Python
+    fallbacks, and the ratios would be of the engines, not of the change. Returns what was built."""
+    if (base / "setup.py").exists() and "ext_modules" in (base / "setup.py").read_text(encoding="utf-8"):
+        print("commit_ab: building the base's extensions", file=sys.stderr)
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=base, check=True,
+                       stdout=subprocess.DEVNULL)
+    return _native_modules(base)
 
 
 def _git(repo: Path, *args: str) -> str:
