@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from inferlab.constrain import dfa
 from inferlab.constrain import regex as rx
 from inferlab.constrain.nfa import build_nfa
+from inferlab.errors import InferlabError
 from oracles import small_regex
 
 native = pytest.importorskip("inferlab.constrain._dfa_native")
@@ -107,3 +108,86 @@ def test_limits_and_fallbacks_as_python():
     for native_ in (True, False):
         with pytest.raises(InferlabError, match="call target"):
             dfa.compile_ast(rx.parse("(?&99999999)"), native=native_)
+
+
+# --- the pattern parsed in C++ (pattern_dfa): the same DFA as regex.parse's AST, errors left to it ---
+
+# Characters that reach every branch of regex.py's parser: metacharacters, braces in and out of
+# quantifiers, classes with ranges, escapes of each kind, non-ASCII and surrogates, calls, names.
+PARSER_PIECES = ["a", "b", "é", "😀", "\ud800", "|", "(", ")", "(?:", "(?P<n_1>", "(?&2)", "(?&", "*", "+", "?",
+                 "{", "}", "{2}", "{1,3}", "{,2}", "{2,}", "{3,1}", "{9999999999}", "{é}", "[", "]", "^", "$", "-",
+                 "[a-c]", "[^\\d]", "[]a]", "[^]b]", "[a-]", "[\\b]", "[z-a]", "\\", "\\d", "\\W", "\\s", "\\x41",
+                 "\\u00e9", "\\U0001F600", "\\U00110000", "\\x4", "\\b", "\\1", "\\q", "\\.", "\\é", "\\٣", ".", ",",
+                 "(?=", "(?i)", "(?P<é>", "(?P<>"]
+
+
+def native_pattern(pattern: str, max_states: int = dfa.DEFAULT_MAX_STATES, estimate: int = -1):
+    from inferlab.constrain.nfa import charset_sequences
+
+    return native.pattern_dfa(pattern, dfa._max_nfa(max_states), max_states, charset_sequences, estimate)
+
+
+def same_as_parse(pattern: str) -> str:
+    """pattern_dfa against regex.parse and the Python construction: the same arrays where both
+    build; where regex.parse refuses, the extension leaves the pattern to it (3). Returns which."""
+    got = native_pattern(pattern)
+    try:
+        ast = rx.parse(pattern)
+    except InferlabError:
+        assert got == 3, pattern
+        return "refused"
+    if got == 3:
+        return "left to Python"
+    ref = dfa.compile_ast(ast, native=False)
+    np.testing.assert_array_equal(np.frombuffer(got[0], dtype=np.int32).reshape(-1, 256), ref.trans)
+    np.testing.assert_array_equal(np.frombuffer(got[1], dtype=bool), ref.accepting)
+    assert ref.start == 0
+    return "same"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PARSER_PIECES), max_size=8))
+def test_pattern_parse_same_as_regex_parse(pieces):
+    same_as_parse("".join(pieces))
+
+
+@settings(max_examples=100, deadline=None)
+@given(small_regex(depth=3, atoms=ATOMS))
+def test_pattern_parse_same_on_drawn_regexes(pattern):
+    assert same_as_parse(pattern) == "same"
+
+
+@pytest.mark.parametrize("pattern, outcome", [
+    ("", "same"), ("(?:)", "same"), ("a|", "same"), ("(?P<name>ab)+?", "same"), ("x{,}", "same"),
+    ("a{2}{3}", "refused"), ("a**", "refused"), ("ab)", "refused"), ("(ab", "refused"), ("[ab", "refused"),
+    ("^a", "refused"), ("a\\Z", "refused"), ("(?<=a)b", "refused"), ("\\x4g", "refused"), ("[b-a]", "refused"),
+    ("(?P<é>a)", "left to Python"),  # a Unicode group name: regex.parse's isidentifier decides
+    ("a{99999999999}", "left to Python"),  # past nine digits
+    ("(?:" * 1001 + "a" + ")" * 1001, "left to Python"),  # nesting past the extension's depth
+])
+def test_pattern_parse_fixed_cases(pattern, outcome):
+    assert same_as_parse(pattern) == outcome
+
+
+def test_pattern_estimate_and_compile_regex():
+    """The estimate in C++ equals nfa.size_estimate's; over the limit it refuses before any NFA
+    (EstimateLimit, the same from either side), and compile_regex's refusals are regex.parse's
+    own words. Hand count: (?:ab|c){3} is 3 x (Alt(Concat(a, b) = 2 + 2 + 1, c = 2) + 1 = 8) + 1 = 25."""
+    from inferlab.constrain.nfa import size_estimate
+
+    pattern = "(?:ab|c){3}"
+    assert size_estimate(rx.parse(pattern)) == 25
+    assert native_pattern(pattern, estimate=24) == (4, 25)
+    assert native_pattern(pattern, estimate=25) not in (1, 2, 3)
+    for native_ in (True, False):
+        if not native_:
+            dfa._NATIVE, saved = None, dfa._NATIVE
+        try:
+            with pytest.raises(dfa.EstimateLimit, match="~25 NFA states \\(limit 24\\)"):
+                dfa.compile_regex(pattern, max_nfa_estimate=24)
+            assert dfa.compile_regex(pattern, max_nfa_estimate=25).fullmatch("abcab")
+            with pytest.raises(InferlabError, match="anchor '\\$' is not supported .* at position 1"):
+                dfa.compile_regex("a$")
+        finally:
+            if not native_:
+                dfa._NATIVE = saved

@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.bench.schema_peers import PEER_NAMES
-from inferlab.constrain import regex as rx
 from inferlab.constrain.keys import key_index
 from inferlab.constrain.matcher import MatcherMask
 from inferlab.constrain.schema import SchemaError, canonical_json
@@ -42,7 +41,6 @@ from inferlab.gcpause import gc_disabled
 from inferlab.jsonfile import read_json
 from inferlab.measure.bounded import TimeBoundExceeded, peak_rss_mb, reset_peak_rss, time_bound
 from inferlab.measure.timing import token_walk_us, walks_us
-from inferlab.nesting import REGEX_FRAMES, recursion_room
 
 DEFAULT_DIR = Path("../shared/jsonschemabench")
 # Subset construction in Python: beyond this an automaton's DFA takes minutes; refused with a reason.
@@ -338,37 +336,11 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
 
 def compile_within_limits(schema, config: BenchConfig):
     """schema -> (CompiledGrammar, StackMachine), each automaton within the bench's limits
-    (stack.compile_machine: over them, subschemas are outlined from a smaller size on)."""
-    return compile_machine(schema, max_states=config.max_states, check=_check_nfa_size,
+    (stack.compile_machine: over them, subschemas are outlined from a smaller size on; a regex
+    whose NFA size estimate is over BENCH_MAX_NFA is refused before its NFA is built)."""
+    return compile_machine(schema, max_states=config.max_states, max_nfa_estimate=BENCH_MAX_NFA,
                            whitespace=config.whitespace, extra_keys=config.extra_keys,
                            format=config.format or "assert", ref_dir=config.ref_dir)
-
-
-def _check_nfa_size(k: int, ast) -> None:
-    with recursion_room(REGEX_FRAMES):  # one level per AST node, as the NFA construction
-        size = nfa_size_estimate(ast)
-    if size > BENCH_MAX_NFA:
-        raise InferlabError(f"automaton {k}'s regex unrolls to ~{size:,} NFA states (bench limit {BENCH_MAX_NFA:,})")
-
-
-def nfa_size_estimate(node, memo: dict | None = None) -> int:
-    """Roughly the NFA states of a regex AST, as a tree (a subtree the parser shares is counted at
-    each use, memoised by identity): counted repeats multiply their item."""
-    memo = {} if memo is None else memo
-    out = memo.get(id(node))
-    if out is not None:
-        return out
-    if isinstance(node, rx.CharSet):
-        out = len(node.ranges) + 1
-    elif isinstance(node, (rx.Concat, rx.Alt)):
-        out = sum(nfa_size_estimate(item, memo) for item in node.items) + 1
-    elif isinstance(node, rx.Call):
-        out = 6
-    else:
-        copies = node.max if node.max is not None else node.min + 1
-        out = nfa_size_estimate(node.item, memo) * max(copies, 1) + 1
-    memo[id(node)] = out
-    return out
 
 
 def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str], config: BenchConfig) -> None:

@@ -1,13 +1,20 @@
-// The compile path's native part (C++17): a Thompson NFA (nfa.py's lists) -> its minimal byte DFA,
-// the same result as dfa.py's Python construction (its reference: tests/test_dfa_native.py
-// compares the two array for array): subset construction over byte classes, trimming to the live
-// states, Hopcroft's partition refinement, and the canonical numbering of dfa._minimize (blocks
-// numbered in order of first discovery from the start, a stack of states, classes in order), which
-// depends only on the minimal DFA, so any correct refinement gives the same arrays.
+// The compile path's native part (C++17): a regex of regex.py's dialect -> its Thompson NFA
+// (nfa.py's, state for state) -> its minimal byte DFA, the same result as dfa.py's Python
+// construction (its reference: tests/test_dfa_native.py compares the two array for array).
+//
+// In: the pattern string itself (pattern_dfa: parsed here as regex.parse would, into a flat arena
+// of interned nodes; whatever the parser does not take is left to regex.parse, whose errors name
+// it), or regex.py's AST (regex_dfa), or nfa.py's lists (minimal_dfa). Out: the minimal DFA as two
+// flat arrays, (S * 256,) int32 transitions and (S,) accepting bytes, start state 0. In between:
+// subset construction over byte classes, trimming to the live states, Hopcroft's partition
+// refinement, and the canonical numbering of dfa._minimize (blocks numbered in order of first
+// discovery from the start, a stack of states, classes in order), which depends only on the
+// minimal DFA, so any correct refinement gives the same arrays.
 //
 // Apart from the mask engine (_native.cpp) so that each builds and evolves alone; the plain C API,
-// no dependency beyond a C++17 compiler and Python's headers. The lists are read with the GIL
-// held, then released for the construction.
+// no dependency beyond a C++17 compiler and Python's headers. Inputs are read with the GIL held
+// (nfa.charset_sequences is called back once per character class), then released for the
+// construction.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -410,36 +417,83 @@ Result minimal_dfa(const Nfa& a, int64_t max_states) {
 }
 
 
-// nfa.py's _Builder, on regex.py's AST (read with the GIL held): Thompson's construction run
-// backwards, a fragment built once per (structural id, continuation). The same NFA as nfa.py's,
-// state for state in number (so the same NFA limit); only the minimal DFA leaves this file.
+// regex.py's AST as a flat arena, read from either front end below: the Python AST (regex_dfa) or
+// the pattern string itself (pattern_dfa, this file's parser of regex.py's dialect). A node is its
+// key: its kind, then the ranges (lo, hi ...) of a CharSet, the items of a Concat or Alt, (item,
+// min, max; -1 for none) of a Repeat, the target of a Call. Nodes are interned by key, so a
+// node's number is its structural id: equal subtrees are one node, however they were read.
 struct NfaLimit {};
-struct Unsupported {};  // (a call target past the marker digits, or an unknown node: left to nfa.py)
+struct Unsupported {};  // (what this file leaves to the Python side: a pattern it does not parse,
+                        // an error to report in regex.py's words, a node or depth past its limits)
 
-constexpr int CALL_MARK = 0xF8, CALL_BASE = 7, CALL_DIGITS = 5;
+enum Kind : int64_t { CHARSET = 0, CONCAT = 1, ALT = 2, REPEAT = 3, CALL = 4 };
+constexpr int MAX_DEPTH = 1000;  // AST levels read or built (recursion; regex.py allows 4,000 groups)
+
+struct Arena {
+    std::vector<std::vector<int64_t>> keys;
+    std::unordered_map<std::vector<int64_t>, int32_t, VecHash> ids;
+
+    int32_t intern(std::vector<int64_t>&& key) {
+        auto it = ids.find(key);
+        if (it != ids.end()) return it->second;
+        int32_t id = static_cast<int32_t>(keys.size());
+        keys.push_back(key);
+        ids.emplace(std::move(key), id);
+        return id;
+    }
+    int64_t kind(int32_t id) const { return keys[id][0]; }
+};
+
+// regex.normalize_ranges: sorted, merged where they overlap or touch, the surrogates cut out.
+constexpr int64_t MAX_CODE_POINT = 0x10FFFF, SURR_LO = 0xD800, SURR_HI = 0xDFFF;
+
+std::vector<std::pair<int64_t, int64_t>> normalize(std::vector<std::pair<int64_t, int64_t>> r) {
+    std::sort(r.begin(), r.end());
+    std::vector<std::pair<int64_t, int64_t>> merged, out;
+    for (auto [lo, hi] : r) {
+        if (!merged.empty() && lo <= merged.back().second + 1)
+            merged.back().second = std::max(merged.back().second, hi);
+        else
+            merged.emplace_back(lo, hi);
+    }
+    for (auto [lo, hi] : merged) {
+        if (lo < SURR_LO) out.emplace_back(lo, std::min(hi, SURR_LO - 1));
+        if (hi > SURR_HI) out.emplace_back(std::max(lo, SURR_HI + 1), hi);
+    }
+    return out;
+}
+
+// regex.negate: the complement over the code points (surrogates excluded).
+std::vector<std::pair<int64_t, int64_t>> negate(const std::vector<std::pair<int64_t, int64_t>>& r) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    int64_t next = 0;
+    for (auto [lo, hi] : normalize(r)) {
+        if (lo > next) out.emplace_back(next, lo - 1);
+        next = hi + 1;
+    }
+    if (next <= MAX_CODE_POINT) out.emplace_back(next, MAX_CODE_POINT);
+    return normalize(out);
+}
+
+int32_t charset_node(Arena& ast, const std::vector<std::pair<int64_t, int64_t>>& normalized) {
+    std::vector<int64_t> key{CHARSET};
+    for (auto [lo, hi] : normalized) {
+        key.push_back(lo);
+        key.push_back(hi);
+    }
+    return ast.intern(std::move(key));
+}
+
+// Front end 1: the Python AST (regex.py's frozen dataclasses), read with the GIL held.
 constexpr int N_NAMES = 6;
 const char* const NAME_TEXT[N_NAMES] = {"items", "ranges", "item", "min", "max", "target"};
 PyObject* NAMES[N_NAMES];  // the AST's attribute names, interned once (PyInit__dfa_native)
 
-struct AstBuilder {
+struct FromPy {
+    Arena& ast;
     PyObject* types[5];  // CharSet, Concat, Alt, Repeat, Call
-    PyObject* sequences;  // nfa.charset_sequences
-    int64_t max_states;
-    static constexpr int MAX_DEPTH = 1000;  // AST levels (sid and build recurse; regex.py allows 4,000 groups)
-    int depth = 0;
-    std::vector<std::vector<int32_t>> eps;
-    std::vector<std::vector<std::array<int32_t, 3>>> edges;  // (lo, hi, target)
     std::unordered_map<PyObject*, int32_t> ids;
-    std::unordered_map<std::vector<int64_t>, int32_t, VecHash> table;
-    std::unordered_map<uint64_t, int32_t> built;  // (structural id, continuation) -> entry
-    std::unordered_map<int32_t, std::vector<std::vector<std::pair<int32_t, int32_t>>>> seqs;  // charset sid -> byte-range sequences
-
-    int32_t state() {
-        if (static_cast<int64_t>(eps.size()) >= max_states) throw NfaLimit();
-        eps.emplace_back();
-        edges.emplace_back();
-        return static_cast<int32_t>(eps.size() - 1);
-    }
+    int depth = 0;
 
     int kind(PyObject* node) const {
         for (int k = 0; k < 5; ++k)
@@ -447,12 +501,9 @@ struct AstBuilder {
         throw Unsupported();  // (a node this file does not know: nfa.py builds it, or names it)
     }
 
-    static PyObject* attr(PyObject* node, const char* name) {  // a new reference
-        PyObject* key = nullptr;
-        for (int i = 0; i < N_NAMES; ++i)
-            if (std::strcmp(NAME_TEXT[i], name) == 0) key = NAMES[i];
-        PyObject* v = key ? PyObject_GetAttr(node, key) : PyObject_GetAttrString(node, name);
-        if (!v) throw Bad(std::string("an AST node without ") + name);
+    static PyObject* attr(PyObject* node, int name) {  // a new reference
+        PyObject* v = PyObject_GetAttr(node, NAMES[name]);
+        if (!v) throw Bad(std::string("an AST node without ") + NAME_TEXT[name]);
         return v;
     }
 
@@ -462,19 +513,10 @@ struct AstBuilder {
         return v;
     }
 
-    PyObject* items(PyObject* node) {  // a new reference to a tuple
-        PyObject* t = attr(node, "items");
-        if (!PyTuple_Check(t)) {
-            Py_DECREF(t);
-            throw Bad("items must be a tuple");
-        }
-        return t;
-    }
-
-    int32_t sid(PyObject* node) {
+    int32_t read(PyObject* node) {
         auto it = ids.find(node);
         if (it != ids.end()) return it->second;
-        if (depth >= 2 * MAX_DEPTH) throw Unsupported();  // (called from build: its levels count too)
+        if (depth >= MAX_DEPTH) throw Unsupported();
         ++depth;
         struct Undo {
             int& d;
@@ -482,8 +524,8 @@ struct AstBuilder {
         } undo{depth};
         int k = kind(node);
         std::vector<int64_t> key{k};
-        if (k == 0) {
-            PyObject* r = attr(node, "ranges");
+        if (k == CHARSET) {
+            PyObject* r = attr(node, 1);
             bool ok = PyTuple_Check(r);
             for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(r); ++i) {
                 PyObject* pair = PyTuple_GET_ITEM(r, i);
@@ -495,31 +537,392 @@ struct AstBuilder {
             }
             Py_DECREF(r);
             if (!ok) throw Bad("ranges must be a tuple of (lo, hi)");
-        } else if (k == 1 || k == 2) {
-            PyObject* t = items(node);
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) key.push_back(sid(PyTuple_GET_ITEM(t, i)));
+        } else if (k == CONCAT || k == ALT) {
+            PyObject* t = attr(node, 0);
+            if (!PyTuple_Check(t)) {
+                Py_DECREF(t);
+                throw Bad("items must be a tuple");
+            }
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) key.push_back(read(PyTuple_GET_ITEM(t, i)));
             Py_DECREF(t);
-        } else if (k == 3) {
-            PyObject* item = attr(node, "item");
-            key.push_back(sid(item));  // (the node holds it: the pointer stays valid)
-            Py_DECREF(item);
-            PyObject* lo = attr(node, "min");
-            PyObject* hi = attr(node, "max");
+        } else if (k == REPEAT) {
+            PyObject* item = attr(node, 2);
+            Py_DECREF(item);  // (the node holds it: the pointer stays valid)
+            key.push_back(read(item));
+            PyObject* lo = attr(node, 3);
+            PyObject* hi = attr(node, 4);
             key.push_back(as_int(lo));
             key.push_back(hi == Py_None ? -1 : as_int(hi));
             Py_DECREF(lo);
             Py_DECREF(hi);
         } else {
-            PyObject* t = attr(node, "target");
+            PyObject* t = attr(node, 5);
             key.push_back(as_int(t));
             Py_DECREF(t);
         }
-        int32_t out = table.emplace(std::move(key), static_cast<int32_t>(table.size())).first->second;
+        int32_t out = ast.intern(std::move(key));
         ids.emplace(node, out);
         return out;
     }
+};
 
-    int32_t build(PyObject* node, int32_t end) {
+// Front end 2: regex.py's parser over the pattern's code points, the same AST. Whatever it
+// rejects (an error, a construct of regex.py's errors, a name or digit outside ASCII, nesting past
+// MAX_DEPTH) is Unsupported: regex.parse then reads it again and reports it in its own words.
+struct Parser {
+    Arena& ast;
+    std::vector<uint32_t> p;
+    size_t i = 0;
+    int depth = 0;
+    std::unordered_map<size_t, size_t> close;                                   // '(' -> after its ')'
+    std::unordered_map<std::u32string, std::pair<int32_t, int>> groups;        // text -> (node, depth inside)
+    int deepest = 0;
+
+    Parser(Arena& a, std::vector<uint32_t>&& pattern) : ast(a), p(std::move(pattern)) { spans(); }
+
+    // regex._SPANS: escapes, classes and parentheses left to right; a '(' is closed by the next
+    // unmatched ')'. (A span only proposes a memo key: a group parsed to elsewhere is not kept.)
+    void spans() {
+        std::vector<size_t> opens;
+        size_t n = p.size(), k = 0;
+        while (k < n) {
+            if (p[k] == '\\' && k + 1 < n) {
+                k += 2;
+                continue;
+            }
+            if (p[k] == '[') {
+                size_t j = k + 1;
+                if (j < n && p[j] == '^') ++j;
+                if (j < n && p[j] == ']') ++j;
+                while (j < n) {
+                    if (p[j] == '\\' && j + 1 < n) j += 2;
+                    else if (p[j] != ']' && p[j] != '\\') ++j;
+                    else break;
+                }
+                if (j < n && p[j] == ']') {
+                    k = j + 1;
+                    continue;
+                }
+            } else if (p[k] == '(') {
+                opens.push_back(k);
+            } else if (p[k] == ')' && !opens.empty()) {
+                close[opens.back()] = k + 1;
+                opens.pop_back();
+            }
+            ++k;
+        }
+    }
+
+    bool at(uint32_t c) const { return i < p.size() && p[i] == c; }
+    bool starts(const char* s) const {
+        for (size_t k = 0; s[k]; ++k)
+            if (i + k >= p.size() || p[i + k] != static_cast<unsigned char>(s[k])) return false;
+        return true;
+    }
+
+    int32_t parse() {
+        int32_t node = alt();
+        if (i < p.size()) throw Unsupported();  // unbalanced ')'
+        return node;
+    }
+
+    int32_t alt() {
+        std::vector<int64_t> items{concat()};
+        while (at('|')) {
+            ++i;
+            items.push_back(concat());
+        }
+        if (items.size() == 1) return static_cast<int32_t>(items[0]);
+        items.insert(items.begin(), ALT);
+        return ast.intern(std::move(items));
+    }
+
+    int32_t concat() {
+        std::vector<int64_t> items{CONCAT};
+        while (i < p.size() && p[i] != '|' && p[i] != ')') items.push_back(quantifiers(atom()));
+        if (items.size() == 2) return static_cast<int32_t>(items[1]);
+        return ast.intern(std::move(items));
+    }
+
+    int32_t quantifiers(int32_t node) {
+        bool quantified = false;
+        int64_t lo, hi;
+        while (quantifier(lo, hi)) {
+            if (quantified) throw Unsupported();  // multiple repeat
+            quantified = true;
+            if (at('?')) ++i;  // lazy == greedy under whole-string matching
+            node = ast.intern({REPEAT, node, lo, hi});
+        }
+        return node;
+    }
+
+    bool quantifier(int64_t& lo, int64_t& hi) {
+        if (i >= p.size()) return false;
+        uint32_t c = p[i];
+        if (c == '*' || c == '+' || c == '?') {
+            ++i;
+            lo = c == '+' ? 1 : 0;
+            hi = c == '?' ? 1 : -1;
+            return true;
+        }
+        return c == '{' && braces(lo, hi);
+    }
+
+    static bool digits(const std::vector<uint32_t>& p, size_t a, size_t b, int64_t& out) {
+        if (b - a > 9) throw Unsupported();  // (past int64's comfort; regex.py reads any size)
+        out = 0;
+        for (size_t k = a; k < b; ++k) out = out * 10 + (p[k] - '0');
+        return true;
+    }
+
+    // regex._Parser.braces: {m} {m,} {,n} {m,n}, ASCII digits; anything else leaves '{' a literal.
+    bool braces(int64_t& lo, int64_t& hi) {
+        size_t end = i + 1;
+        while (end < p.size() && p[end] != '}') ++end;
+        if (end >= p.size()) return false;
+        size_t comma = i + 1;
+        while (comma < end && p[comma] != ',') ++comma;
+        bool has_comma = comma < end;
+        auto all_digits = [&](size_t a, size_t b) {
+            for (size_t k = a; k < b; ++k)
+                if (p[k] < '0' || p[k] > '9') return false;
+            return true;
+        };
+        for (size_t k = i + 1; k < end; ++k)
+            if (p[k] > 0x7F) return false;  // (not isascii: a literal)
+        bool lo_empty = comma == i + 1;
+        if (!((!lo_empty && all_digits(i + 1, comma)) || (has_comma && lo_empty))) return false;
+        size_t hs = has_comma ? comma + 1 : end;
+        if (has_comma && hs < end && !all_digits(hs, end)) return false;
+        lo = 0;
+        if (!lo_empty) digits(p, i + 1, comma, lo);
+        if (has_comma) {
+            hi = -1;
+            if (hs < end) digits(p, hs, end, hi);
+        } else {
+            hi = lo;
+        }
+        if (hi >= 0 && lo > hi) throw Unsupported();  // min repeat greater than max repeat
+        i = end + 1;
+        return true;
+    }
+
+    int32_t atom() {
+        uint32_t c = p[i];
+        if (c == '*' || c == '+' || c == '?') throw Unsupported();  // nothing to repeat
+        if (c == '{') {
+            size_t save = i;
+            int64_t lo, hi;
+            bool q = braces(lo, hi);
+            i = save;
+            if (q) throw Unsupported();
+        }
+        if (c == '(') return group();
+        if (c == '[') return char_class();
+        if (c == '.') {
+            ++i;
+            return charset_node(ast, normalize({{0, 0x09}, {0x0B, MAX_CODE_POINT}}));
+        }
+        if (c == '^' || c == '$') throw Unsupported();  // anchors
+        if (c == '\\') return charset_node(ast, normalize(escape(false)));
+        ++i;
+        return charset_node(ast, normalize({{c, c}}));
+    }
+
+    // regex._Parser.group: a group text parsed before is that node again (within the depth limit).
+    int32_t group() {
+        size_t open = i;
+        auto end = close.find(open);
+        std::u32string text;
+        if (end != close.end()) {
+            text.assign(p.begin() + open, p.begin() + end->second);
+            auto hit = groups.find(text);
+            if (hit != groups.end()) {
+                if (depth + hit->second.second > MAX_DEPTH) throw Unsupported();
+                i = end->second;
+                deepest = std::max(deepest, depth + hit->second.second);
+                return hit->second.first;
+            }
+        }
+        int outer = deepest;
+        deepest = depth;
+        int32_t node = group_body();
+        int inner = deepest - depth;
+        deepest = std::max(outer, deepest);
+        if (end != close.end() && i == end->second) groups.emplace(std::move(text), std::make_pair(node, inner));
+        return node;
+    }
+
+    int32_t group_body() {
+        ++i;
+        if (at('?')) {
+            if (starts("?:")) {
+                i += 2;
+            } else if (starts("?&")) {  // (?&N): a call of automaton N
+                size_t k = i + 2, start = k;
+                while (k < p.size() && p[k] >= '0' && p[k] <= '9') ++k;
+                if (k == start || k >= p.size() || p[k] != ')') throw Unsupported();
+                int64_t target;
+                digits(p, start, k, target);
+                i = k + 1;
+                return ast.intern({CALL, target});
+            } else if (starts("?P<")) {  // a named group: an ASCII identifier
+                size_t k = i + 3, start = k;
+                while (k < p.size() && p[k] != '>') {
+                    uint32_t ch = p[k];
+                    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' ||
+                              (k > start && ch >= '0' && ch <= '9');
+                    if (!ok) throw Unsupported();
+                    ++k;
+                }
+                if (k == start || k >= p.size()) throw Unsupported();
+                i = k + 1;
+            } else {
+                throw Unsupported();  // lookaround, flags, conditionals, comments
+            }
+        }
+        if (++depth > MAX_DEPTH) throw Unsupported();
+        deepest = std::max(deepest, depth);
+        int32_t node = alt();
+        --depth;
+        if (!at(')')) throw Unsupported();  // missing ')'
+        ++i;
+        return node;
+    }
+
+    static int hex(uint32_t c) {
+        if (c >= '0' && c <= '9') return static_cast<int>(c - '0');
+        if (c >= 'a' && c <= 'f') return static_cast<int>(c - 'a' + 10);
+        if (c >= 'A' && c <= 'F') return static_cast<int>(c - 'A' + 10);
+        return -1;
+    }
+
+    // regex._Parser.escape: the ranges of `\X` at i (ASCII \d \w \s and their complements).
+    std::vector<std::pair<int64_t, int64_t>> escape(bool in_class) {
+        ++i;
+        if (i >= p.size()) throw Unsupported();
+        uint32_t c = p[i++];
+        static const std::vector<std::pair<int64_t, int64_t>> DIGIT{{0x30, 0x39}},
+            WORD{{0x30, 0x39}, {0x41, 0x5A}, {0x5F, 0x5F}, {0x61, 0x7A}}, SPACE{{0x09, 0x0D}, {0x20, 0x20}};
+        switch (c) {
+            case 'd': return DIGIT;
+            case 'w': return WORD;
+            case 's': return SPACE;
+            case 'D': return negate(DIGIT);
+            case 'W': return negate(WORD);
+            case 'S': return negate(SPACE);
+            case 'n': return {{'\n', '\n'}};
+            case 't': return {{'\t', '\t'}};
+            case 'r': return {{'\r', '\r'}};
+            case 'f': return {{'\f', '\f'}};
+            case 'v': return {{'\v', '\v'}};
+            case 'a': return {{'\a', '\a'}};
+            default: break;
+        }
+        if (c == 'b' && in_class) return {{8, 8}};  // backspace, as in Python
+        if (c == 'x' || c == 'u' || c == 'U') {
+            size_t n = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+            if (i + n > p.size()) throw Unsupported();
+            int64_t cp = 0;
+            for (size_t k = 0; k < n; ++k) {
+                int h = hex(p[i + k]);
+                if (h < 0) throw Unsupported();
+                cp = cp * 16 + h;
+            }
+            if (cp > MAX_CODE_POINT) throw Unsupported();
+            i += n;
+            return {{cp, cp}};
+        }
+        if (c > 0x7F) throw Unsupported();  // (Unicode digits and letters: regex.py decides)
+        bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (alnum) throw Unsupported();  // anchors, backreferences, unknown escapes
+        return {{c, c}};
+    }
+
+    int32_t char_class() {
+        ++i;
+        bool negated = at('^');
+        if (negated) ++i;
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        bool first = true;
+        while (true) {
+            if (i >= p.size()) throw Unsupported();  // unterminated
+            if (p[i] == ']' && !first) {
+                ++i;
+                break;
+            }
+            first = false;
+            auto lo = class_item();
+            if (at('-') && i + 1 < p.size() && p[i + 1] != ']') {
+                ++i;
+                auto hi = class_item();
+                if (lo.size() != 1 || hi.size() != 1 || lo[0].first != lo[0].second || hi[0].first != hi[0].second ||
+                    hi[0].first < lo[0].first)
+                    throw Unsupported();  // bad character range
+                ranges.emplace_back(lo[0].first, hi[0].first);
+            } else {
+                ranges.insert(ranges.end(), lo.begin(), lo.end());
+            }
+        }
+        auto rs = normalize(ranges);
+        return charset_node(ast, negated ? negate(rs) : rs);
+    }
+
+    std::vector<std::pair<int64_t, int64_t>> class_item() {
+        if (p[i] == '\\') return escape(true);
+        uint32_t c = p[i++];
+        return {{c, c}};
+    }
+};
+
+// schema_bench's NFA size estimate of an AST (regex.py's tree, a shared subtree counted at each
+// use): a counted repeat multiplies its item. Saturates past 2^62 (only compared with a limit).
+int64_t estimate(const Arena& ast, int32_t id, std::vector<int64_t>& memo) {
+    if (memo[id] >= 0) return memo[id];
+    const auto& key = ast.keys[id];
+    constexpr int64_t CAP = int64_t{1} << 62;
+    int64_t out;
+    if (key[0] == CHARSET) {
+        out = static_cast<int64_t>((key.size() - 1) / 2) + 1;
+    } else if (key[0] == CONCAT || key[0] == ALT) {
+        out = 1;
+        for (size_t k = 1; k < key.size(); ++k) out = std::min(CAP, out + estimate(ast, static_cast<int32_t>(key[k]), memo));
+    } else if (key[0] == CALL) {
+        out = 6;
+    } else {
+        int64_t copies = std::max<int64_t>(key[3] >= 0 ? key[3] : key[2] + 1, 1);
+        int64_t item = estimate(ast, static_cast<int32_t>(key[1]), memo);
+        out = item > (CAP - 1) / copies ? CAP : item * copies + 1;
+    }
+    return memo[id] = out;
+}
+
+// nfa.py's _Builder on the arena: Thompson's construction run backwards, a fragment built once
+// per (node, continuation). The same NFA as nfa.py's, state for state in number (so the same NFA
+// limit); only the minimal DFA leaves this file. Charset byte sequences are nfa.charset_sequences'
+// (called with the GIL held, once per charset node).
+constexpr int CALL_MARK = 0xF8, CALL_BASE = 7, CALL_DIGITS = 5;
+
+struct NfaBuilder {
+    const Arena& ast;
+    PyObject* sequences;  // nfa.charset_sequences
+    int64_t max_states;
+    int depth = 0;
+    std::vector<std::vector<int32_t>> eps;
+    std::vector<std::vector<std::array<int32_t, 3>>> edges;  // (lo, hi, target)
+    std::unordered_map<uint64_t, int32_t> built;  // (node, continuation) -> entry
+    std::unordered_map<int32_t, std::vector<std::vector<std::pair<int32_t, int32_t>>>> seqs;  // charset -> byte-range sequences
+
+    NfaBuilder(const Arena& a, PyObject* seq, int64_t max_nfa) : ast(a), sequences(seq), max_states(max_nfa) {}
+
+    int32_t state() {
+        if (static_cast<int64_t>(eps.size()) >= max_states) throw NfaLimit();
+        eps.emplace_back();
+        edges.emplace_back();
+        return static_cast<int32_t>(eps.size() - 1);
+    }
+
+    int32_t build(int32_t node, int32_t end) {
         struct Level {  // (the C stack: deeper ASTs are left to nfa.py)
             int& d;
             explicit Level(int& depth) : d(depth) {
@@ -527,39 +930,34 @@ struct AstBuilder {
             }
             ~Level() { --d; }
         } level(depth);
-        if (kind(node) == 1) {
-            PyObject* t = items(node);
-            for (Py_ssize_t i = PyTuple_GET_SIZE(t) - 1; i >= 0; --i) end = build(PyTuple_GET_ITEM(t, i), end);
-            Py_DECREF(t);
+        const auto& key = ast.keys[node];
+        if (key[0] == CONCAT) {
+            for (size_t k = key.size() - 1; k >= 1; --k) end = build(static_cast<int32_t>(key[k]), end);
             return end;
         }
-        uint64_t key = (static_cast<uint64_t>(sid(node)) << 32) | static_cast<uint32_t>(end);
-        auto it = built.find(key);
+        uint64_t memo = (static_cast<uint64_t>(node) << 32) | static_cast<uint32_t>(end);
+        auto it = built.find(memo);
         if (it != built.end()) return it->second;
         int32_t entry = build_new(node, end);
-        built.emplace(key, entry);
+        built.emplace(memo, entry);
         return entry;
     }
 
-    int32_t build_new(PyObject* node, int32_t end) {
-        int k = kind(node);
-        if (k == 0) return charset(node, end);
-        if (k == 2) {
+    int32_t build_new(int32_t node, int32_t end) {
+        const auto& key = ast.keys[node];
+        if (key[0] == CHARSET) return charset(node, end);
+        if (key[0] == ALT) {
             int32_t entry = state();
-            PyObject* t = items(node);
             std::vector<int32_t> outs;
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
-                int32_t e = build(PyTuple_GET_ITEM(t, i), end);
+            for (size_t k = 1; k < key.size(); ++k) {
+                int32_t e = build(static_cast<int32_t>(key[k]), end);
                 if (std::find(outs.begin(), outs.end(), e) == outs.end()) outs.push_back(e);
             }
-            Py_DECREF(t);
             eps[entry] = std::move(outs);
             return entry;
         }
-        if (k == 3) return repeat(node, end);
-        PyObject* t = attr(node, "target");
-        int64_t target = as_int(t);
-        Py_DECREF(t);
+        if (key[0] == REPEAT) return repeat(node, end);
+        int64_t target = key[1];
         int64_t limit = 1;
         for (int i = 0; i < CALL_DIGITS; ++i) limit *= CALL_BASE;
         if (target < 0 || target >= limit) throw Unsupported();
@@ -577,13 +975,22 @@ struct AstBuilder {
         return end;
     }
 
-    const std::vector<std::vector<std::pair<int32_t, int32_t>>>& sequences_of(PyObject* node) {
-        int32_t s = sid(node);
-        auto it = seqs.find(s);
+    const std::vector<std::vector<std::pair<int32_t, int32_t>>>& sequences_of(int32_t node) {
+        auto it = seqs.find(node);
         if (it != seqs.end()) return it->second;
-        PyObject* r = attr(node, "ranges");
-        PyObject* got = PyObject_CallOneArg(sequences, r);
-        Py_DECREF(r);
+        const auto& key = ast.keys[node];
+        PyObject* ranges = PyTuple_New(static_cast<Py_ssize_t>((key.size() - 1) / 2));
+        if (!ranges) throw std::bad_alloc();
+        for (size_t k = 1; k + 1 < key.size(); k += 2) {
+            PyObject* pair = Py_BuildValue("(LL)", static_cast<long long>(key[k]), static_cast<long long>(key[k + 1]));
+            if (!pair) {
+                Py_DECREF(ranges);
+                throw Bad("charset ranges");
+            }
+            PyTuple_SET_ITEM(ranges, static_cast<Py_ssize_t>((k - 1) / 2), pair);
+        }
+        PyObject* got = PyObject_CallOneArg(sequences, ranges);
+        Py_DECREF(ranges);
         if (!got) throw Bad("charset_sequences failed");
         std::vector<std::vector<std::pair<int32_t, int32_t>>> out;
         bool ok = PyTuple_Check(got);
@@ -595,18 +1002,19 @@ struct AstBuilder {
                 PyObject* pair = PyTuple_GET_ITEM(seq, j);
                 ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
                 if (ok) {
-                    int64_t lo = as_int(PyTuple_GET_ITEM(pair, 0)), hi = as_int(PyTuple_GET_ITEM(pair, 1));
-                    ok = 0 <= lo && lo <= hi && hi < 256;
+                    long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+                    long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+                    ok = !PyErr_Occurred() && 0 <= lo && lo <= hi && hi < 256;
                     out.back().emplace_back(static_cast<int32_t>(lo), static_cast<int32_t>(hi));
                 }
             }
         }
         Py_DECREF(got);
         if (!ok) throw Bad("charset_sequences gave no byte-range sequences");
-        return seqs.emplace(s, std::move(out)).first->second;
+        return seqs.emplace(node, std::move(out)).first->second;
     }
 
-    int32_t charset(PyObject* node, int32_t end) {
+    int32_t charset(int32_t node, int32_t end) {
         const auto& all = sequences_of(node);
         int32_t start = state();
         std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> prefix_state;  // a trie over the sequences
@@ -636,15 +1044,10 @@ struct AstBuilder {
         return start;
     }
 
-    int32_t repeat(PyObject* node, int32_t end) {
-        PyObject* item = attr(node, "item");
-        Py_DECREF(item);  // (the node holds it)
-        PyObject* lo_o = attr(node, "min");
-        PyObject* hi_o = attr(node, "max");
-        int64_t lo = as_int(lo_o);
-        int64_t hi = hi_o == Py_None ? -1 : as_int(hi_o);
-        Py_DECREF(lo_o);
-        Py_DECREF(hi_o);
+    int32_t repeat(int32_t node, int32_t end) {
+        const auto& key = ast.keys[node];
+        int32_t item = static_cast<int32_t>(key[1]);
+        int64_t lo = key[2], hi = key[3];
         int32_t cur;
         if (hi < 0) {  // a Kleene star, looping through a state of its own
             cur = state();
@@ -712,25 +1115,23 @@ Result run_minimal(const Nfa& a, int64_t max_states) {
     return r;
 }
 
-PyObject* py_regex_dfa(PyObject*, PyObject* args) {
-    PyObject *node, *types, *sequences;
-    long long max_nfa, max_states;
-    if (!PyArg_ParseTuple(args, "OLLO!O", &node, &max_nfa, &max_states, &PyTuple_Type, &types, &sequences)) return nullptr;
-    if (PyTuple_GET_SIZE(types) != 5) {
-        PyErr_SetString(PyExc_ValueError, "types must be (CharSet, Concat, Alt, Repeat, Call)");
-        return nullptr;
-    }
-    try {
-        AstBuilder b;
-        for (int k = 0; k < 5; ++k) b.types[k] = PyTuple_GET_ITEM(types, k);
-        b.sequences = sequences;
-        b.max_states = max_nfa;
+// The arena's root -> NFA -> minimal DFA, as the Python result (see the methods' docs).
+PyObject* arena_dfa(const Arena& ast, int32_t root, PyObject* sequences, int64_t max_nfa, int64_t max_states) {
+    Nfa a;
+    {
+        NfaBuilder b(ast, sequences, max_nfa);
         int32_t final_ = b.state();
-        int32_t start = b.build(node, final_);
-        Nfa a = b.nfa(start, final_);
-        b = AstBuilder();  // (its maps freed before the construction)
-        Result r = run_minimal(a, max_states);
-        return result_object(r);
+        int32_t start = b.build(root, final_);
+        a = b.nfa(start, final_);
+    }  // (the builder's maps freed before the construction)
+    Result r = run_minimal(a, max_states);
+    return result_object(r);
+}
+
+template <typename F>
+PyObject* guarded(F&& body) {
+    try {
+        return body();
     } catch (const NfaLimit&) {
         return PyLong_FromLong(1);
     } catch (const Unsupported&) {
@@ -741,6 +1142,45 @@ PyObject* py_regex_dfa(PyObject*, PyObject* args) {
     } catch (const std::bad_alloc&) {
         return PyErr_NoMemory();
     }
+}
+
+PyObject* py_regex_dfa(PyObject*, PyObject* args) {
+    PyObject *node, *types, *sequences;
+    long long max_nfa, max_states;
+    if (!PyArg_ParseTuple(args, "OLLO!O", &node, &max_nfa, &max_states, &PyTuple_Type, &types, &sequences)) return nullptr;
+    if (PyTuple_GET_SIZE(types) != 5) {
+        PyErr_SetString(PyExc_ValueError, "types must be (CharSet, Concat, Alt, Repeat, Call)");
+        return nullptr;
+    }
+    return guarded([&]() {
+        Arena ast;
+        FromPy reader{ast, {}, {}, 0};
+        for (int k = 0; k < 5; ++k) reader.types[k] = PyTuple_GET_ITEM(types, k);
+        int32_t root = reader.read(node);
+        return arena_dfa(ast, root, sequences, max_nfa, max_states);
+    });
+}
+
+PyObject* py_pattern_dfa(PyObject*, PyObject* args) {
+    PyObject *pattern, *sequences;
+    long long max_nfa, max_states, estimate_limit;
+    if (!PyArg_ParseTuple(args, "ULLOL", &pattern, &max_nfa, &max_states, &sequences, &estimate_limit)) return nullptr;
+    return guarded([&]() -> PyObject* {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(pattern);
+        int kind = PyUnicode_KIND(pattern);
+        const void* data = PyUnicode_DATA(pattern);
+        std::vector<uint32_t> cps(static_cast<size_t>(n));
+        for (Py_ssize_t k = 0; k < n; ++k) cps[k] = PyUnicode_READ(kind, data, k);
+        Arena ast;
+        Parser parser(ast, std::move(cps));
+        int32_t root = parser.parse();
+        if (estimate_limit >= 0) {
+            std::vector<int64_t> memo(ast.keys.size(), -1);
+            int64_t size = estimate(ast, root, memo);
+            if (size > estimate_limit) return Py_BuildValue("(iL)", 4, static_cast<long long>(size));
+        }
+        return arena_dfa(ast, root, sequences, max_nfa, max_states);
+    });
 }
 
 PyObject* py_minimal_dfa(PyObject*, PyObject* args) {
@@ -771,9 +1211,14 @@ PyMethodDef methods[] = {
      " (trans, accepting) as minimal_dfa's, or 1 past max_nfa_states, 2 past max_states, 3 what nfa.py"
      " must build (a call target past the marker digits, a node type unknown here): regex.py's AST -> nfa.py's"
      " NFA -> the minimal DFA"},
+    {"pattern_dfa", py_pattern_dfa, METH_VARARGS,
+     "pattern_dfa(pattern, max_nfa_states, max_states, charset_sequences, estimate_limit) -> regex_dfa's answers,"
+     " 3 also for a pattern regex.parse must read (its errors, constructs past this parser), or (4, size) where"
+     " estimate_limit >= 0 and the NFA size estimate exceeds it: the pattern string parsed here, as regex.parse"
+     " would, then regex_dfa's path; no Python AST is built"},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dfa_native", "inferlab's compile path in C++17: NFA -> minimal DFA", -1,
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dfa_native", "inferlab's compile path in C++17: regex -> NFA -> minimal DFA", -1,
                       methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace

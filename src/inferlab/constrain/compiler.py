@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from inferlab.constrain import regex as rx
 from inferlab.constrain.caches import CACHES
-from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, StateLimit, compile_regex
+from inferlab.constrain.dfa import DEFAULT_MAX_STATES, DFA, EstimateLimit, StateLimit, compile_regex
 from inferlab.constrain.lru import LRU
 from inferlab.constrain.machine import StackMachine
 from inferlab.errors import InferlabError
@@ -93,7 +93,8 @@ def _keep_small(key: tuple, dfa: DFA) -> None:
     _SMALL_DFAS[key] = dfa
 
 
-def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None, **options):
+def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, max_nfa_estimate: int | None = None,
+                    **options):
     """JSON Schema -> (CompiledGrammar, StackMachine): the one compile path of the stack grammar
     (the matcher API, generate, the HF processor, `inferlab schema`, schema-bench).
 
@@ -103,10 +104,10 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
     a regex past MAX_REGEX_CHARS, which only calls-off parts can reach), that the outline size
     does not change. An automaton whose regex a larger size gave too is not built again: its
     DFA, or its refusal, is kept by regex text; small DFAs are kept across compiles too.
-    check(k, ast) may refuse automaton k's regex before its DFA is built (InferlabError).
+    max_nfa_estimate refuses an automaton whose regex's NFA size estimate (nfa.size_estimate) is
+    over it, before its NFA is built (schema-bench's bound).
     options: those of schema.compile_grammar but outline_chars.
     """
-    from inferlab.constrain.dfa import compile_ast
     from inferlab.constrain.schema import OUTLINE_CHARS, SchemaError, compile_grammar
 
     built: dict[str, DFA | InferlabError] = {}  # regex -> its DFA or its refusal
@@ -114,14 +115,14 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, check=None,
     def dfa_of(k: int, regex: str) -> DFA:
         out = built.get(regex)
         if out is None:
-            key = (regex, max_states, check)
+            key = (regex, max_states, max_nfa_estimate)
             out = _SMALL_DFAS.get(key)
             if out is None:
                 try:
-                    ast = rx.parse(regex)
-                    if check is not None:
-                        check(k, ast)
-                    out = compile_ast(ast, max_states=max_states)
+                    out = compile_regex(regex, max_states=max_states, max_nfa_estimate=max_nfa_estimate)
+                except EstimateLimit as exc:
+                    out = InferlabError(f"automaton {k}'s regex unrolls to ~{exc.size:,} NFA states "
+                                        f"(limit {exc.limit:,})")
                 except InferlabError as exc:
                     out = exc
                 else:

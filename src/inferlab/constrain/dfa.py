@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.constrain.nfa import NFA, NfaLimit, build_nfa, charset_sequences
+from inferlab.constrain.nfa import NFA, NfaLimit, build_nfa, charset_sequences, size_estimate
 from inferlab.constrain.regex import Alt, Call, CharSet, Concat, Node, Repeat, parse
 from inferlab.errors import InferlabError
 
@@ -25,6 +25,15 @@ MAX_SUBSET_ENTRIES = 1 << 26
 
 class StateLimit(InferlabError):
     """The subset construction reached its max_states."""
+
+
+class EstimateLimit(InferlabError):
+    """A regex whose NFA size estimate (nfa.size_estimate) is over the caller's limit: refused
+    before any NFA is built."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"the regex unrolls to ~{size:,} NFA states (limit {limit:,})")
+        self.size, self.limit = size, limit
 
 
 def _native_module():
@@ -263,17 +272,11 @@ def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: b
 
     The minimal DFA is built by the C++ extension _dfa_native where it is built (native=False:
     this module's Python construction, its reference; the same arrays either way)."""
-    max_nfa = max(20 * max_states, 1_000_000)
+    max_nfa = _max_nfa(max_states)
     if minimize and native and _NATIVE is not None:
         got = _NATIVE.regex_dfa(node, max_nfa, max_states, (CharSet, Concat, Alt, Repeat, Call), charset_sequences)
-        if got == 1:
-            raise NfaLimit(max_nfa)
-        if got == 2:
-            raise StateLimit(_limit_message(max_states))
         if got != 3:  # (3: nfa.py's to build, below: a node type or depth the extension leaves to it)
-            trans, accepting = got
-            return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
-                       np.frombuffer(accepting, dtype=bool))                       # (S,)
+            return _native_result(got, max_nfa, max_states)
     nfa = build_nfa(node, max_states=max_nfa)
     class_of = byte_classes(nfa)
     rows_l, acc_l = _determinize(nfa, class_of, max_states)
@@ -301,6 +304,41 @@ def from_rows(rows: np.ndarray, accepting: np.ndarray, class_of: np.ndarray, *, 
     return DFA(trans, start, accepting)
 
 
-def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True) -> DFA:
-    """Regex string (dialect of regex.py) -> minimal byte DFA matching whole strings."""
-    return compile_ast(parse(pattern), max_states=max_states, minimize=minimize)
+def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, minimize: bool = True,
+                  max_nfa_estimate: int | None = None) -> DFA:
+    """Regex string (dialect of regex.py) -> minimal byte DFA matching whole strings.
+
+    Where the C++ extension is built, the pattern is parsed there too (no Python AST: the
+    regex.parse of a schema's automata was a quarter of its compile), into the same AST and so
+    the same DFA; a pattern it does not take, and every error, are regex.parse's. With
+    max_nfa_estimate, a regex whose nfa.size_estimate exceeds it raises EstimateLimit first."""
+    if minimize and _NATIVE is not None:
+        max_nfa = _max_nfa(max_states)
+        limit = -1 if max_nfa_estimate is None else max_nfa_estimate
+        got = _NATIVE.pattern_dfa(pattern, max_nfa, max_states, charset_sequences, limit)
+        if got != 3:
+            return _native_result(got, max_nfa, max_states, max_nfa_estimate)
+    node = parse(pattern)
+    if max_nfa_estimate is not None:
+        size = size_estimate(node)
+        if size > max_nfa_estimate:
+            raise EstimateLimit(size, max_nfa_estimate)
+    return compile_ast(node, max_states=max_states, minimize=minimize)
+
+
+def _max_nfa(max_states: int) -> int:
+    return max(20 * max_states, 1_000_000)
+
+
+def _native_result(got, max_nfa: int, max_states: int, estimate_limit: int | None = None) -> DFA:
+    """The DFA of a native construction's answer (_dfa_native: pattern_dfa, regex_dfa), or its
+    limit raised; not for 3 (the Python side's to build)."""
+    if got == 1:
+        raise NfaLimit(max_nfa)
+    if got == 2:
+        raise StateLimit(_limit_message(max_states))
+    if isinstance(got, tuple) and len(got) == 2 and got[0] == 4:
+        raise EstimateLimit(got[1], estimate_limit)
+    trans, accepting = got
+    return DFA(np.frombuffer(trans, dtype=np.int32).reshape(-1, 256), 0,  # (S, 256)
+               np.frombuffer(accepting, dtype=bool))                       # (S,)

@@ -235,8 +235,17 @@ class StackGrammar:
 
     def _row(self, key: int) -> np.ndarray | tuple[int, ...]:
         """Mask key `key`'s (words,) int32 row, or its few tokens where a narrow walk found
-        fewer than SPARSE_TOKENS (_write), built on first need, cached (LRU)."""
-        return _lru(self._masks, key, lambda: self._engine_mask(key), self._cache_rows)
+        fewer than SPARSE_TOKENS (_write), built on first need, cached (LRU). (_lru written out:
+        every fill reads a row here, and a closure per call was a tenth of a warm fill.)"""
+        masks = self._masks
+        row = masks.get(key)
+        if row is None:
+            row = masks[key] = self._engine_mask(key)
+            if len(masks) > self._cache_rows:
+                masks.popitem(last=False)
+        else:
+            masks.move_to_end(key)
+        return row
 
     def _engine_mask(self, key: int) -> np.ndarray | tuple[int, ...]:
         """Mask key `key`'s row by the engine in use (the written keys aside)."""

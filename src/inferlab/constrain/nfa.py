@@ -238,6 +238,32 @@ def build_nfa(node: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NFA:
     return NFA(b.eps, b.edges, start, final)
 
 
+def size_estimate(node: Node) -> int:
+    """Roughly the NFA states of a regex AST, as a tree (a shared subtree counted at each use):
+    a counted repeat multiplies its item. Cheap beside the construction, so a caller can refuse
+    a regex that unrolls too far before building it (dfa.compile_regex's max_nfa_estimate;
+    _dfa_native.cpp's estimate computes the same on its own parse)."""
+    memo: dict[int, int] = {}
+
+    def size(n: Node) -> int:
+        out = memo.get(id(n))
+        if out is None:
+            if isinstance(n, CharSet):
+                out = len(n.ranges) + 1
+            elif isinstance(n, (Concat, Alt)):
+                out = sum(size(item) for item in n.items) + 1
+            elif isinstance(n, Call):
+                out = 6
+            else:
+                copies = n.max if n.max is not None else n.min + 1
+                out = size(n.item) * max(copies, 1) + 1
+            memo[id(n)] = out
+        return out
+
+    with recursion_room(REGEX_FRAMES):  # one level per AST node, as the construction
+        return size(node)
+
+
 # kept across compiles: the one owner names, sizes and clears them (caches.CACHES)
 CACHES.register_lru(utf8_sequences, "compile")
 CACHES.register_lru(charset_sequences, "compile")
