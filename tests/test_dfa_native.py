@@ -191,3 +191,14 @@ def test_pattern_estimate_and_compile_regex():
         finally:
             if not native_:
                 dfa._NATIVE = saved
+
+
+def test_pattern_estimate_saturates():
+    """Nested counted repeats past 2^63 (an int64's range): the C++ estimate stops at 2^62, still
+    over any limit, where nfa.size_estimate counts on in Python's integers."""
+    from inferlab.constrain.nfa import size_estimate
+
+    huge = "(?:" * 6 + "a" + "){9999}" * 6        # ~10^24 states
+    pattern = f"{huge}b{huge}"                       # a sum of two saturated terms
+    assert size_estimate(rx.parse(pattern)) > 2 ** 63
+    assert native_pattern(pattern, estimate=10 ** 6) == (4, 2 ** 62)

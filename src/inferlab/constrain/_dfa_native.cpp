@@ -886,7 +886,10 @@ int64_t estimate(const Arena& ast, int32_t id, std::vector<int64_t>& memo) {
         out = static_cast<int64_t>((key.size() - 1) / 2) + 1;
     } else if (key[0] == CONCAT || key[0] == ALT) {
         out = 1;
-        for (size_t k = 1; k < key.size(); ++k) out = std::min(CAP, out + estimate(ast, static_cast<int32_t>(key[k]), memo));
+        for (size_t k = 1; k < key.size(); ++k) {
+            int64_t item = estimate(ast, static_cast<int32_t>(key[k]), memo);  // (both at most CAP: no overflow)
+            out = item > CAP - out ? CAP : out + item;
+        }
     } else if (key[0] == CALL) {
         out = 6;
     } else {
