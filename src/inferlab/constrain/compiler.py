@@ -120,9 +120,8 @@ def compile_machine(schema, *, max_states: int = DEFAULT_MAX_STATES, max_nfa_est
             if out is None:
                 try:
                     out = compile_regex(regex, max_states=max_states, max_nfa_estimate=max_nfa_estimate)
-                except EstimateLimit as exc:
-                    out = InferlabError(f"automaton {k}'s regex unrolls to ~{exc.size:,} NFA states "
-                                        f"(limit {exc.limit:,})")
+                except EstimateLimit as exc:  # (the automaton named: the compile's refusals say where)
+                    out = InferlabError(f"automaton {k}'s {exc}")
                 except InferlabError as exc:
                     out = exc
                 else:

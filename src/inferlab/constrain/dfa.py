@@ -32,7 +32,7 @@ class EstimateLimit(InferlabError):
     before any NFA is built."""
 
     def __init__(self, size: int, limit: int):
-        super().__init__(f"the regex unrolls to ~{size:,} NFA states (limit {limit:,})")
+        super().__init__(f"regex unrolls to ~{size:,} NFA states (limit {limit:,})")
         self.size, self.limit = size, limit
 
 
