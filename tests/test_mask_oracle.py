@@ -70,12 +70,14 @@ def test_audit_finds_nothing_on_sound_masks_and_every_flipped_bit(oracle_module,
 
 
 @pytest.mark.skipif(not native.built(), reason="the native extension is not built")
-def test_native_mode_compares_every_filled_step_with_python(oracle_module, vocab):
+@pytest.mark.parametrize("brute_force", [True, False])
+def test_native_mode_compares_every_filled_step_with_python(oracle_module, vocab, brute_force):
     v, tok = vocab
-    audit = oracle_module.Audit(v, tok, checks=2, literal=0, mutate=False, engine="native")
+    audit = oracle_module.Audit(v, tok, checks=2, literal=0, mutate=False, engine="native", brute_force=brute_force)
     config = bench.BenchConfig(directory=Path("."))
     for k, (schema, tests) in enumerate(zip(SCHEMAS, TESTS)):
         audit.schema(f"s{k}", schema, tests, config)
     c = audit.counts
     assert c["walks"] == 9 and c["engine_steps_compared"] == c["steps_filled"] > 9
     assert c["engine_mismatch_steps"] == 0 and c["mismatch_steps"] == 0
+    assert (c["steps_checked"] >= 18) if brute_force else (c["steps_checked"] == 0)  # --engines-only: no oracle
