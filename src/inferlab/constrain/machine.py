@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -95,6 +96,31 @@ def _text_targets(trans: np.ndarray) -> list[list[int]]:
     return [flat[bounds[i]:bounds[i + 1]] for i in range(trans.shape[0])]
 
 
+class AutomatonTables(NamedTuple):
+    """What the machine reads off one DFA: a function of the DFA alone (automata_tables)."""
+
+    text: np.ndarray                                 # (S, 256) int32: trans, marker bytes dead (read-only)
+    reads: np.ndarray                                # (S,) bool: a state with a text edge
+    calls: dict[int, tuple[tuple[int, int], ...]]    # call_edges
+    targets: list[list[int]]                         # _text_targets(text)
+
+
+# Per DFA object, while it lives: compiles share DFAs (compiler's small-DFA cache, an automaton used
+# twice in one schema), and these tables were a quarter of a large schema's compile, each built
+# again per machine.
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def automaton_tables(dfa: DFA) -> AutomatonTables:
+    got = _TABLES.get(dfa)
+    if got is None:
+        text = dfa.trans.copy()  # text never walks a marker path
+        text[:, CALL_MARK:] = -1
+        text.flags.writeable = False  # shared by every machine over this DFA
+        got = _TABLES[dfa] = AutomatonTables(text, (text >= 0).any(axis=1), call_edges(dfa), _text_targets(text))
+    return got
+
+
 class StackMachine:
     """Byte-level configurations of the automata; the grammar's states are their ids."""
 
@@ -112,16 +138,13 @@ class StackMachine:
         for k, c in enumerate(self.counts):
             if (c is not None or self.maps[k] is not None) and (dfas[k].trans == dfas[k].start).any():
                 raise InferlabError(f"counted automaton {k} re-enters its start state")
-        text = []
-        for d in dfas:  # text never walks a marker path
-            t = d.trans.copy()
-            t[:, CALL_MARK:] = -1
-            text.append(t)
-        self.text_trans = text
+        tables = [automaton_tables(d) for d in dfas]
+        self.text_trans = [t.text for t in tables]
         self.accepting = [d.accepting for d in dfas]
-        self.reads = [(t >= 0).any(axis=1) for t in text]  # (S,) bool per automaton: a state with a text edge
+        self.reads = [t.reads for t in tables]  # (S,) bool per automaton: a state with a text edge
         self.starts = [d.start for d in dfas]
-        self.calls = [call_edges(d) for d in dfas]
+        self.calls = [t.calls for t in tables]
+        self._targets = [t.targets for t in tables]
         self.productive = self._productive()
         self.configs: list[tuple[Stack, ...]] = []
         self.ids: dict[tuple[Stack, ...], int] = {}
@@ -159,13 +182,9 @@ class StackMachine:
         work = [[self.starts[a]] for a in range(n)]
         waiting: dict[int, list[tuple[int, int]]] = {}  # callee -> (caller, return state) blocked on it
 
-        edges: dict[int, list[list[int]]] = {}  # automaton -> its states' text targets (_text_targets), once
-
         def reaches_accept(a: int) -> bool:
             accepting, calls, seen_a, work_a = self.accepting[a], self.calls[a], seen[a], work[a]
-            if a not in edges:
-                edges[a] = _text_targets(self.text_trans[a])
-            out = edges[a]
+            out = self._targets[a]
             while work_a:
                 s = work_a.pop()
                 if accepting[s]:
