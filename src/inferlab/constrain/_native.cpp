@@ -1,9 +1,12 @@
-// The Python bindings of the native mask engine (C++17, Python's plain C API: no build dependency
-// beyond a C++17 compiler and Python's headers), the extension module inferlab.constrain._native.
-// Every line of it that touches the Python C API is here; the engine is plain C++ under csrc/
-// (mask_engine.hpp: no Python object), and the seam between them is flat arrays: a
-// configuration's token mask by a walk of the vocabulary's trie through the stack machine, bit
-// for bit the Python engine's (grammar.py; tests/test_native.py compares them).
+// The Python bindings of inferlab's native code (C++17, Python's plain C API: no build dependency
+// beyond a C++17 compiler and Python's headers), one extension module, inferlab.constrain._native.
+// Every line that touches the Python C API is here; the engines are plain C++ under csrc/ (no
+// Python object), and the seam between them is flat arrays. Both halves are optional at install
+// (setup.py): where the module does not build, native.py and dfa.py use their Python twins.
+//
+// The mask engine (csrc/mask_engine.hpp; native.py drives it): a configuration's token mask by a
+// walk of the vocabulary's trie through the stack machine, bit for bit the Python engine's
+// (grammar.py; tests/test_native.py compares them).
 // - trie((child_start (N,) int64, child_count (N,) int32, byte (N,) uint8, tok_offset (N + 1,)
 //   int64, tokens (T,) int32, n_roots), vocab_size, eos_id) -> a capsule of the checked trie
 //   (native.py: trie_arrays), shared by every engine over it;
@@ -14,10 +17,25 @@
 //   machine's own tuple of stacks, each a tuple of (automaton, state[, count]) tuples, and None;
 // - a mask: (ceil(vocab_size / 32),) 32-bit words, bit t of word t / 32 for token t; a batch's,
 //   rows of a (B, words) array.
-// Every table is copied and checked when an engine is built: a malformed one raises ValueError
-// (the engine's Bad, its message), never reads out of bounds. Walks hold no Python object: the
-// GIL is released while they run, and a batch's rows are walked on parallel threads
-// (fill_next_token_bitmask_par).
+// Every table is copied and checked when an engine is built: a malformed one raises ValueError,
+// never reads out of bounds. Walks hold no Python object: the GIL is released while they run,
+// and a batch's rows are walked on parallel threads (fill_next_token_bitmask_par).
+//
+// The compile path (csrc/minimal_dfa.hpp, regex_parser.hpp, nfa_builder.hpp; dfa.py drives it): a
+// regex of regex.py's dialect -> its Thompson NFA (nfa.py's, state for state) -> its minimal
+// byte DFA, the same result as dfa.py's Python construction (tests/test_dfa_native.py compares
+// them array for array). In: the pattern string itself (pattern_dfa: parsed in C++ as
+// regex.parse would; whatever the parser does not take is left to regex.parse, whose errors name
+// it), or regex.py's AST (regex_dfa: read here into the same arena), or nfa.py's lists
+// (minimal_dfa: read here into the NFA's flat arrays). Out: the minimal DFA as two flat arrays,
+// (S * 256,) int32 transitions and (S,) accepting bytes, start state 0. Inputs are read with the
+// GIL held (nfa.charset_sequences is called back once per character class), then it is released
+// for the construction.
+//
+// Errors: the engines raise C++ exceptions, turned here into Python's: a malformed table,
+// configuration or input is ValueError with its message; the compile path's limits and what it
+// leaves to Python are its functions' answer codes (1, 2, 3, (4, size)); std::bad_alloc is
+// MemoryError.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,15 +47,26 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "mask_engine.hpp"
+#include "minimal_dfa.hpp"
+#include "nfa.hpp"
+#include "nfa_builder.hpp"
+#include "regex_ast.hpp"
+#include "regex_parser.hpp"
 
 namespace {
 
 namespace mask = inferlab::mask;
+namespace dfa = inferlab::dfa;
+
+// ---- the mask engine ------------------------------------------------------------------------
 
 struct Buffer {
     Py_buffer view{};
@@ -311,6 +340,291 @@ PyObject* fill_par(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// ---- the compile path: regex -> NFA -> minimal DFA ------------------------------------------
+
+// A Python input that does not read (nfa.py's lists, regex.py's AST, charset_sequences' answer):
+// ValueError with its message, or the Python error already set.
+struct BadInput : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+long as_index(PyObject* o, long bound, const char* what) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) throw BadInput(std::string(what) + " is not an int");
+    if (v < 0 || v >= bound) throw BadInput(std::string(what) + " out of range");
+    return v;
+}
+
+dfa::Nfa read_nfa(PyObject* eps, PyObject* edges, long start, long final_) {
+    if (!PyList_Check(eps) || !PyList_Check(edges) || PyList_GET_SIZE(eps) != PyList_GET_SIZE(edges))
+        throw BadInput("eps and edges must be lists of one length");
+    dfa::Nfa a;
+    Py_ssize_t n = PyList_GET_SIZE(eps);
+    if (n <= 0 || n >= INT32_MAX) throw BadInput("NFA size out of range");
+    a.n = static_cast<int32_t>(n);
+    if (start < 0 || start >= n || final_ < 0 || final_ >= n) throw BadInput("start or final state out of range");
+    a.start = static_cast<int32_t>(start);
+    a.final_ = static_cast<int32_t>(final_);
+    a.eps_off.assign(n + 1, 0);
+    a.edge_off.assign(n + 1, 0);
+    for (Py_ssize_t s = 0; s < n; ++s) {
+        PyObject* e = PyList_GET_ITEM(eps, s);
+        if (!PyList_Check(e)) throw BadInput("eps[s] must be a list");
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(e); ++j)
+            a.eps.push_back(static_cast<int32_t>(as_index(PyList_GET_ITEM(e, j), n, "an epsilon target")));
+        a.eps_off[s + 1] = static_cast<int64_t>(a.eps.size());
+        PyObject* g = PyList_GET_ITEM(edges, s);
+        if (!PyList_Check(g)) throw BadInput("edges[s] must be a list");
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(g); ++j) {
+            PyObject* t = PyList_GET_ITEM(g, j);
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) throw BadInput("an edge must be a tuple (lo, hi, target)");
+            long lo = as_index(PyTuple_GET_ITEM(t, 0), 256, "an edge's lo byte");
+            long hi = as_index(PyTuple_GET_ITEM(t, 1), 256, "an edge's hi byte");
+            if (hi < lo) throw BadInput("an edge's hi byte is below its lo byte");
+            a.lo.push_back(static_cast<uint8_t>(lo));
+            a.hi.push_back(static_cast<uint8_t>(hi));
+            a.tgt.push_back(static_cast<int32_t>(as_index(PyTuple_GET_ITEM(t, 2), n, "an edge's target")));
+        }
+        a.edge_off[s + 1] = static_cast<int64_t>(a.tgt.size());
+    }
+    return a;
+}
+
+// regex_dfa's front end: the Python AST (regex.py's frozen dataclasses), read with the GIL held.
+constexpr int N_NAMES = 6;
+const char* const NAME_TEXT[N_NAMES] = {"items", "ranges", "item", "min", "max", "target"};
+PyObject* NAMES[N_NAMES];  // the AST's attribute names, interned once (PyInit__native)
+
+struct FromPy {
+    dfa::Arena& ast;
+    PyObject* types[5];  // CharSet, Concat, Alt, Repeat, Call
+    std::unordered_map<PyObject*, int32_t> ids;
+    int depth = 0;
+
+    int kind(PyObject* node) const {
+        for (int k = 0; k < 5; ++k)
+            if (Py_TYPE(node) == reinterpret_cast<PyTypeObject*>(types[k])) return k;
+        throw dfa::Unsupported();  // (a node the native compile path does not know: nfa.py builds it, or names it)
+    }
+
+    static PyObject* attr(PyObject* node, int name) {  // a new reference
+        PyObject* v = PyObject_GetAttr(node, NAMES[name]);
+        if (!v) throw BadInput(std::string("an AST node without ") + NAME_TEXT[name]);
+        return v;
+    }
+
+    static int64_t as_int(PyObject* o) {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) throw BadInput("an AST int is not an int");
+        return v;
+    }
+
+    int32_t read(PyObject* node) {
+        auto it = ids.find(node);
+        if (it != ids.end()) return it->second;
+        if (depth >= dfa::MAX_DEPTH) throw dfa::Unsupported();
+        ++depth;
+        struct Undo {
+            int& d;
+            ~Undo() { --d; }
+        } undo{depth};
+        int k = kind(node);
+        std::vector<int64_t> key{k};
+        if (k == dfa::CHARSET) {
+            PyObject* r = attr(node, 1);
+            bool ok = PyTuple_Check(r);
+            for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(r); ++i) {
+                PyObject* pair = PyTuple_GET_ITEM(r, i);
+                ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+                if (ok) {
+                    key.push_back(as_int(PyTuple_GET_ITEM(pair, 0)));
+                    key.push_back(as_int(PyTuple_GET_ITEM(pair, 1)));
+                }
+            }
+            Py_DECREF(r);
+            if (!ok) throw BadInput("ranges must be a tuple of (lo, hi)");
+        } else if (k == dfa::CONCAT || k == dfa::ALT) {
+            PyObject* t = attr(node, 0);
+            if (!PyTuple_Check(t)) {
+                Py_DECREF(t);
+                throw BadInput("items must be a tuple");
+            }
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) key.push_back(read(PyTuple_GET_ITEM(t, i)));
+            Py_DECREF(t);
+        } else if (k == dfa::REPEAT) {
+            PyObject* item = attr(node, 2);
+            Py_DECREF(item);  // (the node holds it: the pointer stays valid)
+            key.push_back(read(item));
+            PyObject* lo = attr(node, 3);
+            PyObject* hi = attr(node, 4);
+            key.push_back(as_int(lo));
+            key.push_back(hi == Py_None ? -1 : as_int(hi));
+            Py_DECREF(lo);
+            Py_DECREF(hi);
+        } else {
+            PyObject* t = attr(node, 5);
+            key.push_back(as_int(t));
+            Py_DECREF(t);
+        }
+        int32_t out = ast.intern(std::move(key));
+        ids.emplace(node, out);
+        return out;
+    }
+};
+
+// nfa.charset_sequences (`sequences`) as the NFA construction asks it, with the GIL held: a
+// charset's flat code point ranges -> its byte-range sequences.
+dfa::CharsetSequences charset_sequences(PyObject* sequences) {
+    return [sequences](const int64_t* key, size_t n) {
+        PyObject* ranges = PyTuple_New(static_cast<Py_ssize_t>(n));
+        if (!ranges) throw std::bad_alloc();
+        for (size_t k = 0; k < n; ++k) {
+            PyObject* pair =
+                Py_BuildValue("(LL)", static_cast<long long>(key[2 * k]), static_cast<long long>(key[2 * k + 1]));
+            if (!pair) {
+                Py_DECREF(ranges);
+                throw BadInput("charset ranges");
+            }
+            PyTuple_SET_ITEM(ranges, static_cast<Py_ssize_t>(k), pair);
+        }
+        PyObject* got = PyObject_CallOneArg(sequences, ranges);
+        Py_DECREF(ranges);
+        if (!got) throw BadInput("charset_sequences failed");
+        std::vector<dfa::ByteRanges> out;
+        bool ok = PyTuple_Check(got);
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(got); ++i) {
+            PyObject* seq = PyTuple_GET_ITEM(got, i);
+            ok = PyTuple_Check(seq) && PyTuple_GET_SIZE(seq) > 0;
+            out.emplace_back();
+            for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(seq); ++j) {
+                PyObject* pair = PyTuple_GET_ITEM(seq, j);
+                ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+                if (ok) {
+                    long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+                    long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+                    ok = !PyErr_Occurred() && 0 <= lo && lo <= hi && hi < 256;
+                    out.back().emplace_back(static_cast<int32_t>(lo), static_cast<int32_t>(hi));
+                }
+            }
+        }
+        Py_DECREF(got);
+        if (!ok) throw BadInput("charset_sequences gave no byte-range sequences");
+        return out;
+    };
+}
+
+PyObject* result_object(dfa::Result& r) {
+    if (r.states < 0) return PyErr_NoMemory();
+    if (r.limit) return PyLong_FromLong(2);
+    PyObject* trans = PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.trans.data()),
+                                                    static_cast<Py_ssize_t>(r.trans.size() * sizeof(int32_t)));
+    PyObject* acc = trans ? PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(r.accepting.data()),
+                                                          static_cast<Py_ssize_t>(r.accepting.size()))
+                          : nullptr;
+    if (!acc) {
+        Py_XDECREF(trans);
+        return nullptr;
+    }
+    return Py_BuildValue("(NN)", trans, acc);
+}
+
+dfa::Result run_minimal(const dfa::Nfa& a, int64_t max_states) {
+    dfa::Result r;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        r = dfa::minimal_dfa(a, max_states);
+    } catch (...) {  // (std::bad_alloc: reported with the GIL)
+        r.limit = false;
+        r.states = -1;
+    }
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
+// The arena's root -> NFA -> minimal DFA, as the Python result (see the methods' docs).
+PyObject* arena_dfa(const dfa::Arena& ast, int32_t root, PyObject* sequences, int64_t max_nfa, int64_t max_states) {
+    // (the NFA built with the GIL held: it calls charset_sequences back; the builder's maps are
+    // freed before the construction)
+    const dfa::Nfa a = dfa::thompson_nfa(ast, root, charset_sequences(sequences), max_nfa);
+    dfa::Result r = run_minimal(a, max_states);
+    return result_object(r);
+}
+
+template <typename F>
+PyObject* guarded(F&& body) {
+    try {
+        return body();
+    } catch (const dfa::NfaLimit&) {
+        return PyLong_FromLong(1);
+    } catch (const dfa::Unsupported&) {
+        return PyLong_FromLong(3);
+    } catch (const BadInput& e) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, e.what());
+        return nullptr;
+    } catch (const std::bad_alloc&) {
+        return PyErr_NoMemory();
+    }
+}
+
+PyObject* py_regex_dfa(PyObject*, PyObject* args) {
+    PyObject *node, *types, *sequences;
+    long long max_nfa, max_states;
+    if (!PyArg_ParseTuple(args, "OLLO!O", &node, &max_nfa, &max_states, &PyTuple_Type, &types, &sequences)) return nullptr;
+    if (PyTuple_GET_SIZE(types) != 5) {
+        PyErr_SetString(PyExc_ValueError, "types must be (CharSet, Concat, Alt, Repeat, Call)");
+        return nullptr;
+    }
+    return guarded([&]() {
+        dfa::Arena ast;
+        FromPy reader{ast, {}, {}, 0};
+        for (int k = 0; k < 5; ++k) reader.types[k] = PyTuple_GET_ITEM(types, k);
+        int32_t root = reader.read(node);
+        return arena_dfa(ast, root, sequences, max_nfa, max_states);
+    });
+}
+
+PyObject* py_pattern_dfa(PyObject*, PyObject* args) {
+    PyObject *pattern, *sequences;
+    long long max_nfa, max_states, estimate_limit;
+    if (!PyArg_ParseTuple(args, "ULLOL", &pattern, &max_nfa, &max_states, &sequences, &estimate_limit)) return nullptr;
+    return guarded([&]() -> PyObject* {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(pattern);
+        int kind = PyUnicode_KIND(pattern);
+        const void* data = PyUnicode_DATA(pattern);
+        std::vector<uint32_t> cps(static_cast<size_t>(n));
+        for (Py_ssize_t k = 0; k < n; ++k) cps[k] = PyUnicode_READ(kind, data, k);
+        dfa::Arena ast;
+        int32_t root = dfa::parse_regex(ast, std::move(cps));
+        if (estimate_limit >= 0) {
+            std::vector<int64_t> memo(ast.keys.size(), -1);
+            int64_t size = dfa::estimate(ast, root, memo);
+            if (size > estimate_limit) return Py_BuildValue("(iL)", 4, static_cast<long long>(size));
+        }
+        return arena_dfa(ast, root, sequences, max_nfa, max_states);
+    });
+}
+
+PyObject* py_minimal_dfa(PyObject*, PyObject* args) {
+    PyObject *eps, *edges;
+    long start, final_;
+    long long max_states;
+    if (!PyArg_ParseTuple(args, "OOllL", &eps, &edges, &start, &final_, &max_states)) return nullptr;
+    try {
+        dfa::Nfa a = read_nfa(eps, edges, start, final_);
+        dfa::Result r = run_minimal(a, max_states);
+        if (r.limit) Py_RETURN_NONE;
+        return result_object(r);
+    } catch (const BadInput& e) {
+        PyErr_Clear();  // (a TypeError of PyLong_AsLong's, named instead)
+        PyErr_SetString(PyExc_ValueError, e.what());
+        return nullptr;
+    } catch (const std::bad_alloc&) {
+        return PyErr_NoMemory();
+    }
+}
+
+// ---- the module -----------------------------------------------------------------------------
+
 PyMethodDef methods[] = {
     {"trie", trie, METH_VARARGS, "trie(trie arrays, vocab_size, eos_id) -> a checked trie, shared by engines"},
     {"build", build, METH_VARARGS, "build(machine arrays, trie, narrow_nodes=0) -> engine"},
@@ -319,10 +633,34 @@ PyMethodDef methods[] = {
     {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> (tokens allowed (up to 1,024), top frame alone): a configuration's mask"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
+    {"minimal_dfa", py_minimal_dfa, METH_VARARGS,
+     "minimal_dfa(eps, edges, start, final, max_states) -> (trans bytearray (S*256 int32), accepting bytearray (S,))"
+     " or None past max_states: nfa.NFA's lists -> dfa.compile_ast's minimal DFA (start state 0)"},
+    {"regex_dfa", py_regex_dfa, METH_VARARGS,
+     "regex_dfa(ast, max_nfa_states, max_states, (CharSet, Concat, Alt, Repeat, Call), charset_sequences) ->"
+     " (trans, accepting) as minimal_dfa's, or 1 past max_nfa_states, 2 past max_states, 3 what nfa.py"
+     " must build (a call target past the marker digits, a node type unknown here): regex.py's AST -> nfa.py's"
+     " NFA -> the minimal DFA"},
+    {"pattern_dfa", py_pattern_dfa, METH_VARARGS,
+     "pattern_dfa(pattern, max_nfa_states, max_states, charset_sequences, estimate_limit) -> regex_dfa's answers,"
+     " 3 also for a pattern regex.parse must read (its errors, constructs past this parser), or (4, size) where"
+     " estimate_limit >= 0 and the NFA size estimate exceeds it: the pattern string parsed here, as regex.parse"
+     " would, then regex_dfa's path; no Python AST is built"},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "inferlab's native mask engine (C++17)", -1, methods, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
+                      "inferlab's native code (C++17): the mask engine, and the compile path's regex -> NFA -> minimal DFA",
+                      -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__native() { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native() {
+    for (int i = 0; i < N_NAMES; ++i)
+        if (!(NAMES[i] = PyUnicode_InternFromString(NAME_TEXT[i]))) return nullptr;
+    PyObject* m = PyModule_Create(&module);
+    if (m && PyModule_AddObject(m, "MAX_SUBSET_ENTRIES", PyLong_FromLongLong(dfa::MAX_SUBSET_ENTRIES)) < 0) {
+        Py_DECREF(m);
+        return nullptr;
+    }
+    return m;
+}
