@@ -19,7 +19,8 @@ from inferlab.errors import InferlabError
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
 # The subset construction's other bound: NFA states summed over the DFA states' sets (max_states
 # bounds the rows, not the sets: 100,000 sets of 50,000 NFA states is 20 GB). The same value in
-# csrc/minimal_dfa.hpp, which the extension exports; past either bound both constructions raise StateLimit.
+# csrc/minimal_dfa.hpp, which the extension exports; past either bound both constructions raise
+# StateLimit.
 MAX_SUBSET_ENTRIES = 1 << 26
 
 

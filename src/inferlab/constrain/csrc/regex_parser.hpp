@@ -10,10 +10,10 @@
 
 namespace inferlab::dfa {
 
-// Front end 2: regex.py's parser over the pattern's code points, the same AST. Whatever it
-// rejects (an error, a construct of regex.py's errors, a name or digit outside ASCII, nesting past
-// MAX_DEPTH) is Unsupported: regex.parse then reads it again and reports it in its own words.
-// -> the root node of `pattern` (its code points) in `ast`.
+// pattern_dfa's front end: regex.py's parser over a pattern's code points -> the root node of the
+// same AST, in `ast`. Whatever it rejects (an error, a construct of regex.py's errors, a name or
+// digit outside ASCII, nesting past MAX_DEPTH) is Unsupported: regex.parse then reads it again
+// and reports it in its own words.
 int32_t parse_regex(Arena& ast, std::vector<uint32_t> pattern);
 
 }  // namespace inferlab::dfa
