@@ -5,12 +5,15 @@ no longer say which commit the code is. The build writes that commit (and whethe
 dirty) into the installed package as inferlab/_build.json, which measure.machine.provenance reads
 where no checkout holds the code.
 
-The native mask engine (constrain/_native.cpp, docs/native-engine.md) is an optional C++17
-extension: setuptools over scikit-build-core or meson because this file already runs the build
-(provenance), the extension is one source file with no dependency beyond Python's headers, and
-setuptools' `optional=True` is exactly the fallback the package needs: where no C++ compiler
-works, the build warns and installs the pure-Python package (masks then use the Python engine,
-and say so once). The compiler and flags used are written beside it (_native_build.json).
+The native code (docs/native-engine.md: the mask engine, and the compile path's regex -> minimal
+DFA) is an optional C++17 extension, one module: its bindings (constrain/_native.cpp, the one file
+that touches the Python C API) and the plain C++ engines under constrain/csrc/ (every .cpp there;
+its headers are the extension's `depends`, so that an edit rebuilds it and an sdist carries them).
+setuptools over scikit-build-core or meson because this file already runs the build (provenance),
+the extension has no dependency beyond Python's headers, and setuptools' `optional=True` is exactly
+the fallback the package needs: where no C++ compiler works, the build warns and installs the
+pure-Python package (masks then use the Python engine, and say so once; the compile path its Python
+construction). The compiler and flags used are written beside it (_native_build.json).
 INFERLAB_NATIVE_FLAGS adds compile and link flags (the sanitizer job: -fsanitize=address,undefined).
 """
 
@@ -25,6 +28,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+CSRC = ROOT / "src" / "inferlab" / "constrain" / "csrc"
 FLAGS = ["-std=c++17", "-O2", "-fvisibility=hidden"] + shlex.split(os.environ.get("INFERLAB_NATIVE_FLAGS", ""))
 
 
@@ -74,11 +78,14 @@ def _version(cc: str) -> str | None:
     return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout else cc
 
 
+def _csrc(pattern: str) -> list[str]:
+    """The files of csrc/ that match, as setuptools wants them: relative to the project, sorted."""
+    return sorted(str(p.relative_to(ROOT)) for p in CSRC.glob(pattern))
+
+
 setup(
     cmdclass={"build_py": BuildPyWithCommit, "build_ext": BuildNative},
-    ext_modules=[Extension("inferlab.constrain._native", ["src/inferlab/constrain/_native.cpp"], language="c++",
-                           extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True),
-                 # the compile path's NFA -> minimal DFA (dfa.py falls back to its Python construction)
-                 Extension("inferlab.constrain._dfa_native", ["src/inferlab/constrain/_dfa_native.cpp"],
-                           language="c++", extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True)],
+    ext_modules=[Extension("inferlab.constrain._native", ["src/inferlab/constrain/_native.cpp", *_csrc("*.cpp")],
+                           include_dirs=[str(CSRC.relative_to(ROOT))], depends=_csrc("*.hpp"), language="c++",
+                           extra_compile_args=FLAGS, extra_link_args=FLAGS[3:], optional=True)],
 )

@@ -1,6 +1,6 @@
-"""The compile path's C++ construction (_dfa_native.cpp: NFA -> minimal DFA) against dfa.py's Python
-one, its reference: the same arrays (transitions, accepting states, start) on drawn regexes, the
-same state limit, and malformed NFAs refused with ValueError, never a crash."""
+"""The compile path's C++ construction (csrc/ in the extension _native: NFA -> minimal DFA) against
+dfa.py's Python one, its reference: the same arrays (transitions, accepting states, start) on drawn
+regexes, the same state limit, and malformed NFAs refused with ValueError, never a crash."""
 
 import re
 
@@ -15,7 +15,7 @@ from inferlab.constrain.nfa import build_nfa
 from inferlab.errors import InferlabError
 from oracles import small_regex
 
-native = pytest.importorskip("inferlab.constrain._dfa_native")
+native = pytest.importorskip("inferlab.constrain._native")
 
 ATOMS = st.sampled_from(["a", "b", "é", "😀", "[ab]", "[^a]", ".", "(?:ab)", "\\d", "[a-z0-9_]", '"', "(?&3)", "(?&40)"])
 

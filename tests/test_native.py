@@ -1,4 +1,4 @@
-"""The native mask engine (constrain/_native.cpp) against the Python engine, its reference.
+"""The native mask engine (constrain/csrc/, bound by _native.cpp) against the Python engine, its reference.
 
 The oracle is the Python engine (grammar.py: narrow walks, frame splits, kept walks), itself
 checked against a brute-force stack interpreter in test_stack.py. Every filled step of each

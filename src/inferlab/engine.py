@@ -2,7 +2,8 @@
 package (a leaf: measure's manifests record it, the CLI's --version names it).
 
 The native engine is the C++17 extension inferlab/constrain/_native*.so (setup.py builds it;
-docs/native-engine.md); its build writes _native_build.json beside it: the compiler and flags.
+docs/native-engine.md), which also holds the compile path's regex -> minimal DFA step (dfa.py's
+C++ twin); its build writes _native_build.json beside it: the compiler and flags.
 INFERLAB_ENGINE=python|native selects the engine. The default is DEFAULT (native) where it is
 built: its masks equal the Python engine's bit for bit, and its first walks and time to first mask
 are the shorter (docs/native-engine.md); where it is not built, masks use the Python engine.
@@ -20,10 +21,9 @@ DEFAULT = "native"
 _HERE = Path(__file__).resolve().parent / "constrain"
 
 
-def native_present(module: str = "_native") -> bool:
-    """Is the native extension's file installed beside constrain/? (_native: the mask engine;
-    _dfa_native: the compile's NFA -> minimal DFA step, dfa.py's C++ twin)"""
-    return any(_HERE.glob(f"{module}.*.so")) or any(_HERE.glob(f"{module}.*.pyd")) or any(_HERE.glob(f"{module}.so"))
+def native_present() -> bool:
+    """Is the native extension's file installed beside constrain/?"""
+    return any(_HERE.glob("_native.*.so")) or any(_HERE.glob("_native.*.pyd")) or any(_HERE.glob("_native.so"))
 
 
 def asked() -> str | None:
@@ -37,8 +37,9 @@ def asked() -> str | None:
 def record(built: bool | None = None) -> dict:
     """{engine, native_built, dfa_native_built, compiler, flags}: the engine masks use (native
     where asked (or the default) and built, else python; None where INFERLAB_ENGINE is malformed),
-    whether the compile's DFA step runs in C++ (same automata either way), and the native build's
-    compiler and flags (None where not built)."""
+    whether the compile's DFA step runs in C++ (same automata either way; the same extension as
+    the mask engine since the two became one module, so native_built's value: the key stays for
+    the results files that read it), and the native build's compiler and flags (None where not built)."""
     built = native_present() if built is None else built
     try:
         name = asked() or DEFAULT
@@ -46,7 +47,7 @@ def record(built: bool | None = None) -> dict:
         engine = None
     else:
         engine = "native" if name == "native" and built else "python"
-    out = {"engine": engine, "native_built": built, "dfa_native_built": native_present("_dfa_native"),
+    out = {"engine": engine, "native_built": built, "dfa_native_built": built,
            "compiler": None, "flags": None}
     try:
         saved = json.loads((_HERE / "_native_build.json").read_text(encoding="utf-8"))

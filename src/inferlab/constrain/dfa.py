@@ -19,7 +19,8 @@ from inferlab.errors import InferlabError
 DEFAULT_MAX_STATES = 100_000  # (S, 256) int32 is 100 MB at this size; beyond it indexes are huge
 # The subset construction's other bound: NFA states summed over the DFA states' sets (max_states
 # bounds the rows, not the sets: 100,000 sets of 50,000 NFA states is 20 GB). The same value in
-# _dfa_native.cpp, which exports it; past either bound both constructions raise StateLimit.
+# csrc/minimal_dfa.hpp, which the extension exports; past either bound both constructions raise
+# StateLimit.
 MAX_SUBSET_ENTRIES = 1 << 26
 
 
@@ -37,11 +38,12 @@ class EstimateLimit(InferlabError):
 
 
 def _native_module():
-    """The C++ construction (_dfa_native.cpp), or None where the extension is not built."""
-    # by name, as native.py's: `from inferlab.constrain import _dfa_native` reads, to the import
+    """The C++ construction (the extension _native: csrc/ beside the mask engine), or None where
+    it is not built."""
+    # by name, as native.py's: `from inferlab.constrain import _native` reads, to the import
     # graph (grimp), as an import of the package itself, whose __init__ imports this module
     try:
-        return importlib.import_module("inferlab.constrain._dfa_native")
+        return importlib.import_module("inferlab.constrain._native")
     except ImportError:
         return None
 
@@ -270,7 +272,7 @@ def compile_ast(node: Node, *, max_states: int = DEFAULT_MAX_STATES, minimize: b
                 native: bool = True) -> DFA:
     """AST -> Thompson NFA -> subset construction -> trim -> (Hopcroft) -> dense byte DFA.
 
-    The minimal DFA is built by the C++ extension _dfa_native where it is built (native=False:
+    The minimal DFA is built by the C++ extension _native where it is built (native=False:
     this module's Python construction, its reference; the same arrays either way)."""
     max_nfa = _max_nfa(max_states)
     if minimize and native and _NATIVE is not None:
@@ -331,7 +333,7 @@ def _max_nfa(max_states: int) -> int:
 
 
 def _native_result(got, max_nfa: int, max_states: int, estimate_limit: int | None = None) -> DFA:
-    """The DFA of a native construction's answer (_dfa_native: pattern_dfa, regex_dfa), or its
+    """The DFA of a native construction's answer (_native: pattern_dfa, regex_dfa), or its
     limit raised; not for 3 (the Python side's to build)."""
     if got == 1:
         raise NfaLimit(max_nfa)

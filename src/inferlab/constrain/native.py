@@ -1,4 +1,4 @@
-"""The mask engine in use: the native one (_native.cpp, a C++17 extension built by `pip install .`)
+"""The mask engine in use: the native one (csrc/, a C++17 extension built by `pip install .`)
 or the Python one (grammar.py), its reference and the fallback where no compiler built it.
 
 `INFERLAB_ENGINE=python|native` selects it; the default is engine.DEFAULT (native, where built).
@@ -142,7 +142,7 @@ def _split_caches(clear: bool) -> int:
 
 
 CACHES.register("native_splits", "masks", lambda: _split_caches(True), lambda: _split_caches(False),
-                "SPLIT_CACHE_BYTES (64 MB) per vocabulary, in _native.cpp")
+                "SPLIT_CACHE_BYTES (64 MB) per vocabulary, in csrc/split_cache.hpp")
 
 
 def row_tokens(row: np.ndarray) -> list[int]:

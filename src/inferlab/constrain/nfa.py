@@ -242,7 +242,7 @@ def size_estimate(node: Node) -> int:
     """Roughly the NFA states of a regex AST, as a tree (a shared subtree counted at each use):
     a counted repeat multiplies its item. Cheap beside the construction, so a caller can refuse
     a regex that unrolls too far before building it (dfa.compile_regex's max_nfa_estimate;
-    _dfa_native.cpp's estimate computes the same on its own parse)."""
+    the native extension's estimate, csrc/regex_ast.cpp, computes the same on its own parse)."""
     memo: dict[int, int] = {}
 
     def size(n: Node) -> int:

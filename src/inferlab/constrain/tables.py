@@ -1,5 +1,5 @@
 """CompiledMachine: a StackMachine's automata as flat arrays, the seam between the compiler
-(Python) and a mask engine (grammar.py's Python walk, or the native one in _native.cpp).
+(Python) and a mask engine (grammar.py's Python walk, or the native one in csrc/, bound by _native.cpp).
 
 Layout (A automata, S states in all, C call edges; every array C-contiguous; docs/native-engine.md):
 
