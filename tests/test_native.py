@@ -326,3 +326,44 @@ def test_engines_are_freed_with_their_grammars_and_splits_with_the_owner():
     assert CACHES.sizes()["native_splits"] > 0
     CACHES.clear("masks")
     assert CACHES.sizes()["native_splits"] == 0
+
+
+@built
+@settings(max_examples=60, deadline=None)
+@given(words=st.integers(1, 40), data=st.data())
+def test_write_row_equals_the_python_write_and_clear(words, data):
+    """The warm fill's one native call (write_row) against grammar._write and the cleared bits
+    cleared in Python (fill_bitmask's readable path): dense rows and narrow ones (a tuple of ids)."""
+    n = 32 * words
+    ids = st.lists(st.integers(0, n - 1), max_size=12, unique=True).map(tuple)
+    if data.draw(st.booleans(), label="narrow"):
+        row = data.draw(ids, label="row ids")
+    else:
+        row = np.array(data.draw(st.lists(st.integers(-2**31, 2**31 - 1), min_size=words, max_size=words)), dtype=np.int32)
+    cleared = data.draw(ids, label="cleared")
+    want = np.full(words, 7, dtype=np.int32)
+    _write(want, row)
+    view = want.view(np.uint32)
+    for t in cleared:
+        view[t >> 5] &= ~np.uint32(1 << (t & 31))
+    got = np.full(words, -1, dtype=np.int32)
+    native.write_row()(got, row, cleared)
+    assert np.array_equal(got, want)
+
+
+@built
+def test_write_row_refuses_bad_input_before_writing():
+    write_row, out = native.write_row(), np.full(4, 5, dtype=np.int32)
+    row = np.arange(4, dtype=np.int32)
+    for args, error in (((row, (128,)), ValueError), ((row, (-1,)), ValueError), (((128,), ()), ValueError),
+                        ((row, ("a",)), TypeError), ((row[:3], ()), ValueError), ((row.astype(np.float32), ()), ValueError),
+                        ((row, [1]), TypeError), (((1.5,), ()), TypeError)):
+        with pytest.raises(error):
+            write_row(out, *args)
+        assert (out == 5).all()
+    with pytest.raises(TypeError):
+        write_row(out, row)
+    with pytest.raises(ValueError):  # (read-only out)
+        ro = out.copy()
+        ro.flags.writeable = False
+        write_row(ro, row, ())

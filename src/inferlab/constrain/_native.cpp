@@ -293,6 +293,55 @@ PyObject* fill(PyObject*, PyObject* args) {
     return Py_BuildValue("(LO)", got.allowed, got.top_only ? Py_True : Py_False);
 }
 
+// Each id of the tuple `ids` (token ids) as an index below `limit`, into `out`; false with a
+// ValueError (a bad id is refused before any word is written).
+bool token_ids(PyObject* ids, size_t limit, std::vector<uint32_t>& out) {
+    const Py_ssize_t k = PyTuple_GET_SIZE(ids);
+    out.resize(static_cast<size_t>(k));
+    for (Py_ssize_t i = 0; i < k; ++i) {
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(ids, i));
+        if (t == -1 && PyErr_Occurred()) return false;
+        if (t < 0 || static_cast<unsigned long long>(t) >= limit) {
+            PyErr_Format(PyExc_ValueError, "write_row: token %lld outside the row's %zu tokens", t, limit);
+            return false;
+        }
+        out[static_cast<size_t>(i)] = static_cast<uint32_t>(t);
+    }
+    return true;
+}
+
+// write_row(out (words,) 32-bit, row, cleared): out = row, a (words,) 32-bit row or a tuple of
+// the token ids it allows (a narrow row: zeros, those bits set), then each token id of the tuple
+// `cleared` cleared: StackGrammar.fill_bitmask's warm path (a cached row, and the tokens the
+// written keys refuse) in one call, where np.copyto, or a Python loop over a narrow row's ids,
+// cost more than the copy itself at 151k tokens.
+PyObject* write_row(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "write_row(out, row: buffer or tuple, cleared: tuple)");
+        return nullptr;
+    }
+    Buffer out, row;
+    if (!get_buffer(args[0], out, 4, true, true, "out")) return nullptr;
+    const size_t n = static_cast<size_t>(out.view.len) / 4;
+    const bool narrow = PyTuple_Check(args[1]);
+    if (!narrow && !get_buffer(args[1], row, 4, false, false, "row")) return nullptr;
+    if (!narrow && row.view.len != out.view.len) {
+        PyErr_SetString(PyExc_ValueError, "write_row: out and row differ in length");
+        return nullptr;
+    }
+    std::vector<uint32_t> set, cleared;
+    if ((narrow && !token_ids(args[1], 32 * n, set)) || !token_ids(args[2], 32 * n, cleared)) return nullptr;
+    auto* words = static_cast<uint32_t*>(out.view.buf);
+    if (narrow) {
+        std::memset(words, 0, n * 4);
+        for (uint32_t t : set) words[t >> 5] |= uint32_t{1} << (t & 31);
+    } else {
+        std::memcpy(words, row.view.buf, n * 4);
+    }
+    for (uint32_t t : cleared) words[t >> 5] &= ~(uint32_t{1} << (t & 31));
+    Py_RETURN_NONE;
+}
+
 // fill_next_token_bitmask_par(engine, [(frames, stack_offset), ...], out (B, words), rows, threads):
 // out[rows[i]] = the mask of configuration i, the rows walked on up to `threads` threads at once.
 PyObject* fill_par(PyObject*, PyObject* args) {
@@ -631,6 +680,9 @@ PyMethodDef methods[] = {
     {"engines", engines, METH_NOARGS, "engines() -> engines alive (built, not yet freed)"},
     {"split_cache", split_cache, METH_VARARGS, "split_cache(trie, clear) -> (splits, bytes) kept before the clear"},
     {"fill", fill, METH_VARARGS, "fill(engine, frames, stack_offset, out) -> (tokens allowed (up to 1,024), top frame alone): a configuration's mask"},
+    {"write_row", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(write_row)), METH_FASTCALL,
+     "write_row(out, row, cleared) -> None: out = row (a row, or a tuple of the token ids it allows), then the"
+     " token ids in the tuple cleared cleared"},
     {"fill_next_token_bitmask_par", fill_par, METH_VARARGS,
      "fill_next_token_bitmask_par(engine, [(frames, stack_offset)], out, rows, threads): masks on parallel threads"},
     {"minimal_dfa", py_minimal_dfa, METH_VARARGS,

@@ -80,6 +80,7 @@ class StackGrammar:
         self.engine_asked = engine or native.requested()  # INFERLAB_ENGINE's, where the caller names none
         self.engine = native.in_use(self.engine_asked)    # "native", or "python" (asked, or not built)
         self._native = native.NativeMasks(machine, vocab, narrow_nodes > 0) if self.engine == "native" else None
+        self._write_row = native.write_row() if self._native is not None else None
         self.vocab = vocab
         self.vocab_size = vocab.vocab_size
         self.eos_id = vocab.eos_id
@@ -211,9 +212,18 @@ class StackGrammar:
             hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
                 self._cleared.popitem(last=False)
-        else:
+        else:  # the warm path, written out (_row, _write): every step of a walk seen before comes here
             self._cleared.move_to_end(state)
-            _write(out, self._row(hit[0]))
+            key, cleared = hit
+            row = self._masks.get(key)
+            if row is None:
+                row = self._row(key)
+            else:
+                self._masks.move_to_end(key)
+            if self._write_row is not None:  # the row and the cleared bits in one native call
+                self._write_row(out, row, cleared)
+                return
+            _write(out, row)
         if hit[1]:
             words = memoryview(out.view(np.uint32))
             for t in hit[1]:

@@ -80,6 +80,12 @@ def announce_fallback(name: str | None = None) -> None:
               "Python engine", file=sys.stderr)
 
 
+def write_row():
+    """The extension's write_row(out, row, cleared): out = row (a (words,) row, or a tuple of the token
+    ids it allows), then the token ids in the tuple `cleared` cleared."""
+    return _module().write_row
+
+
 def build_info() -> dict:
     """{engine, native_built, compiler, flags}: what results.json and manifests record."""
     return engines.record(built())
