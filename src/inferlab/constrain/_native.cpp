@@ -19,7 +19,8 @@
 //   rows of a (B, words) array.
 // Every table is copied and checked when an engine is built: a malformed one raises ValueError,
 // never reads out of bounds. Walks hold no Python object: the GIL is released while they run,
-// and a batch's rows are walked on parallel threads (fill_next_token_bitmask_par).
+// and a batch's rows are walked on parallel threads (fill_next_token_bitmask_par). A warm
+// fill's write is one call too: write_row(out, row or a tuple of ids, cleared ids).
 //
 // The compile path (csrc/minimal_dfa.hpp, regex_parser.hpp, nfa_builder.hpp; dfa.py drives it): a
 // regex of regex.py's dialect -> its Thompson NFA (nfa.py's, state for state) -> its minimal
