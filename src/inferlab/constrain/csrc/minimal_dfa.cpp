@@ -45,32 +45,37 @@ bool determinize(const Nfa& a, const int32_t* cls, int32_t nc, int64_t max_state
             for (int32_t c = cls[a.lo[e]]; c <= cls[a.hi[e]]; ++c) ce.emplace_back(c, a.tgt[e]);
         ce_off[s + 1] = static_cast<int64_t>(ce.size());
     }
-    // epsilon closures, once per NFA state: the states with byte edges (or final) reachable
-    std::vector<std::vector<int32_t>> memo(a.n);
-    std::vector<uint8_t> done(a.n, 0);
+    // epsilon closures, once per NFA state: the states with byte edges (or final) reachable,
+    // sorted; all in one flat array (a closure per state in a vector of its own was a third of
+    // a large pattern's allocations)
+    std::vector<int32_t> clo;                          // the closures, one after another
+    std::vector<int64_t> clo_at(a.n, -1), clo_len(a.n, 0);
     std::vector<int32_t> stamp(a.n, -1), dfs;
     int32_t round = 0;
-    auto eps_closure = [&](int32_t s) -> const std::vector<int32_t>& {
-        if (done[s]) return memo[s];
-        std::vector<int32_t>& out = memo[s];
-        ++round;
-        dfs.assign(1, s);
-        stamp[s] = round;
-        while (!dfs.empty()) {
-            int32_t x = dfs.back();
-            dfs.pop_back();
-            if (ce_off[x + 1] > ce_off[x] || x == a.final_) out.push_back(x);
-            for (int64_t j = a.eps_off[x]; j < a.eps_off[x + 1]; ++j) {
-                int32_t t = a.eps[j];
-                if (stamp[t] != round) {
-                    stamp[t] = round;
-                    dfs.push_back(t);
+    auto eps_closure = [&](int32_t s) -> std::pair<const int32_t*, const int32_t*> {
+        if (clo_at[s] < 0) {
+            int64_t at = static_cast<int64_t>(clo.size());
+            ++round;
+            dfs.assign(1, s);
+            stamp[s] = round;
+            while (!dfs.empty()) {
+                int32_t x = dfs.back();
+                dfs.pop_back();
+                if (ce_off[x + 1] > ce_off[x] || x == a.final_) clo.push_back(x);
+                for (int64_t j = a.eps_off[x]; j < a.eps_off[x + 1]; ++j) {
+                    int32_t t = a.eps[j];
+                    if (stamp[t] != round) {
+                        stamp[t] = round;
+                        dfs.push_back(t);
+                    }
                 }
             }
+            std::sort(clo.begin() + at, clo.end());
+            clo_at[s] = at;
+            clo_len[s] = static_cast<int64_t>(clo.size()) - at;
         }
-        std::sort(out.begin(), out.end());
-        done[s] = 1;
-        return out;
+        const int32_t* p = clo.data() + clo_at[s];
+        return {p, p + clo_len[s]};
     };
     SetIds ids;
     std::vector<const std::vector<int32_t>*> sets;
@@ -91,7 +96,10 @@ bool determinize(const Nfa& a, const int32_t* cls, int32_t nc, int64_t max_state
         accepting.push_back(acc);
         return id;
     };
-    state_id(std::vector<int32_t>(eps_closure(a.start)));
+    {
+        auto [b, e] = eps_closure(a.start);
+        state_id(std::vector<int32_t>(b, e));
+    }
     SetIds moves;  // a class's (sorted) NFA targets -> the DFA state of their closure
     std::vector<std::vector<int32_t>> bucket(nc);
     std::vector<int32_t> touched, merged;
@@ -115,8 +123,8 @@ bool determinize(const Nfa& a, const int32_t* cls, int32_t nc, int64_t max_state
             } else {
                 merged.clear();
                 for (int32_t t : ts) {
-                    const std::vector<int32_t>& cl = eps_closure(t);
-                    merged.insert(merged.end(), cl.begin(), cl.end());
+                    auto [b, e] = eps_closure(t);  // (pointers into clo: read before the next closure grows it)
+                    merged.insert(merged.end(), b, e);
                 }
                 std::sort(merged.begin(), merged.end());
                 merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
