@@ -161,8 +161,17 @@ def _build(machine, vocab, tables):
     return native._module().build(tables, native.native_trie(vocab))
 
 
-def _corruptions(name: str, arr: np.ndarray):
-    """Ways to break one array: wrong length, wrong dtype, values out of range."""
+def _corruptions(name: str, arr):
+    """Ways to break one array: wrong length, wrong dtype, values out of range. `trans`, a tuple
+    of per-automaton tables: one table missing, one concatenated array, then each way of breaking
+    one array applied to its middle table."""
+    if isinstance(arr, tuple):
+        yield "a table short", arr[:-1]
+        yield "not a tuple", np.concatenate(arr)
+        k = len(arr) // 2
+        for how, bad in _corruptions(name, arr[k]):
+            yield f"table {k}: {how}", arr[:k] + (bad,) + arr[k + 1:]
+        return
     yield "short", arr[:-1].copy() if len(arr) else np.zeros(3, dtype=arr.dtype)
     yield "dtype", arr.astype(np.float64)
     if len(arr):

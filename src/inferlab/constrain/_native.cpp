@@ -11,7 +11,8 @@
 //   int64, tokens (T,) int32, n_roots), vocab_size, eos_id) -> a capsule of the checked trie
 //   (native.py: trie_arrays), shared by every engine over it;
 // - build(the 14 arrays of constrain/tables.py's CompiledMachine in its field order, trie,
-//   narrow_nodes=0) -> a capsule of the engine (docs/native-engine.md, "The seam");
+//   narrow_nodes=0) -> a capsule of the engine (docs/native-engine.md, "The seam"); `trans` is a
+//   tuple of per-automaton tables, read in place (their buffers held by the capsule);
 // - a configuration: frames (F, 3) int32 (automaton, local state, count; -1 for a plain
 //   automaton) and stack_offset (K + 1,) int64, each stack from its bottom frame; or the
 //   machine's own tuple of stacks, each a tuple of (automaton, state[, count]) tuples, and None;
@@ -104,12 +105,36 @@ bool read_array(PyObject* obj, std::vector<T>& out, bool unsigned_, const char* 
     return true;
 }
 
+// An engine's capsule: the engine and the buffers of the transition tables it reads in place
+// (released, with the GIL, when the capsule goes).
+struct Owned {
+    std::unique_ptr<mask::Engine> engine;
+    std::vector<std::unique_ptr<Buffer>> tables;
+};
+
 void destroy(PyObject* capsule) {
-    delete static_cast<mask::Engine*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
+    delete static_cast<Owned*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
 }
 
 mask::Engine* engine_of(PyObject* capsule) {
-    return static_cast<mask::Engine*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
+    auto* owned = static_cast<Owned*>(PyCapsule_GetPointer(capsule, "inferlab.native.Engine"));
+    return owned ? owned->engine.get() : nullptr;
+}
+
+// trans: a tuple of A C-contiguous int32 tables, each (states, 256), held (not copied) by `owned`
+bool read_trans(PyObject* obj, Owned& owned, mask::Machine& m) {
+    if (!PyTuple_Check(obj)) {
+        PyErr_SetString(PyExc_ValueError, "trans: a tuple of per-automaton (states, 256) int32 tables expected");
+        return false;
+    }
+    for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(obj); ++a) {
+        auto buf = std::make_unique<Buffer>();
+        if (!get_buffer(PyTuple_GET_ITEM(obj, a), *buf, 4, false, false, "trans")) return false;
+        m.trans.push_back(static_cast<const int32_t*>(buf->view.buf));
+        m.trans_size.push_back(size_t(buf->view.len) / 4);
+        owned.tables.push_back(std::move(buf));
+    }
+    return true;
 }
 
 void destroy_trie(PyObject* capsule) {
@@ -177,11 +202,13 @@ PyObject* build(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, "build: 14 machine arrays expected");
         return nullptr;
     }
-    auto e = std::make_unique<mask::Engine>(*shared);
+    auto owned = std::make_unique<Owned>();
+    owned->engine = std::make_unique<mask::Engine>(*shared);
+    mask::Engine* e = owned->engine.get();
     mask::Machine& m = e->m;
     e->narrow_nodes = narrow_nodes;
     auto item = [&](int i) { return PyTuple_GET_ITEM(mt, i); };
-    if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_array(item(1), m.trans, false, "trans") ||
+    if (!read_array(item(0), m.state_offset, false, "state_offset") || !read_trans(item(1), *owned, m) ||
         !read_array(item(2), m.accepting, true, "accepting") || !read_array(item(3), m.start, false, "start") ||
         !read_array(item(4), m.productive, true, "productive") ||
         !read_array(item(5), m.call_offset, false, "call_offset") ||
@@ -199,8 +226,8 @@ PyObject* build(PyObject*, PyObject* args) {
         return nullptr;
     }
     m.derive();
-    PyObject* capsule = PyCapsule_New(e.get(), "inferlab.native.Engine", destroy);
-    if (capsule) e.release();
+    PyObject* capsule = PyCapsule_New(owned.get(), "inferlab.native.Engine", destroy);
+    if (capsule) owned.release();
     return capsule;
 }
 

@@ -6,8 +6,12 @@ Layout (A automata, S states in all, C call edges; every array C-contiguous; doc
     state_offset  (A + 1,) int64   automaton k's states are the global ids state_offset[k] ..
                                    state_offset[k + 1] - 1; a state inside automaton k is named
                                    by its local id q (global = state_offset[k] + q)
-    trans         (S, 256) int32   text transitions, local target state, -1 for none (the call
-                                   marker bytes F8-FF are always -1: calls are the call table's)
+    trans         A tables, automaton k's (n_k, 256) int32 (n_k its states): text transitions,
+                                   local target state, -1 for none (the call marker bytes F8-FF
+                                   are always -1: calls are the call table's). Not concatenated:
+                                   they are the automata's own read-only text tables
+                                   (machine.automaton_tables, shared by every machine over a DFA),
+                                   which the native engine reads in place
     accepting     (S,) uint8       1 where the automaton may end
     start         (A,) int32       each automaton's local start state
     productive    (A,) uint8       1 where the automaton has a complete text (calls only pushed
@@ -38,7 +42,7 @@ PLAIN, COUNTED, MAP = 0, 1, 2
 @dataclass(frozen=True, eq=False)
 class CompiledMachine:
     state_offset: np.ndarray
-    trans: np.ndarray
+    trans: tuple[np.ndarray, ...]
     accepting: np.ndarray
     start: np.ndarray
     productive: np.ndarray
@@ -56,7 +60,7 @@ class CompiledMachine:
     def n_automata(self) -> int:
         return len(self.start)
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> dict[str, np.ndarray | tuple[np.ndarray, ...]]:
         """{field: array}, in the layout's order (what the native engine reads)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -66,7 +70,7 @@ def compiled_machine(machine) -> CompiledMachine:
     n = [d.n_states for d in machine.dfas]
     offset = np.zeros(len(n) + 1, dtype=np.int64)
     np.cumsum(n, out=offset[1:])
-    trans = np.ascontiguousarray(np.concatenate(machine.text_trans).astype(np.int32, copy=False)).reshape(-1, 256)
+    trans = tuple(np.ascontiguousarray(t, dtype=np.int32) for t in machine.text_trans)  # (no copy: int32 already)
     accepting = np.concatenate(machine.accepting).astype(np.uint8)
     count = np.zeros(int(offset[-1]), dtype=np.int64)  # (S,) calls per global state
     for k, calls in enumerate(machine.calls):

@@ -14,7 +14,8 @@ void Machine::check() const {
     require(A >= 1, "no automaton");
     require(state_offset.size() == size_t(A) + 1 && state_offset[0] == 0, "state_offset: not (A + 1,) from 0");
     for (int32_t a = 0; a < A; ++a) require(state_offset[a + 1] > state_offset[a], "state_offset: an automaton with no state");
-    require(state_offset[A] == S && trans.size() == size_t(S) * 256, "trans: not (S, 256)");
+    require(state_offset[A] == S, "state_offset: not ending at S");
+    require(trans.size() == size_t(A) && trans_size.size() == size_t(A), "trans: not one table per automaton");
     require(accepting.size() == size_t(S), "accepting: not (S,)");
     for (auto v : {start.size(), productive.size(), kind.size(), lo.size(), hi.size(), map_first.size(),
                    map_next.size(), unique.size()})
@@ -30,8 +31,10 @@ void Machine::check() const {
         require(map_first[a] >= -1 && map_first[a] < A, "map_first: out of range");
         require(kind[a] == MAP ? (map_next[a] >= 0 && map_next[a] < A) : map_next[a] >= -1 && map_next[a] < A,
                 "map_next: out of range");
-        for (int64_t i = state_offset[a] * 256; i < state_offset[a + 1] * 256; ++i)
-            require(trans[i] >= -1 && trans[i] < n, "trans: a target out of its automaton");
+        require(trans[size_t(a)] != nullptr && trans_size[size_t(a)] == size_t(n) * 256,
+                "trans: an automaton's table not (its states, 256)");
+        for (size_t i = 0; i < size_t(n) * 256; ++i)
+            require(trans[size_t(a)][i] >= -1 && trans[size_t(a)][i] < n, "trans: a target out of its automaton");
         for (int64_t i = call_offset[state_offset[a]]; i < call_offset[state_offset[a + 1]]; ++i)
             require(callee[i] >= 0 && callee[i] < A && ret[i] >= 0 && ret[i] < n, "call table: out of range");
     }
@@ -39,8 +42,9 @@ void Machine::check() const {
 
 void Machine::derive() {
     reads.assign(size_t(S), 0);
-    for (int64_t i = 0; i < S * 256; ++i)
-        if (trans[size_t(i)] >= 0) reads[size_t(i / 256)] = 1;
+    for (int32_t a = 0; a < A; ++a)
+        for (int32_t s = 0; s < n_states(a); ++s)
+            reads[size_t(g(a, s))] = std::any_of(row(a, s), row(a, s) + 256, [](int32_t x) { return x >= 0; });
     for (int deep = 0; deep < 2; ++deep) {
         plain_at[deep].assign(size_t(S), 0);
         for (int32_t a = 0; a < A; ++a)

@@ -1,10 +1,12 @@
 // The mask engine's inputs (C++17, no Python): a stack machine's tables and a vocabulary's trie,
 // copied from the flat arrays of the seam and checked once, so that no walk reads out of bounds.
 //
-// Layouts (docs/native-engine.md, "The seam"; the bindings, _native.cpp, copy them in):
+// Layouts (docs/native-engine.md, "The seam"; the bindings, _native.cpp, copy them in, but for
+// the transition tables, read in place):
 // - Machine: constrain/tables.py's CompiledMachine, A automata and S states in all: state_offset
-//   (A + 1,), trans (S * 256,) local targets (-1 none), accepting (S,), start (A,), productive (A,),
-//   call_offset (S + 1,) over callee/ret (C,), kind/lo/hi/map_first/map_next/unique (A,);
+//   (A + 1,), trans: per automaton a (n_states(a) * 256,) local targets (-1 none), accepting (S,),
+//   start (A,), productive (A,), call_offset (S + 1,) over callee/ret (C,),
+//   kind/lo/hi/map_first/map_next/unique (A,);
 // - Trie: native.py's trie_arrays, N nodes level after level: child_start/child_count/byte (N,),
 //   tok_offset (N + 1,) over tokens (T,), the first n_roots nodes the roots;
 // - a configuration (Config): its stacks, each its frames (automaton, local state, count; -1 for
@@ -50,7 +52,12 @@ struct Machine {
     std::vector<uint8_t> plain_at[2];  // [deep][global state]: plain(a, s, deep), precomputed
     int64_t S = 0;
     std::vector<int64_t> state_offset, call_offset, lo, hi;
-    std::vector<int32_t> trans, start, callee, ret, map_first, map_next;
+    std::vector<int32_t> start, callee, ret, map_first, map_next;
+    // per automaton, its (n_states(a) * 256,) local targets, read in place: the bindings hold the
+    // buffers as long as the engine (the automata's text tables are shared by every machine over
+    // them; a copy, and the concatenation it took, cost two of them in memory and page faults)
+    std::vector<const int32_t*> trans;
+    std::vector<size_t> trans_size;  // each table's entries (checked: n_states(a) * 256)
     std::vector<uint8_t> accepting, productive, kind, unique, reads;
     // StackMachine.exits, over global states: the row of the bytes that may be read right after a
     // push or a pop at each state (-1: none may happen there), and whether a counted automaton's
@@ -62,7 +69,8 @@ struct Machine {
 
     int32_t n_states(int32_t a) const { return int32_t(state_offset[a + 1] - state_offset[a]); }
     int64_t g(int32_t a, int32_t s) const { return state_offset[a] + s; }
-    int32_t target(int32_t a, int32_t s, uint8_t b) const { return trans[size_t(g(a, s)) * 256 + b]; }
+    const int32_t* row(int32_t a, int32_t s) const { return trans[size_t(a)] + size_t(s) * 256; }
+    int32_t target(int32_t a, int32_t s, uint8_t b) const { return row(a, s)[b]; }
     bool acc(int32_t a, int32_t s) const { return accepting[g(a, s)] != 0; }
     bool has_calls(int32_t a, int32_t s) const { return call_offset[g(a, s) + 1] > call_offset[g(a, s)]; }
     bool numbered(int32_t a) const { return kind[a] != PLAIN; }

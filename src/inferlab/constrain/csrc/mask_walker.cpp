@@ -331,7 +331,7 @@ class Walker {
             sig = {m.n_states(a), m.start[a], m.kind[a], q};
             for (int32_t x = 0; x < m.n_states(a); ++x) {
                 const int64_t gx = m.g(a, x);
-                sig.insert(sig.end(), &m.trans[size_t(gx) * 256], &m.trans[size_t(gx) * 256] + 256);
+                sig.insert(sig.end(), m.row(a, x), m.row(a, x) + 256);
                 sig.push_back(m.accepting[size_t(gx)]);
                 const int32_t row = m.exit_row[size_t(gx)];
                 sig.push_back(row >= 0);
@@ -449,7 +449,7 @@ class Walker {
     bool narrow_walk(Split& split, std::vector<int32_t>& exits, std::vector<int32_t>& exit_of, int32_t a, int32_t q,
                      bool deep, int64_t c0, int64_t n, int64_t& budget) const {
         if ((budget -= n) < 0) return false;
-        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        const int32_t* row = m.row(a, q);
         for (int64_t v = c0; v < c0 + n; ++v) {
             const int32_t x = row[t.byte[v]];
             if (x >= 0 && !visit(split, exits, exit_of, a, x, deep, v, budget)) return false;
@@ -479,7 +479,7 @@ class Walker {
         std::vector<int32_t> index(size_t(m.n_states(a)), -1), exit(size_t(m.n_states(a)), -1), order{q};
         index[q] = 0;
         for (size_t i = 0; i < order.size(); ++i) {
-            const int32_t* row = &m.trans[size_t(m.g(a, order[i])) * 256];
+            const int32_t* row = m.row(a, order[i]);
             for (int b = 0; b < 256; ++b) {
                 const int32_t x = row[b];
                 int32_t code = -1;
@@ -702,7 +702,7 @@ class Walker {
     void walk_plain(const Stack& st, int32_t q, int64_t c0, int64_t n) {
         const int32_t a = st.back().a;
         const bool deep = st.size() > 1;
-        const int32_t* row = &m.trans[size_t(m.g(a, q)) * 256];
+        const int32_t* row = m.row(a, q);
         for (int64_t v = c0; v < c0 + n; ++v) {
             const int32_t to = row[t.byte[v]];
             if (to < 0) continue;
