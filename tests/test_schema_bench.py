@@ -486,3 +486,45 @@ def test_a_json_schema_test_suite_folder_is_read_group_by_group(tmp_path, capsys
     (draft / "bad.json").write_text(json.dumps([{"schema": {}, "tests": [{"data": 1}]}]))
     assert main(["schema-bench", str(draft), "--vocab", "none"]) == 2
     assert "bad.json: /0/tests/0 is not" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("broken", ["none allowed", "all allowed"])
+def test_with_a_vocabulary_the_counts_go_through_the_engines_masks(bench_dir, monkeypatch, broken):
+    """A sound engine's masks agree with the byte machine on every instance; an engine whose
+    masks allow nothing (or everything) is counted as such: completeness (or soundness) falls
+    and every instance it gets wrong is a disagreement (a mask that lets through a token the
+    machine refuses counts an invalid instance as accepted)."""
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.grammar import StackGrammar
+    vocab = _load_vocab("512")
+    config = BenchConfig(directory=bench_dir, mask_min_sample_s=0.001)
+    good = {r["name"]: r for r in run_bench(config, vocab=vocab)["schemas"]}
+    assert good["Alpha---int"]["mask_disagreements"] == good["Beta---obj"]["mask_disagreements"] == 0
+    fill = StackGrammar.fill_bitmask
+
+    def broken_fill(self, state, out):
+        fill(self, state, out)
+        out.fill(0 if broken == "none allowed" else -1)
+    monkeypatch.setattr(StackGrammar, "fill_bitmask", broken_fill)
+    bad = {r["name"]: r for r in run_bench(config, vocab=vocab)["schemas"]}
+    for name in ("Alpha---int", "Beta---obj"):
+        g, b = good[name], bad[name]
+        if broken == "none allowed":
+            assert b["valid_accepted"] == 0 and b["invalid_rejected"] == g["invalid_rejected"]
+            assert b["mask_disagreements"] == g["valid_accepted"] > 0
+        else:
+            assert b["invalid_rejected"] == 0 and b["valid_accepted"] == g["valid_accepted"]
+            assert b["mask_disagreements"] == g["invalid_rejected"] > 0
+    assert run_bench(config)["schemas"][0]["mask_disagreements"] is None  # (no vocabulary: the byte machine's)
+
+
+def test_mask_acceptance_equals_the_byte_machine_on_prefixes_and_extensions():
+    from inferlab.bench.schema_bench import mask_accepts
+    from inferlab.cli.schema_bench import _load_vocab
+    from inferlab.constrain.stack import StackGrammar, compile_machine
+    vocab, tok = _load_vocab("512")
+    machine = compile_machine({"type": "array", "items": {"enum": ["ab", 12]}, "maxItems": 2})[1]
+    grammar = StackGrammar(machine.unbuilt(), vocab)
+    texts = ['["ab",12]', '["ab"]', "[]", '["ab",12', '["ab",12,"ab"]', '["a"]', "[12,12]", '[12,"ab"]x']
+    for text in texts:
+        assert mask_accepts(grammar, tok.encode(text)) == machine.accepts(text), text

@@ -86,6 +86,9 @@ class SchemaResult:
     invalid_total: int = 0
     invalid_rejected: int = 0
     unsound: list[str] = field(default_factory=list)  # canonical texts of accepted invalid instances
+    # with a vocabulary, the counts above are the engine's token masks' (_count_by_masks): the
+    # instances on which they and the byte machine's accepts() disagree (an engine defect: 0)
+    mask_disagreements: int | None = None
     compile_ms: float | None = None    # schema -> regexes -> minimal DFAs
     refuse_ms: float | None = None     # time spent before a refusal (size limits cost the most)
     first_mask_ms: float | None = None  # a fresh grammar over the compiled machine, and its first bitmask (vocabulary preprocessed)
@@ -316,22 +319,62 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     res.automata = machine.n_automata
     res.uses_stack = machine.uses_stack
     res.narrowed = len(compiled.narrowed)
-    accepted_texts = []
+    labelled = []  # (valid, canonical text, accepted by the byte machine)
     for test in tests:
         text = _canonical(test["data"], schema, config)
-        accepted = machine.accepts(text)
-        if test["valid"]:
+        labelled.append((test["valid"], text, machine.accepts(text)))
+    _count(res, [(valid, text, accepted) for valid, text, accepted in labelled])
+    if vocab is not None:
+        grammar = _time_mask(res, machine, vocab, [t for valid, t, ok in labelled if valid and ok], config)
+        _count_by_masks(res, grammar, vocab[1], labelled)
+
+
+def _count(res: SchemaResult, judged) -> None:
+    """The completeness and soundness counts of `judged`: (valid, canonical text, accepted)."""
+    res.valid_total = res.valid_accepted = res.invalid_total = res.invalid_rejected = 0
+    res.unsound = []
+    for valid, text, accepted in judged:
+        if valid:
             res.valid_total += 1
             res.valid_accepted += accepted
-            if accepted:
-                accepted_texts.append(text)
         else:
             res.invalid_total += 1
             res.invalid_rejected += not accepted
             if accepted:
                 res.unsound.append(text[:200])
-    if vocab is not None:
-        _time_mask(res, machine, vocab, accepted_texts, config)
+
+
+def _count_by_masks(res: SchemaResult, grammar: StackGrammar, tok, labelled) -> None:
+    """The counts again, each instance accepted through the engine's token masks (after every
+    timing, on the timed grammar: its walks must not warm what was timed), so that coverage,
+    completeness and soundness test the engine and not only the byte machine it is built from;
+    where the two disagree, the masks' answer counts, and the disagreement is counted. A mask that
+    allowed a token the machine refuses (mask_accepts' None) counts against the engine either way:
+    an invalid instance as accepted, a valid one as rejected."""
+    answers = [mask_accepts(grammar, tok.encode(text)) for _, text, _ in labelled]
+    _count(res, [(valid, text, (not valid) if got is None else got) for (valid, text, _), got in zip(labelled, answers)])
+    res.mask_disagreements = sum(got != byte for got, (_, _, byte) in zip(answers, labelled))
+
+
+def mask_accepts(grammar: StackGrammar, tokens: list[int]) -> bool | None:
+    """Is `tokens` accepted through the grammar's token masks: each token's bit set in the mask
+    of the state before it, then the EOS bit at the end (where the vocabulary has no EOS, the
+    state's can_end)? None where a mask allowed a token that advance (the byte machine) refuses:
+    the masks and the machine disagree."""
+    row = np.zeros(grammar.words, dtype=np.int32)                            # (ceil(V/32),)
+    words = row.view(np.uint32)
+    state = grammar.initial_state()
+    for t in tokens:
+        grammar.fill_bitmask(state, row)
+        if not (int(words[t >> 5]) >> (t & 31)) & 1:
+            return False
+        state = grammar.advance(state, t)
+        if state is None:
+            return None
+    if grammar.eos_id < 0:
+        return grammar.can_end(state)
+    grammar.fill_bitmask(state, row)
+    return bool((int(words[grammar.eos_id >> 5]) >> (grammar.eos_id & 31)) & 1)
 
 
 def compile_within_limits(schema, config: BenchConfig):
@@ -343,7 +386,7 @@ def compile_within_limits(schema, config: BenchConfig):
                            format=config.format or "assert", ref_dir=config.ref_dir)
 
 
-def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str], config: BenchConfig) -> None:
+def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str], config: BenchConfig) -> StackGrammar:
     """A fresh grammar's first mask (every compiled schema's), then where `texts` (the valid
     instances the grammar accepts) has one, a first walk over the first one's tokens (rows built
     lazily on the way: reported apart as first_walk_us_per_token, and the warm-up of what
@@ -352,7 +395,8 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     mask_us_per_token / mask_us_p99, the median and p99 of single fill_bitmask readings (the
     peers' unit, timing.token_walk_us as schema_peers times them), walked again until each
     sample holds >= mask_min_sample_s of fill time; and step_us_per_token, the sample's wall time
-    per token (fill + advance + its two clock reads, ~0.1 us), the median over samples."""
+    per token (fill + advance + its two clock reads, ~0.1 us), the median over samples. Returns
+    the grammar (_count_by_masks walks the instances on it after these timings)."""
     vocabulary, tok = vocab
     preprocess(vocabulary)  # once (cached): apart from the schema's times
     fresh = machine.unbuilt()
@@ -365,7 +409,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     res.warm_configs = grammar.warmed
     tokens = tok.encode(texts[0]) if texts else []
     if not tokens:
-        return
+        return grammar
 
     def new_walk():
         state = [grammar.initial_state()]
@@ -379,7 +423,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
         first = token_walk_us(new_walk, tokens, 0.0)[:len(tokens)]
     except ValueError as exc:
         res.reason = f"mask walk failed: {exc}"
-        return
+        return grammar
     res.first_walk_us_per_token = float(first.mean())  # rows built on the way
     res.first_walk_us = np.round(first, 2).tolist()
     res.later_walk_us = np.round(walks_us(new_walk, [tok.encode(t) for t in texts[1:]]), 2).tolist()
@@ -396,6 +440,7 @@ def _time_mask(res: SchemaResult, machine: StackMachine, vocab, texts: list[str]
     res.mask_tokens = len(tokens)
     res.mask_us_per_token, res.mask_us_p99 = float(np.median(us)), float(np.percentile(us, 99))
     res.apply_us_per_token, res.apply_us_p99 = _time_apply(grammar, tokens, config)
+    return grammar
 
 
 def _replay_first_walk(machine: StackMachine, vocabulary, tokens: list[int], warmed: int = 0) -> tuple[str, np.ndarray]:
@@ -481,6 +526,10 @@ def _stats(rs: list, get) -> dict:
         "schemas": len(recs), "compiled": len(comp), "coverage": len(comp) / len(recs) if recs else None,
         "valid": v_tot, "valid_accepted": v_acc, "completeness": v_acc / v_tot if v_tot else None,
         "invalid": i_tot, "invalid_rejected": i_rej, "soundness": i_rej / i_tot if i_tot else None,
+        # ours with a vocabulary: instances whose acceptance through the token masks differs from
+        # the byte machine's (None: not counted, no vocabulary or a peer)
+        "mask_disagreements": None if all(g(x, "mask_disagreements") is None for x in comp)
+        else sum(g(x, "mask_disagreements") or 0 for x in comp),
         "compile_ms_median": pct("compile_ms", 50), "compile_ms_p90": pct("compile_ms", 90),
         "ttfm_ms_median": _q(ttfm, 50), "ttfm_ms_p90": _q(ttfm, 90),
         "first_mask_ms_median": pct("first_mask_ms", 50), "first_mask_ms_p90": pct("first_mask_ms", 90),

@@ -115,6 +115,10 @@ def _print_summary(results: dict, console: Console) -> None:
                       "-" if mask is None else f"{mask:.1f}",
                       "-" if s["apply_us_per_token_median"] is None else f"{s['apply_us_per_token_median']:.1f}")
     console.print(table)
+    disagree = results["summary"]["all"].get("mask_disagreements")
+    if disagree is not None:  # (with a vocabulary: the counts above are the token masks')
+        console.print(f"  completeness and soundness through the {results['config'].get('engine', {}).get('engine', '')} "
+                      f"engine's token masks; instances where they and the byte machine disagree: {disagree}")
     _print_steps(results["summary"]["all"], console)
     _print_peers(results, console)
     refusals = results["summary"]["all"]["refusals"]
