@@ -323,7 +323,7 @@ def _ours(res: SchemaResult, schema, tests, config: BenchConfig, vocab) -> None:
     for test in tests:
         text = _canonical(test["data"], schema, config)
         labelled.append((test["valid"], text, machine.accepts(text)))
-    _count(res, [(valid, text, accepted) for valid, text, accepted in labelled])
+    _count(res, labelled)
     if vocab is not None:
         grammar = _time_mask(res, machine, vocab, [t for valid, t, ok in labelled if valid and ok], config)
         _count_by_masks(res, grammar, vocab[1], labelled)

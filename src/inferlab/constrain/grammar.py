@@ -212,16 +212,11 @@ class StackGrammar:
             hit = self._cleared[state] = key, self._refused(state, key, out)
             if len(self._cleared) > self._cache_states:
                 self._cleared.popitem(last=False)
-        else:  # the warm path, written out (_row, _write): every step of a walk seen before comes here
+        else:  # the warm path: every step of a walk seen before comes here
             self._cleared.move_to_end(state)
-            key, cleared = hit
-            row = self._masks.get(key)
-            if row is None:
-                row = self._row(key)
-            else:
-                self._masks.move_to_end(key)
+            row = self._row(hit[0])
             if self._write_row is not None:  # the row and the cleared bits in one native call
-                self._write_row(out, row, cleared)
+                self._write_row(out, row, hit[1])
                 return
             _write(out, row)
         if hit[1]:

@@ -97,7 +97,7 @@ def _text_targets(trans: np.ndarray) -> list[list[int]]:
 
 
 class AutomatonTables(NamedTuple):
-    """What the machine reads off one DFA: a function of the DFA alone (automata_tables)."""
+    """What the machine reads off one DFA: a function of the DFA alone (automaton_tables)."""
 
     text: np.ndarray                                 # (S, 256) int32: trans, marker bytes dead (read-only)
     reads: np.ndarray                                # (S,) bool: a state with a text edge
